@@ -1,0 +1,32 @@
+# Entry points for users and CI. Everything installs into .venv on first use.
+# TORCH_VERSION pins the CPU-friendly torch that is installed when no torch is present yet;
+# override it (or preinstall torch) to use another build, e.g. `make test TORCH_VERSION=2.5.1`.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_VERSION ?= 2.13.0
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.ltlagent-installed
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==$(TORCH_VERSION)"
+	$(PY) -m pip install -q -e '.[llm,test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/ltlagent run --spec react --tools calculator "Tom has 17 boxes with 23 apples each and finds 4 more apples. How many apples does he have?"
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check ltlagent tests benchmarks validation
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

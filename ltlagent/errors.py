@@ -1,0 +1,117 @@
+"""The error hierarchy: every failure a user can cause is one of these, and the CLI prints them.
+
+Positional errors carry a source name, line and column (1-based) and render the offending source
+line with a caret, like a compiler (modelled on lark's ``get_context``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "LtlAgentError",
+    "Location",
+    "SpecError",
+    "SpecErrors",
+    "UsageError",
+    "PromptError",
+    "CompileError",
+]
+
+
+class LtlAgentError(Exception):
+    """Root of every error ltlagent raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A span in a source text: 1-based line and column, 0-based byte/char offsets."""
+
+    source: str
+    line: int
+    column: int
+    offset: int = 0
+    end: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}:{self.column}"
+
+
+def caret_context(text: str, loc: Location, width: int = 1) -> str:
+    """The source line of ``loc`` followed by a caret line under its column."""
+    lines = text.splitlines()
+    if not 1 <= loc.line <= len(lines):
+        return ""
+    src = lines[loc.line - 1].expandtabs(1)
+    if len(src) > 160:  # keep the caret in view on very long lines
+        start = max(0, loc.column - 80)
+        src = ("…" if start else "") + src[start : start + 160]
+        col = loc.column - start + (1 if start else 0)
+    else:
+        col = loc.column
+    return f"    {src}\n    {' ' * (col - 1)}{'^' * max(1, width)}"
+
+
+class SpecError(LtlAgentError, ValueError):
+    """A problem in a spec file, pointing at the place in the source that causes it."""
+
+    def __init__(self, message: str, loc: Location | None = None, text: str | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+        self.text = text
+        self.hint = hint
+
+    @property
+    def code(self) -> str:
+        return "spec-error"
+
+    def __str__(self) -> str:
+        return f"{self.loc}: error: {self.message}" if self.loc else f"error: {self.message}"
+
+    def render(self) -> str:
+        """The message plus the source line and a caret, when the source is known."""
+        out = str(self)
+        if self.loc is not None and self.text is not None:
+            ctx = caret_context(self.text, self.loc, max(1, self.loc.end - self.loc.offset))
+            if ctx:
+                out += "\n" + ctx
+        if self.hint:
+            out += f"\n    hint: {self.hint}"
+        return out
+
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = {"message": self.message, "code": self.code}
+        if self.loc is not None:
+            d.update(file=self.loc.source, line=self.loc.line, column=self.loc.column)
+        if self.hint:
+            d["hint"] = self.hint
+        return d
+
+
+class SpecErrors(SpecError):
+    """Several independent spec errors found in one pass; reported together."""
+
+    def __init__(self, errors: list[SpecError]) -> None:
+        first = errors[0]
+        super().__init__(first.message, first.loc, first.text, first.hint)
+        self.errors = list(errors)
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self.errors)
+
+    def render(self) -> str:
+        return "\n".join(e.render() for e in self.errors)
+
+
+class CompileError(LtlAgentError):
+    """Spot failed on a formula we built: a bug in ltlagent, reported with the formula."""
+
+
+class UsageError(LtlAgentError, ValueError):
+    """Bad command-line or API usage (missing file, unknown bundled spec, bad option)."""
+
+
+class PromptError(LtlAgentError, ValueError):
+    """A prompt file cannot be read (not UTF-8, not a file)."""

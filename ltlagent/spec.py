@@ -1,0 +1,588 @@
+"""The spec language: parsed, checked, immutable.
+
+A spec declares states (prompt string, flags, content constraints) and a behaviour pattern over
+them (DESIGN §2). This module turns source text into a :class:`Spec` and reports every static
+error it can find with ``file:line:col``. It knows nothing about Spot; :mod:`ltlagent.ltl` and
+:mod:`ltlagent.automaton` take it from here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import Location, SpecError, SpecErrors, UsageError
+from .sexp import Atom, Node, SList, read_sexps
+
+__all__ = [
+    "State", "Pattern", "Step", "Next", "Until", "Always", "Or", "Repeat", "Formula", "Spec",
+    "parse_spec", "load_spec", "bundled_specs", "resolve_spec_path", "TOOLS_CHOICES",
+]
+
+#: Sentinel for ``(:choices :tools)``: the Action state's choices are the names of the agent's tools.
+TOOLS_CHOICES = ":tools"
+
+
+@dataclass(frozen=True)
+class State:
+    """One declared state: its prompt string, who writes it, and what its content may be."""
+
+    name: str
+    text: str
+    env_input: bool = False
+    choices: tuple[str, ...] | None = None
+    regex: str | None = None
+    stop: tuple[str, ...] = ()
+    max_tokens: int | None = None
+    loc: Location | None = field(default=None, compare=False)
+
+    @property
+    def tool_choices(self) -> bool:
+        """True when the choices are filled in from the agent's tools at run time."""
+        return self.choices == (TOOLS_CHOICES,)
+
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = {"name": self.name, "text": self.text, "env_input": self.env_input}
+        if self.choices is not None:
+            d["choices"] = list(self.choices)
+        if self.regex is not None:
+            d["regex"] = self.regex
+        if self.stop:
+            d["stop"] = list(self.stop)
+        if self.max_tokens is not None:
+            d["max_tokens"] = self.max_tokens
+        return d
+
+
+# --- behaviour patterns -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    """One step in state ``name``."""
+
+    name: str
+    loc: Location | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Next:
+    """``(next P1 … Pn)``: P1 then P2 … then Pn."""
+
+    parts: tuple[Pattern, ...]
+    loc: Location | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Until:
+    """``(until P Q)``: P between ``min`` and ``max`` times (None: unbounded), then Q."""
+
+    body: Pattern
+    then: Pattern
+    min: int = 0
+    max: int | None = None
+    loc: Location | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Always:
+    """``(always P)``: P repeated forever (P^ω, iterations non-empty); only in last position."""
+
+    body: Pattern
+    loc: Location | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Or:
+    """``(or P Q …)``: one of the alternatives."""
+
+    parts: tuple[Pattern, ...]
+    loc: Location | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``(repeat P :min m :max n)`` and ``(optional P)`` (= ``:min 0 :max 1``)."""
+
+    body: Pattern
+    min: int = 0
+    max: int | None = None
+    loc: Location | None = field(default=None, compare=False)
+
+
+Pattern = Step | Next | Until | Always | Or | Repeat
+
+
+@dataclass(frozen=True)
+class Formula:
+    """An LTL constraint as a tree: ``op`` is a state name (``args`` empty), an operator, or
+    ``"ltl"`` with the raw Spot string in ``raw``."""
+
+    op: str
+    args: tuple[Formula, ...] = ()
+    raw: str | None = None
+    is_state: bool = False
+    loc: Location | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A parsed, statically checked spec."""
+
+    name: str
+    states: tuple[State, ...]
+    behavior: Pattern
+    constraints: tuple[Formula, ...] = ()
+    source: str = "<string>"
+    text: str = field(default="", compare=False, repr=False)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.states)
+
+    def state(self, name: str) -> State:
+        for s in self.states:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    @property
+    def is_infinite(self) -> bool:
+        """True when the behaviour ends in ``always`` (traces are infinite)."""
+        p = self.behavior
+        while isinstance(p, Next):
+            p = p.parts[-1]
+        return isinstance(p, Always)
+
+    def used_states(self) -> set[str]:
+        """Names mentioned in the behaviour or the constraints."""
+        out: set[str] = set()
+        todo: list[Pattern] = [self.behavior]
+        while todo:
+            p = todo.pop()
+            if isinstance(p, Step):
+                out.add(p.name)
+            elif isinstance(p, Next | Or):
+                todo.extend(p.parts)
+            elif isinstance(p, Until):
+                todo += [p.body, p.then]
+            else:
+                todo.append(p.body)
+        ftodo = list(self.constraints)
+        while ftodo:
+            f = ftodo.pop()
+            if f.is_state:
+                out.add(f.op)
+            ftodo.extend(f.args)
+        return out
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+_STATE_OPTIONS = (":text", ":flags", ":choices", ":regex", ":stop", ":max-tokens")
+_SECTIONS = (":states", ":behavior", ":constraints")
+_PATTERN_OPS = ("next", "until", "always", "or", "optional", "repeat")
+_UNTIL_BOUNDED = re.compile(r"^until_(\d+)(?:_(\d+))?$")
+_LTL_UNARY = {"not": "!", "next": "X[!]", "weak-next": "X", "always": "G", "eventually": "F"}
+_LTL_BINARY = {"until": "U", "release": "R", "implies": "->", "iff": "<->"}
+_LTL_NARY = {"and": "&", "or": "|"}
+
+
+class _Parser:
+    """Collects errors instead of stopping at the first, where later checks stay meaningful."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.text = text
+        self.source = source
+        self.errors: list[SpecError] = []
+
+    def err(self, message: str, loc: Location | None, hint: str | None = None) -> None:
+        self.errors.append(SpecError(message, loc, self.text, hint))
+
+    def fail(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise SpecErrors(self.errors)
+
+    # -- top level
+    def spec(self, nodes: list[Node]) -> Spec:
+        if not nodes:
+            self.err("empty spec: expected (define NAME (:states …) (:behavior …))",
+                     Location(self.source, 1, 1))
+            self.fail()
+        root = nodes[0]
+        for extra in nodes[1:]:
+            self.err("unexpected text after the (define …) form", extra.loc,
+                     "a spec file holds exactly one (define …)")
+        if not isinstance(root, SList) or root.head() != "define":
+            self.err("expected (define NAME (:states …) (:behavior …))", root.loc)
+            self.fail()
+        assert isinstance(root, SList)
+        items = root.items
+        if len(items) < 2 or not isinstance(items[1], Atom) or items[1].is_string:
+            self.err("(define …) needs a name", root.loc)
+            self.fail()
+        name = str(items[1].value)  # type: ignore[union-attr]
+        sections: dict[str, SList] = {}
+        for sec in items[2:]:
+            head = sec.head() if isinstance(sec, SList) else None
+            if head is None:
+                self.err(f"expected a section like (:states …), found {_show(sec)}", sec.loc)
+                continue
+            if head not in _SECTIONS:
+                self.err(f"unknown keyword {head!r}", sec.items[0].loc,  # type: ignore[union-attr]
+                         _suggest(head, _SECTIONS) or f"sections are {', '.join(_SECTIONS)}")
+                continue
+            if head in sections:
+                self.err(f"duplicate section {head}", sec.loc)
+                continue
+            sections[head] = sec  # type: ignore[assignment]
+        if ":states" not in sections:
+            self.err("missing (:states …)", root.loc)
+        if ":behavior" not in sections:
+            self.err("missing (:behavior …)", root.loc)
+        self.fail()
+        states = self.states(sections[":states"])
+        declared = {s.name for s in states}
+        beh = sections[":behavior"]
+        behavior: Pattern | None = None
+        if len(beh.items) != 2:
+            self.err("(:behavior …) takes exactly one pattern", beh.loc)
+        else:
+            behavior = self.pattern(beh.items[1], declared, depth=0)
+        constraints: list[Formula] = []
+        if ":constraints" in sections:
+            for node in sections[":constraints"].items[1:]:
+                f = self.formula(node, declared)
+                if f is not None:
+                    constraints.append(f)
+        if behavior is not None:
+            self.check_always(behavior, last=True)
+        self.fail()
+        assert behavior is not None
+        return Spec(name, tuple(states), behavior, tuple(constraints), self.source, self.text)
+
+    # -- states
+    def states(self, sec: SList) -> list[State]:
+        out: list[State] = []
+        seen: dict[str, State] = {}
+        texts: dict[str, State] = {}
+        for node in sec.items[1:]:
+            st = self.state(node)
+            if st is None:
+                continue
+            if st.name in seen:
+                self.err(f"duplicate state {st.name!r} (first declared at "
+                         f"{_at(seen[st.name].loc)})", st.loc)
+                continue
+            if st.text in texts:
+                self.err(f"state {st.name!r} has the same prompt text {st.text!r} as "
+                         f"{texts[st.text].name!r}", st.loc,
+                         "prompt texts signal transitions, so each must be distinct")
+                continue
+            seen[st.name] = st
+            texts[st.text] = st
+            out.append(st)
+        if not sec.items[1:]:
+            self.err("(:states …) declares no state", sec.loc)
+        for a in out:
+            for b in out:
+                if a is b or a.text not in b.text or b.text.endswith(a.text):
+                    continue
+                where = "a proper prefix" if b.text.startswith(a.text) else "inside"
+                self.err(f"prompt text {a.text!r} of {a.name!r} is {where} of {b.text!r} "
+                         f"({b.name!r}): the transition it signals would be ambiguous", a.loc,
+                         "make the texts distinct, e.g. end each with ':' "
+                         "(a text may end with another one: the longest match wins)")
+        return out
+
+    def state(self, node: Node) -> State | None:
+        if not isinstance(node, SList) or not node.items:
+            self.err(f"expected a state (NAME (:text \"…\") …), found {_show(node)}", node.loc)
+            return None
+        nm = node.items[0]
+        if not isinstance(nm, Atom) or nm.is_string or nm.value.startswith(":"):
+            self.err(f"expected a state name, found {_show(nm)}", nm.loc)
+            return None
+        text: str | None = None
+        opts: dict[str, object] = {}
+        for opt in node.items[1:]:
+            key = opt.head() if isinstance(opt, SList) else None
+            if key is None:
+                self.err(f"expected a state option like (:text \"…\"), found {_show(opt)}",
+                         opt.loc)
+                continue
+            assert isinstance(opt, SList)
+            args = opt.items[1:]
+            if key not in _STATE_OPTIONS:
+                self.err(f"unknown keyword {key!r} in state {nm.value!r}", opt.items[0].loc,
+                         _suggest(key, _STATE_OPTIONS)
+                         or f"state options are {', '.join(_STATE_OPTIONS)}")
+            elif key == ":text":
+                if len(args) != 1 or not isinstance(args[0], Atom) or not args[0].is_string:
+                    bad = args[0] if args else opt
+                    self.err(f":text of {nm.value!r} must be one string, found "
+                             f"{_show(bad) if args else 'nothing'}", bad.loc,
+                             'write it in double quotes, e.g. (:text "Thought:")')
+                elif not args[0].value.strip():
+                    self.err(f":text of {nm.value!r} is empty", args[0].loc)
+                else:
+                    text = args[0].value
+            elif key == ":flags":
+                for a in args:
+                    if isinstance(a, Atom) and a.value == ":env-input":
+                        opts["env_input"] = True
+                    else:
+                        self.err(f"unknown flag {_show(a)}", a.loc, "the flag is :env-input")
+            elif key == ":choices":
+                if len(args) == 1 and isinstance(args[0], Atom) and args[0].value == TOOLS_CHOICES \
+                        and not args[0].is_string:
+                    opts["choices"] = (TOOLS_CHOICES,)
+                elif not args or not all(isinstance(a, Atom) and a.is_string for a in args):
+                    self.err(":choices takes one or more strings, or :tools", opt.loc)
+                else:
+                    opts["choices"] = tuple(a.value for a in args)  # type: ignore[union-attr]
+            elif key == ":regex":
+                if len(args) != 1 or not isinstance(args[0], Atom) or not args[0].is_string:
+                    self.err(":regex takes one string", opt.loc)
+                else:
+                    try:
+                        re.compile(args[0].value)
+                        opts["regex"] = args[0].value
+                    except re.error as e:
+                        self.err(f"bad :regex: {e}", args[0].loc)
+            elif key == ":stop":
+                if not args or not all(isinstance(a, Atom) and a.is_string and a.value
+                                       for a in args):
+                    self.err(":stop takes one or more non-empty strings", opt.loc)
+                else:
+                    opts["stop"] = tuple(a.value for a in args)  # type: ignore[union-attr]
+            elif key == ":max-tokens":
+                n = _int(args[0]) if len(args) == 1 else None
+                if n is None or n < 1:
+                    self.err(":max-tokens takes one positive integer", opt.loc)
+                else:
+                    opts["max_tokens"] = n
+        if text is None:
+            if not any(isinstance(o, SList) and o.head() == ":text" for o in node.items[1:]):
+                self.err(f"state {nm.value!r} has no (:text \"…\")", node.loc)
+            return None
+        if opts.get("env_input") and ("choices" in opts or "regex" in opts):
+            self.err(f"state {nm.value!r} is :env-input: content constraints apply only to text "
+                     "the model writes", node.loc)
+        return State(nm.value, text, loc=nm.loc, **opts)  # type: ignore[arg-type]
+
+    # -- patterns
+    def pattern(self, node: Node, declared: set[str], depth: int) -> Pattern | None:
+        if isinstance(node, Atom):
+            if node.is_string:
+                self.err(f"expected a state name, found the string {node.value!r}", node.loc)
+                return None
+            if node.value not in declared:
+                self.err(f"unknown state {node.value!r} in :behavior", node.loc,
+                         _suggest(node.value, sorted(declared))
+                         or f"declared states: {', '.join(sorted(declared))}")
+                return None
+            return Step(node.value, node.loc)
+        op = node.head()
+        if op is None:
+            self.err(f"expected a pattern, found {_show(node)}", node.loc,
+                     "patterns are STATE or (next …), (until P Q), (always P), (or …), "
+                     "(optional P), (repeat P :min m :max n)")
+            return None
+        args = [self.pattern(a, declared, depth + 1) for a in node.items[1:]
+                if not (op == "repeat" and isinstance(a, Atom) and
+                        (a.value.startswith(":") or _int(a) is not None))]
+        if any(a is None for a in args):
+            return None
+        pats: list[Pattern] = args  # type: ignore[assignment]
+        bounded = _UNTIL_BOUNDED.match(op)
+        if op == "next":
+            if not pats:
+                self.err("(next) needs at least one pattern", node.loc)
+                return None
+            return pats[0] if len(pats) == 1 else Next(tuple(pats), node.loc)
+        if op == "or":
+            if not pats:
+                self.err("(or) needs at least one pattern", node.loc)
+                return None
+            return pats[0] if len(pats) == 1 else Or(tuple(pats), node.loc)
+        if op == "until" or bounded:
+            if len(pats) != 2:
+                self.err(f"({op} P Q) takes exactly two patterns, found {len(pats)}", node.loc)
+                return None
+            lo, hi = 0, None
+            if bounded:
+                a, b = int(bounded.group(1)), bounded.group(2)
+                lo, hi = (a, int(b)) if b is not None else (0, a)
+                if lo > hi:
+                    self.err(f"{op}: lower bound {lo} exceeds upper bound {hi}", node.loc)
+                    return None
+            return Until(pats[0], pats[1], lo, hi, node.loc)
+        if op in ("always", "optional"):
+            if len(pats) != 1:
+                self.err(f"({op} P) takes exactly one pattern, found {len(pats)}", node.loc)
+                return None
+            return Always(pats[0], node.loc) if op == "always" else Repeat(pats[0], 0, 1, node.loc)
+        if op == "repeat":
+            return self.repeat(node, pats)
+        self.err(f"unknown keyword {op!r} in :behavior", node.items[0].loc,
+                 _suggest(op, _PATTERN_OPS) or f"pattern operators are {', '.join(_PATTERN_OPS)}"
+                 ", until_N, until_M_N")
+        return None
+
+    def repeat(self, node: SList, pats: list[Pattern]) -> Pattern | None:
+        if len(pats) != 1:
+            self.err(f"(repeat P :min m :max n) takes exactly one pattern, found {len(pats)}",
+                     node.loc)
+            return None
+        lo, hi = 0, None
+        items = list(node.items[1:])
+        for i, a in enumerate(items):
+            if isinstance(a, Atom) and a.value in (":min", ":max"):
+                v = _int(items[i + 1]) if i + 1 < len(items) else None
+                if v is None or v < 0:
+                    self.err(f"{a.value} takes a non-negative integer", a.loc)
+                    return None
+                if a.value == ":min":
+                    lo = v
+                else:
+                    hi = v
+            elif isinstance(a, Atom) and a.value.startswith(":"):
+                self.err(f"unknown keyword {a.value!r} in repeat", a.loc, "use :min and :max")
+                return None
+        if hi is not None and lo > hi:
+            self.err(f"repeat: :min {lo} exceeds :max {hi}", node.loc)
+            return None
+        if hi == 0:
+            self.err("repeat with :max 0 matches nothing useful", node.loc)
+            return None
+        return Repeat(pats[0], lo, hi, node.loc)
+
+    def check_always(self, p: Pattern, last: bool) -> None:
+        """``always`` may only be the last part of the behaviour (it never ends)."""
+        if isinstance(p, Always):
+            if not last:
+                self.err("'always' must be the last part of the behaviour: nothing can follow "
+                         "a pattern that repeats forever", p.loc)
+            self.check_always(p.body, last=False)
+        elif isinstance(p, Next):
+            for i, q in enumerate(p.parts):
+                self.check_always(q, last and i == len(p.parts) - 1)
+        elif isinstance(p, Or):
+            for q in p.parts:
+                self.check_always(q, last=False)
+        elif isinstance(p, Until):
+            self.check_always(p.body, last=False)
+            self.check_always(p.then, last=False)
+        elif isinstance(p, Repeat):
+            self.check_always(p.body, last=False)
+
+    # -- constraints
+    def formula(self, node: Node, declared: set[str]) -> Formula | None:
+        if isinstance(node, Atom):
+            if node.is_string:
+                self.err("expected an LTL formula, found a string; raw Spot syntax goes in "
+                         "(ltl \"…\")", node.loc)
+                return None
+            if node.value in ("true", "false"):
+                return Formula(node.value, loc=node.loc)
+            if node.value not in declared:
+                self.err(f"unknown state {node.value!r} in :constraints", node.loc,
+                         _suggest(node.value, sorted(declared)))
+                return None
+            return Formula(node.value, is_state=True, loc=node.loc)
+        op = node.head()
+        args = node.items[1:]
+        if op == "ltl":
+            if len(args) != 1 or not isinstance(args[0], Atom) or not args[0].is_string:
+                self.err('(ltl "…") takes one string in Spot syntax', node.loc)
+                return None
+            return Formula("ltl", raw=args[0].value, loc=node.loc)
+        arity = 1 if op in _LTL_UNARY else 2 if op in _LTL_BINARY else -1 if op in _LTL_NARY \
+            else None
+        if arity is None:
+            self.err(f"unknown keyword {op!r} in :constraints", node.loc,
+                     _suggest(op or "", [*_LTL_UNARY, *_LTL_BINARY, *_LTL_NARY, "ltl"]))
+            return None
+        if (arity > 0 and len(args) != arity) or (arity < 0 and not args):
+            self.err(f"({op} …) takes {arity if arity > 0 else 'one or more'} argument(s), "
+                     f"found {len(args)}", node.loc)
+            return None
+        subs = [self.formula(a, declared) for a in args]
+        if any(s is None for s in subs):
+            return None
+        return Formula(op, tuple(subs), loc=node.loc)  # type: ignore[arg-type]
+
+
+def _int(node: Node) -> int | None:
+    if isinstance(node, Atom) and not node.is_string and node.value.isdigit():
+        return int(node.value)
+    return None
+
+
+def _show(node: Node) -> str:
+    if isinstance(node, Atom):
+        return f"the string {node.value!r}" if node.is_string else f"{node.value!r}"
+    head = node.head()
+    return f"({head} …)" if head else "a list"
+
+
+def _at(loc: Location | None) -> str:
+    return f"{loc.line}:{loc.column}" if loc else "?"
+
+
+def _suggest(word: str, options: object) -> str | None:
+    close = difflib.get_close_matches(word, list(options), n=1)  # type: ignore[call-overload]
+    return f"did you mean {close[0]!r}?" if close else None
+
+
+def parse_spec(text: str, source: str = "<string>") -> Spec:
+    """Parse and statically check spec source text (the language question: is it well formed?).
+
+    Emptiness of the language needs the automaton and is checked by
+    :func:`ltlagent.automaton.compile_spec`.
+    """
+    if "\x00" in text:
+        raise SpecError("this looks like a binary file, not a spec (it contains NUL bytes)",
+                        Location(source, 1, 1))
+    return _Parser(text, source).spec(read_sexps(text, source))
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read a spec from a file path or a bundled spec name (``"react"``)."""
+    p = resolve_spec_path(path)
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise SpecError(f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
+                        "is this a binary file?", Location(str(path), line, col)) from None
+    return parse_spec(text, str(path))
+
+
+def bundled_specs() -> dict[str, Path]:
+    """The specs shipped with ltlagent, by name (file stem)."""
+    for base in (Path(__file__).parent / "specs", Path(__file__).parent.parent / "specs"):
+        if base.is_dir():
+            return {p.stem: p for p in sorted(base.glob("*.sexp"))}
+    return {}
+
+
+def resolve_spec_path(path: str | Path) -> Path:
+    """A file path as given, else the bundled spec of that name; :class:`UsageError` if neither."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    if p.exists():
+        raise UsageError(f"{path}: not a file")
+    bundled = bundled_specs()
+    if str(path) in bundled:
+        return bundled[str(path)]
+    hint = _suggest(str(path), bundled)
+    raise UsageError(f"{path}: no such file or bundled spec"
+                     + (f" ({hint})" if hint else f" (bundled: {', '.join(bundled)})"))
