@@ -33,7 +33,7 @@ class CompiledSpec:
         return self.spec.states[index].name
 
 
-def compile(spec: Spec | str | Path) -> CompiledSpec:  # noqa: A001 - the natural name here
+def compile(spec: Spec | str | Path) -> CompiledSpec:
     """Compile a spec object, a spec file path or a bundled spec name."""
     s = spec if isinstance(spec, Spec) else load_spec(spec)
     return CompiledSpec(s, compile_spec(s), build_lexer([st.text for st in s.states]))
