@@ -245,15 +245,16 @@ def translate(spec: Spec, formulas: Formulas | None = None) -> spot.twa_graph:
                            f"formula: {f.coded}") from e
 
 
-def compile_spec(spec: Spec) -> Automaton:
+def compile_spec(spec: Spec, formulas: Formulas | None = None) -> Automaton:
     """Translate ``spec`` with Spot and read the result into a frozen table.
 
-    Raises :class:`SpecError` (at the behaviour) when the spec admits no trace.
+    ``formulas`` overrides the translation (tests use it to check that a wrong reading of the
+    pattern is caught). Raises :class:`SpecError` (at the behaviour) when the spec admits no trace.
     """
     import spot
 
     t0 = time.perf_counter()
-    formulas = build_formulas(spec)
+    formulas = formulas or build_formulas(spec)
     aut = translate(spec, formulas)
     seconds = time.perf_counter() - t0
     enc = encode(spec)

@@ -59,22 +59,41 @@ def _quote(name: str) -> str:
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _ranges(lo: int, hi: int | None) -> list[str]:
-    """``[*lo..hi]`` as a chain of Spot-legal repetitions (each bound ≤ 255)."""
-    out: list[str] = []
+def _ranges(lo: int, hi: int | None) -> list[tuple[int, int | None]]:
+    """``[*lo..hi]`` as a chain of ranges whose bounds Spot accepts (each ≤ 255)."""
+    out: list[tuple[int, int | None]] = []
     if hi is None:
         while lo > MAX_SERE_BOUND:
-            out.append(f"[*{MAX_SERE_BOUND}]")
+            out.append((MAX_SERE_BOUND, MAX_SERE_BOUND))
             lo -= MAX_SERE_BOUND
-        out.append(f"[*{lo}..]" if lo else "[*]")
-        return out
+        return [*out, (lo, None)]
     while hi > 0:
         h = min(hi, MAX_SERE_BOUND)
         lo_i = min(lo, h)
-        out.append(f"[*{lo_i}]" if lo_i == h else f"[*{lo_i}..{h}]")
+        out.append((lo_i, h))
         lo -= lo_i
         hi -= h
-    return out or ["[*0]"]
+    return out or [(0, 0)]
+
+
+def _repeat(body: str, lo: int, hi: int | None) -> str:
+    """``{body}[*lo..hi]`` spelled so that Spot keeps its meaning.
+
+    Spot 2.13 simplifies ``{r}[*0..n]`` wrongly when every word of ``r`` has length ≥ 2 (e.g.
+    ``{a[*2..]}[*0..1]`` becomes ``a[*]``, which accepts ``a``); found by our differential test.
+    So a chunk that may repeat zero times is written ``{[*0] | {r}[*1..n]}``, which Spot keeps.
+    """
+    parts = []
+    for a, b in _ranges(lo, hi):
+        if b == 0:
+            parts.append("[*0]")
+        elif a == 0:
+            parts.append("{[*0] | {" + body + "}" + ("[+]" if b is None else f"[*1..{b}]") + "}")
+        elif b is None:
+            parts.append("{" + body + "}" + f"[*{a}..]")
+        else:
+            parts.append("{" + body + "}" + (f"[*{a}]" if a == b else f"[*{a}..{b}]"))
+    return ";".join(parts)
 
 
 def sere(p: Pattern, atom: Callable[[str], str]) -> str:
@@ -86,12 +105,9 @@ def sere(p: Pattern, atom: Callable[[str], str]) -> str:
     if isinstance(p, Or):
         return "{" + " | ".join(sere(q, atom) for q in p.parts) + "}"
     if isinstance(p, Until):
-        body = "{" + sere(p.body, atom) + "}"
-        return "{" + ";".join(body + r for r in _ranges(p.min, p.max)) + ";" + sere(p.then, atom) \
-            + "}"
+        return "{" + _repeat(sere(p.body, atom), p.min, p.max) + ";" + sere(p.then, atom) + "}"
     if isinstance(p, Repeat):
-        body = "{" + sere(p.body, atom) + "}"
-        return "{" + ";".join(body + r for r in _ranges(p.min, p.max)) + "}"
+        return "{" + _repeat(sere(p.body, atom), p.min, p.max) + "}"
     raise TypeError(f"'always' cannot occur inside a finite pattern: {p!r}")
 
 

@@ -1,0 +1,220 @@
+"""Differential test (DESIGN §9): the Spot automaton against the independent reference evaluator.
+
+Random patterns (next/until/always/or/optional/repeat, nesting depth up to 5, up to 8 states) and
+random finite and lasso traces, some drawn from the pattern's own language and then perturbed.
+The test must be able to fail: ``test_mutation_is_caught`` runs the same property against a
+translator that reads ``until`` as textbook LTL ``U`` and requires a counterexample.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ltlagent.automaton import Automaton, compile_spec
+from ltlagent.errors import SpecError
+from ltlagent.ltl import ALIVE, Formulas, encode
+from ltlagent.spec import Always, Next, Or, Pattern, Repeat, Spec, State, Step, Until
+
+from . import reference
+
+NAMES = tuple(f"S{i}" for i in range(8))
+SETTINGS = settings(max_examples=120, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@st.composite
+def finite_patterns(draw: st.DrawFn, names: tuple[str, ...], depth: int) -> Pattern:
+    """A pattern whose first child reaches exactly ``depth`` levels of nesting."""
+    if depth == 0:
+        return Step(draw(st.sampled_from(names)))
+    op = draw(st.sampled_from(("next", "until", "or", "optional", "repeat")))
+    main = draw(finite_patterns(names, depth - 1))
+
+    def other() -> Pattern:
+        return draw(finite_patterns(names, draw(st.integers(0, min(1, depth - 1)))))
+
+    if op == "next":
+        parts = [main] + [other() for _ in range(draw(st.integers(1, 2)))]
+        return Next(tuple(draw(st.permutations(parts))))
+    if op == "or":
+        return Or((main, other()))
+    if op == "until":
+        lo = draw(st.integers(0, 2))
+        hi = draw(st.one_of(st.none(), st.integers(max(lo, 1), lo + 2)))
+        return Until(main, other(), lo, hi) if draw(st.booleans()) else Until(other(), main, lo, hi)
+    if op == "optional":
+        return Repeat(main, 0, 1)
+    lo = draw(st.integers(0, 2))
+    return Repeat(main, lo, draw(st.one_of(st.none(), st.integers(max(lo, 1), lo + 2))))
+
+
+@st.composite
+def specs(draw: st.DrawFn, infinite: bool | None = None) -> Spec:
+    n = draw(st.integers(2, 8))
+    names = NAMES[:n]
+    depth = draw(st.integers(1, 5))
+    pat = draw(finite_patterns(names, depth))
+    if infinite is None:
+        infinite = draw(st.booleans())
+    if infinite:
+        body = draw(finite_patterns(names, draw(st.integers(0, 2))))
+        pat = Always(body) if draw(st.booleans()) else Next((pat, Always(body)))
+    states = tuple(State(nm, f"<{nm}>") for nm in names)
+    return Spec("random", states, pat)
+
+
+def sample_word(p: Pattern, rng: random.Random) -> list[str]:
+    """A word of the finite pattern ``p``, drawn by random choices (independent of Spot)."""
+    if isinstance(p, Step):
+        return [p.name]
+    if isinstance(p, Next):
+        return [x for q in p.parts for x in sample_word(q, rng)]
+    if isinstance(p, Or):
+        return sample_word(rng.choice(p.parts), rng)
+    hi = p.max if isinstance(p, Until | Repeat) and p.max is not None else p.min + 3  # type: ignore[union-attr]
+    k = rng.randint(p.min, hi)  # type: ignore[union-attr]
+    out = [x for _ in range(k) for x in sample_word(p.body, rng)]  # type: ignore[union-attr]
+    return out + (sample_word(p.then, rng) if isinstance(p, Until) else [])
+
+
+def perturb(word: list[str], names: tuple[str, ...], rng: random.Random) -> list[str]:
+    w = list(word)
+    kind = rng.randrange(4)
+    if kind == 0 and w:
+        del w[rng.randrange(len(w))]
+    elif kind == 1:
+        w.insert(rng.randrange(len(w) + 1), rng.choice(names))
+    elif kind == 2 and w:
+        w[rng.randrange(len(w))] = rng.choice(names)
+    elif w:
+        w = w[: rng.randrange(len(w))]
+    return w
+
+
+def split(p: Pattern) -> tuple[Pattern | None, Pattern | None]:
+    if isinstance(p, Always):
+        return None, p.body
+    if isinstance(p, Next) and isinstance(p.parts[-1], Always):
+        return p.parts[0], p.parts[-1].body  # type: ignore[union-attr]
+    return p, None
+
+
+def check_agreement(spec: Spec, aut: Automaton, seed: int) -> None:
+    """Every verdict of the automaton equals the reference's, on many traces."""
+    rng = random.Random(seed)
+    names = spec.names
+    pre, body = split(spec.behavior)
+    words: list[list[str]] = []
+    for _ in range(12):
+        w = (sample_word(pre, rng) if pre is not None else []) + (
+            [x for _ in range(rng.randint(0, 3)) for x in sample_word(body, rng)]
+            if body is not None else [])
+        words += [w, perturb(w, names, rng)]
+    words += [[rng.choice(names) for _ in range(rng.randint(0, 8))] for _ in range(10)]
+    for w in words:
+        w = w[:40]
+        v = aut.run(w)
+        for i in range(len(w) + 1):  # every prefix: viable iff the automaton has not rejected it
+            ref_viable = reference.viable(spec.behavior, w[:i])
+            got = aut.run(w[:i]).status != "rejected"
+            assert got == ref_viable, (spec.behavior, w[:i], "viable", ref_viable)
+        if v.status != "rejected":
+            want_allowed = {s for s in names if reference.viable(spec.behavior, [*w, s])}
+            assert set(v.allowed) == want_allowed, (spec.behavior, w, want_allowed, v.allowed)
+        if not aut.infinite:
+            assert (v.status == "accepted") == reference.accepts(spec.behavior, w), (spec.behavior, w)
+    if aut.infinite:
+        assert body is not None
+        for _ in range(12):
+            prefix = (sample_word(pre, rng) if pre is not None else [])
+            cycle = [x for _ in range(rng.randint(1, 2)) for x in sample_word(body, rng)]
+            lassos = [(prefix, cycle), (perturb(prefix, names, rng), cycle),
+                      (prefix, perturb(cycle, names, rng)),
+                      ([rng.choice(names) for _ in range(rng.randint(0, 3))],
+                       [rng.choice(names) for _ in range(rng.randint(1, 3))])]
+            for u, c in lassos:
+                if not c:
+                    continue
+                ref = reference.accepts_lasso(spec.behavior, tuple(u), tuple(c))
+                assert aut.accepts_lasso(u, c) == ref, (spec.behavior, u, c, ref)
+
+
+def _compile_or_none(spec: Spec, formulas: Formulas | None = None) -> Automaton | None:
+    try:
+        return compile_spec(spec, formulas)
+    except SpecError:  # empty language: the reference must agree that nothing is viable
+        return None
+
+
+@SETTINGS
+@given(spec=specs(), seed=st.integers(0, 2**16))
+def test_spot_agrees_with_reference(spec: Spec, seed: int) -> None:
+    aut = _compile_or_none(spec)
+    assert aut is not None, "random patterns always have a non-empty language"
+    check_agreement(spec, aut, seed)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=specs(infinite=True), seed=st.integers(0, 2**16))
+def test_infinite_specs_agree_with_reference(spec: Spec, seed: int) -> None:
+    aut = _compile_or_none(spec)
+    assert aut is not None
+    check_agreement(spec, aut, seed)
+
+
+# --- the mutation: `until` read as textbook LTL U (DESIGN §2.1 explains why that is wrong) -----
+
+def textbook_ltl(p: Pattern, atom: object) -> str:
+    """The literal LTL reading: next = the paper's ○⟨…⟩ chain, until = U."""
+    a = atom  # type: ignore[assignment]
+    if isinstance(p, Step):
+        return a(p.name)  # type: ignore[operator]
+    if isinstance(p, Next):
+        head, *rest = p.parts
+        h = textbook_ltl(head, a)
+        return h if not rest else f"({h} & X[!]{textbook_ltl(Next(tuple(rest)) if len(rest) > 1 else rest[0], a)})"
+    if isinstance(p, Until):
+        return f"({textbook_ltl(p.body, a)} U {textbook_ltl(p.then, a)})"
+    if isinstance(p, Or):
+        return "(" + " | ".join(textbook_ltl(q, a) for q in p.parts) + ")"
+    if isinstance(p, Repeat):
+        return f"(true U {textbook_ltl(p.body, a)})"
+    raise TypeError(p)
+
+
+def textbook_formulas(spec: Spec) -> Formulas:
+    import spot
+
+    enc = encode(spec)
+    core = textbook_ltl(spec.behavior, enc.state_cube)
+    f = str(spot.from_ltlf(spot.formula(core), ALIVE))
+    axioms = f"G({ALIVE} -> {enc.valid()}) & G(!{ALIVE} -> {enc.cube(0)})"
+    return Formulas(core, f"{f} & {axioms}", False)
+
+
+def test_mutation_is_caught() -> None:
+    """The property fails on the textbook reading: on the ReAct loop, and under hypothesis."""
+    from ltlagent import load_spec
+
+    react = load_spec("react")
+    mutant = compile_spec(react, textbook_formulas(react))
+    loop = ["Thought", "Action", "Action-Input", "Observation", "Final-Thought", "Answer"]
+    assert reference.accepts(react.behavior, loop)
+    assert mutant.run(loop).status == "rejected"  # the mutant cannot run the loop even once
+
+    @settings(max_examples=150, deadline=None, database=None, report_multiple_bugs=False,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(spec=specs(infinite=False), seed=st.integers(0, 2**16))
+    def property_on_mutant(spec: Spec, seed: int) -> None:
+        aut = _compile_or_none(spec, textbook_formulas(spec))
+        if aut is None:
+            assert not reference.viable(spec.behavior, [])
+            return
+        check_agreement(spec, aut, seed)
+
+    with pytest.raises(AssertionError):
+        property_on_mutant()
