@@ -17,8 +17,8 @@ __all__ = ["Encoding", "Formulas", "encode", "build_formulas", "sere", "constrai
 
 ALIVE = "alive"
 MARK = "m"
-#: Spot's SERE repetition bounds are 8-bit; larger bounds are split into chained ranges.
-MAX_SERE_BOUND = 255
+#: Spot's SERE repetition bounds are 8-bit (254 at most; 255 means unbounded): larger ones are split.
+MAX_SERE_BOUND = 254
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def _quote(name: str) -> str:
 
 
 def _ranges(lo: int, hi: int | None) -> list[tuple[int, int | None]]:
-    """``[*lo..hi]`` as a chain of ranges whose bounds Spot accepts (each ≤ 255)."""
+    """``[*lo..hi]`` as a chain of ranges whose bounds Spot accepts (each ≤ 254)."""
     out: list[tuple[int, int | None]] = []
     if hi is None:
         while lo > MAX_SERE_BOUND:

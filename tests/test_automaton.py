@@ -1,0 +1,131 @@
+"""The semantics users read in the README: which traces each bundled spec accepts."""
+
+from __future__ import annotations
+
+import pytest
+
+from ltlagent import compile, parse_spec
+
+T, A, I, O, FT, ANS = "Thought", "Action", "Action-Input", "Observation", "Final-Thought", "Answer"
+LOOP = [T, A, I, O]
+
+
+def verdict(spec: str, trace: list[str]) -> str:
+    return compile(spec).automaton.run(trace).status
+
+
+@pytest.mark.parametrize(("trace", "status"), [
+    ([FT, ANS], "accepted"),
+    ([*LOOP, FT, ANS], "accepted"),
+    ([*LOOP, *LOOP, FT, ANS], "accepted"),
+    ([T, A, FT, ANS], "rejected"),
+    ([ANS], "rejected"),
+    ([], "incomplete"),  # the empty trace is not accepted
+    (LOOP, "incomplete"),
+])
+def test_react(trace: list[str], status: str) -> None:
+    assert verdict("react", trace) == status
+
+
+def test_react_rejection_names_the_step_and_what_was_allowed() -> None:
+    v = compile("react").automaton.run([T, A, FT, ANS])
+    assert v.failed_at == 2 and v.allowed == (I,)
+    inc = compile("react").automaton.run(LOOP)
+    assert set(inc.allowed) == {T, FT} and inc.completion == (FT, ANS)
+
+
+def test_reflexion() -> None:
+    ev, rf, fin = "Evaluator", "Reflection", "Finish"
+    assert verdict("reflexion", [fin]) == "accepted"
+    assert verdict("reflexion", [FT, ANS, ev, rf, fin]) == "accepted"
+    two_rounds = [*LOOP, FT, ANS, ev, rf, *LOOP, *LOOP, FT, ANS, ev, rf, fin]
+    assert verdict("reflexion", two_rounds) == "accepted"
+    assert verdict("reflexion", [FT, ANS, fin]) == "rejected"
+
+
+def test_chat_bot_is_infinite() -> None:
+    a = compile("chat-bot").automaton
+    assert a.infinite
+    trace: list[str] = []
+    for i in range(12):  # every alternating prefix is viable and none is complete
+        trace.append("Chat-Bot" if i % 2 == 0 else "User")
+        assert a.run(trace).status == "incomplete"
+    assert a.accepts_lasso([], ["Chat-Bot", "User"])
+    assert a.accepts_lasso(["Chat-Bot", "User"], ["Chat-Bot", "User"])
+    assert not a.accepts_lasso([], ["Chat-Bot"])
+    assert a.run(["Chat-Bot", "Chat-Bot"]).status == "rejected"
+    assert not a.accepts_lasso(["Chat-Bot"], ["Chat-Bot", "User"])
+
+
+def test_chain_of_thought_accepts_exactly_thought_answer() -> None:
+    a = compile("chain-of-thought").automaton
+    assert a.run([T, ANS]).accepted
+    for bad in ([T], [ANS], [T, ANS, ANS], [T, T, ANS]):
+        assert not a.run(bad).accepted
+
+
+def test_react_bounded_allows_at_most_three_loops() -> None:
+    a = compile("react-bounded").automaton
+    assert a.run([*LOOP * 3, FT, ANS]).accepted
+    v = a.run([*LOOP * 4, FT, ANS])
+    assert v.status == "rejected" and v.failed_at == 12 and v.allowed == (FT,)
+
+
+def test_react_constrained_matches_react() -> None:
+    a = compile("react-constrained").automaton
+    for tr in ([FT, ANS], [*LOOP, FT, ANS], [*LOOP, *LOOP, FT, ANS]):
+        assert a.run(tr).accepted
+    assert a.run([T, A, FT, ANS]).status == "rejected"
+
+
+def test_omega_power_is_exact_not_the_safety_closure() -> None:
+    """(until LOOP FT)^ω must reject LOOP^ω, which the weak closure {P[*]} would accept."""
+    text = '''(define w (:states (Thought (:text "Thought:")) (Action (:text "Action:"))
+      (Action-Input (:text "Action Input:")) (Observation (:text "Observation:"))
+      (Final-Thought (:text "Final Thought:")))
+      (:behavior (always (until (next Thought Action Action-Input Observation) Final-Thought))))'''
+    a = compile(parse_spec(text)).automaton
+    assert not a.accepts_lasso([], LOOP)
+    assert a.accepts_lasso([], [*LOOP, FT])
+    assert a.accepts_lasso(LOOP, [FT])
+
+
+@pytest.mark.parametrize("bound", [255, 256, 300, 600])
+def test_bounds_over_255_are_exact(bound: int) -> None:
+    text = f'''(define b (:states (A (:text "A:")) (B (:text "B:")))
+      (:behavior (until_{bound} A B)))'''
+    a = compile(parse_spec(text)).automaton
+    assert a.run(["A"] * bound + ["B"]).accepted
+    assert a.run(["A"] * (bound + 1) + ["B"]).status == "rejected"
+    low = f'''(define b (:states (A (:text "A:")) (B (:text "B:")))
+      (:behavior (until_{bound}_{bound + 2} A B)))'''
+    b = compile(parse_spec(low)).automaton
+    assert b.run(["A"] * (bound - 1) + ["B"]).status == "rejected"
+    assert b.run(["A"] * (bound + 2) + ["B"]).accepted
+
+
+def test_unreachable_declared_state_is_reported_by_show() -> None:
+    from ltlagent.show import warnings
+
+    text = '''(define u (:states (A (:text "A:")) (B (:text "B:")) (C (:text "C:")))
+      (:behavior (next A B)) (:constraints (always (not C))))'''
+    assert warnings(compile(parse_spec(text))) == [
+        "state 'C' is declared but no trace of this spec visits it"]
+
+
+def test_table_agrees_with_spot_on_every_edge() -> None:
+    """Each allowed transition of the table is a letter Spot's automaton reads from that state."""
+    import spot
+
+    from ltlagent.ltl import Encoding
+
+    for name in ("react", "reflexion", "react-bounded", "chat-bot"):
+        a = compile(name).automaton
+        aut = a.spot_automaton()
+        enc = Encoding(a.names)
+        d = aut.get_dict()
+        for q in range(a.num_states):
+            for i, r in enumerate(a.delta[q]):
+                cube = spot.formula_to_bdd(spot.formula(enc.state_cube(a.names[i])), d, aut)
+                dsts = [e.dst for e in aut.out(q) if (e.cond & cube).id() != 0]
+                assert dsts == ([r] if r >= 0 else []), (name, q, a.names[i])
