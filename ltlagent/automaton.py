@@ -161,9 +161,11 @@ class Automaton:
         """The Spot automaton the table was read from (re-parsed from HOA)."""
         return _spot().automaton(self.hoa)
 
-    # -- graph views (networkx) for `show`
+    # -- graph views (networkx) for `show`; the compile path itself avoids networkx, whose import
+    # alone (0.4 s measured) would cost several times a whole spec compilation
     def graph(self) -> object:
-        """The table as a ``networkx.MultiDiGraph`` with spec-state names on the edges."""
+        """The table as a ``networkx.MultiDiGraph`` with spec-state names on the edges (``label``);
+        transitions into states that cannot reach acceptance are included too."""
         import networkx as nx
 
         g = nx.MultiDiGraph()
@@ -173,19 +175,6 @@ class Automaton:
                 if r >= 0:
                     g.add_edge(q, r, label=self.names[i])
         return g
-
-    def reachable_names(self) -> set[str]:
-        """Spec states that label some allowed transition reachable from the initial state."""
-        seen, todo, names = {self.initial}, [self.initial], set()
-        while todo:
-            q = todo.pop()
-            for i in self.allowed_index[q]:
-                names.add(self.names[i])
-                r = self.delta[q][i]
-                if r not in seen:
-                    seen.add(r)
-                    todo.append(r)
-        return names
 
     def to_dot(self) -> str:
         """Graphviz DOT with spec-state names on the edges; double circles accept."""

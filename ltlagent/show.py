@@ -33,10 +33,22 @@ def _flags(st: object) -> str:
 
 
 def warnings(c: CompiledSpec) -> list[str]:
-    """Declared states that no trace of the spec can ever visit."""
-    reach = c.automaton.reachable_names()
-    return [f"state {s.name!r} is declared but no trace of this spec visits it"
-            for s in c.spec.states if s.name not in reach]
+    """Graph questions on the compiled automaton (networkx): declared states that no trace can
+    visit, and automaton states that are reachable but can no longer reach acceptance."""
+    import networkx as nx
+
+    a = c.automaton
+    g = a.graph()
+    live = g.subgraph(a.live)  # type: ignore[attr-defined]
+    reach = {a.initial} | nx.descendants(live, a.initial) if a.initial in a.live else set()
+    visited = {d["label"] for _, _, d in live.subgraph(reach).edges(data=True)}
+    out = [f"state {s.name!r} is declared but no trace of this spec visits it"
+           for s in c.spec.states if s.name not in visited]
+    dead = sorted((nx.descendants(g, a.initial) | {a.initial}) - set(a.live))
+    if dead and not a.infinite:
+        out.append(f"automaton states {', '.join(map(str, dead))} cannot reach acceptance: "
+                   "the monitor never lets a trace enter them")
+    return out
 
 
 def describe(c: CompiledSpec) -> dict[str, object]:
