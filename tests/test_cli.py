@@ -52,7 +52,8 @@ def test_show_dot_hoa_json(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(("argv", "code", "needle"), [
     (["react", "Thought", "Action", "Action-Input", "Observation", "Final-Thought", "Answer"], 0,
      "accepted"),
-    (["react", "Thought", "Action", "Action-Input", "Observation"], 1, "allowed next: Thought, Final-Thought"),
+    (["react", "Thought", "Action", "Action-Input", "Observation"], 1,
+     "allowed next: Thought, Final-Thought"),
     (["react", "Thought", "Action", "Final-Thought", "Answer"], 1,
      "rejected at step 3: Final-Thought is not allowed after Action"),
     (["chat-bot", "--lasso", "", "Chat-Bot User"], 0, "accepted"),

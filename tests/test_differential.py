@@ -176,7 +176,10 @@ def textbook_ltl(p: Pattern, atom: object) -> str:
     if isinstance(p, Next):
         head, *rest = p.parts
         h = textbook_ltl(head, a)
-        return h if not rest else f"({h} & X[!]{textbook_ltl(Next(tuple(rest)) if len(rest) > 1 else rest[0], a)})"
+        if not rest:
+            return h
+        tail = Next(tuple(rest)) if len(rest) > 1 else rest[0]
+        return f"({h} & X[!]{textbook_ltl(tail, a)})"
     if isinstance(p, Until):
         return f"({textbook_ltl(p.body, a)} U {textbook_ltl(p.then, a)})"
     if isinstance(p, Or):
