@@ -1,0 +1,129 @@
+"""Run many constrained agents at once: one monitor per question, one batched forward per step.
+
+The experiment runs thousands of short agent episodes of a small model on a CPU; one question at a
+time, Python overhead per forward pass dominates. This engine keeps a batch of episodes of the same
+spec and prompt layout in one left-padded KV cache. Each step every live row feeds exactly one
+token to the model: the next queued token (environment text, or the token just chosen), so rows
+can receive Observation text while other rows keep generating. The decoding itself is the
+project's monitor (:mod:`ltlagent.monitor`): masking, forcing, budget steering and the
+``:env-input`` pause are all its own; greedy decoding picks the argmax of the masked logits.
+
+The environment is a callable ``env(row, monitor) -> str`` returning the text to append after an
+``:env-input`` prompt string (for ReAct: `` <tool output>\\n``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["Episode", "run_batch"]
+
+
+@dataclass
+class Episode:
+    """What one row produced."""
+
+    text: str = ""
+    states: list[str] = field(default_factory=list)
+    steps: list[tuple[str, str, bool]] = field(default_factory=list)   # (state, content, by_env)
+    tokens: int = 0
+    finished: bool = False
+    complete: bool = False
+    error: str = ""
+
+
+def run_batch(model, tokenizer, index, prompts: Sequence[str],
+              env: Callable[[int, object], str], *, max_new_tokens: int = 256,
+              max_env_tokens: int = 400) -> list[Episode]:
+    """Greedy, monitored generation for each prompt; returns one :class:`Episode` per prompt."""
+    import torch
+
+    from ltlagent.monitor import Monitor
+
+    n = len(prompts)
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    enc = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    width = max(len(e) for e in enc)
+    ids = torch.full((n, width), pad, dtype=torch.long)
+    att = torch.zeros((n, width), dtype=torch.long)
+    for r, e in enumerate(enc):
+        ids[r, width - len(e):] = torch.tensor(e)
+        att[r, width - len(e):] = 1
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    monitors = [Monitor(index, max_new_tokens=max_new_tokens) for _ in range(n)]
+    episodes = [Episode() for _ in range(n)]
+    queues: list[list[int]] = [[] for _ in range(n)]
+    live = [True] * n
+    env_budget = [max_env_tokens] * n
+    next_pos = pos[:, -1] + 1
+
+    with torch.inference_mode():
+        out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True)
+        past = out.past_key_values
+        logits = out.logits[:, -1, :].float()
+        while any(live):
+            feed = torch.full((n, 1), pad, dtype=torch.long)
+            feed_att = torch.zeros((n, 1), dtype=torch.long)
+            for r in range(n):
+                if not live[r]:
+                    continue
+                if not queues[r]:
+                    _choose(r, monitors[r], logits[r], queues[r], episodes[r], env, env_budget,
+                            tokenizer, eos)
+                    if monitors[r].is_finished or episodes[r].error or not queues[r]:
+                        live[r] = False
+                        continue
+                feed[r, 0] = queues[r].pop(0)
+                feed_att[r, 0] = 1
+            if not any(live):
+                break
+            att = torch.cat([att, feed_att], dim=1)
+            out = model(input_ids=feed, attention_mask=att, position_ids=next_pos.unsqueeze(1),
+                        past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            logits = out.logits[:, -1, :].float()
+            next_pos = next_pos + feed_att[:, 0]
+    for r, m in enumerate(monitors):
+        ep = episodes[r]
+        ep.text = m.text
+        ep.states = list(m.trace)
+        ep.steps = [(s.state, s.text, s.by_env) for s in m.steps]
+        ep.tokens = m.tokens_generated
+        ep.finished = m.is_finished
+        ep.complete = m.is_complete
+    return episodes
+
+
+def _choose(r: int, mon, row, queue: list[int], ep: Episode, env, env_budget: list[int], tokenizer,
+            eos: int) -> None:
+    """Pick this row's next token(s) from its logits under the monitor; queue what must be fed."""
+    import torch
+
+    for _ in range(8):   # EOS that only ends a state's text is not fed: pick again from the same logits
+        if mon.is_finished:
+            return
+        forced = mon.forced_token()
+        if forced is not None:
+            tok = forced
+        else:
+            masked = row.clone()
+            mon.mask_into(masked)
+            if torch.isneginf(masked).all():
+                ep.error = "the monitor allowed no token"
+                return
+            tok = int(masked.argmax())
+        events = mon.advance(tok)
+        fed_eos = tok == eos
+        if not fed_eos:
+            queue.append(tok)
+        if any(e.kind == "env" for e in events):
+            text = env(r, mon)
+            toks = tokenizer(text, add_special_tokens=False)["input_ids"][: max(0, env_budget[r])]
+            env_budget[r] -= len(toks)
+            mon.feed_env(toks)
+            queue.extend(toks)
+        if queue or mon.is_finished:
+            return
+    ep.error = "EOS loop"

@@ -1,0 +1,299 @@
+"""The paper's experiment (Table 1) on the synthetic tasks, with the bundled models.
+
+    python validation/experiment.py                 # the full protocol; writes validation/results/
+    python validation/experiment.py --n 20 --out /tmp/smoke    # a quick run
+
+Protocol (paper §4): the fully constrained ReAct agent (specs/react.sexp, the Action state
+restricted to the task's tool names) against the ablated agent (specs/react-ablation.sexp: no
+Action, Action Input or Answer states; the tool call is read from the Thought text, the answer from
+the text after "Answer:" in the Final Thought), both with at most 3 loops (the bound is written into
+validation/specs/react-paper.sexp and react-ablation-paper.sexp), the same prompts (instructions plus
+k = 0..3 exemplars), greedy decoding, on held-out questions of each task, for two model strengths
+(the early and the final checkpoint of the bundled model).
+
+Outputs: results.md (accuracy table beside the paper's, spec-break rates), summary.json (every
+figure and the exact configuration), accuracy.png (the plot), examples.jsonl (traces), runs.csv.gz
+(one line per episode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import platform
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from validation.synth import TASK_TOOLS, TASKS, ToolEnv, build_prompt, exemplars, heldout, make_world  # noqa: E402
+
+SPECS = {"constrained": ROOT / "validation" / "specs" / "react-paper.sexp",
+         "ablated": ROOT / "validation" / "specs" / "react-ablation-paper.sexp"}
+MODELS_DIR = ROOT / "ltlagent" / "models"
+KB = ROOT / "ltlagent" / "data" / "kb.jsonl"
+
+#: The paper's Table 1 (MPT instruct models), accuracy % as (ablated, constrained).
+PAPER = {
+    ("MPT-7b", 0): {"kbqa": (0.2, 1.6), "fever": (10.2, 29.8), "arithmetic": (2.6, 3.9)},
+    ("MPT-7b", 1): {"kbqa": (2.8, 10.0), "fever": (44.8, 45.0), "arithmetic": (5.6, 6.4)},
+    ("MPT-7b", 2): {"kbqa": (5.8, 8.8), "fever": (53.4, 53.0), "arithmetic": (5.1, 6.1)},
+    ("MPT-7b", 3): {"kbqa": (7.8, 12.4), "fever": (44.2, 43.4), "arithmetic": (3.5, 6.6)},
+    ("MPT-30b", 0): {"kbqa": (3.8, 7.2), "fever": (34.0, 36.4), "arithmetic": (12.1, 14.4)},
+    ("MPT-30b", 1): {"kbqa": (12.0, 13.8), "fever": (48.4, 49.2), "arithmetic": (19.0, 24.2)},
+    ("MPT-30b", 2): {"kbqa": (14.4, 15.2), "fever": (45.0, 45.2), "arithmetic": (23.4, 28.1)},
+    ("MPT-30b", 3): {"kbqa": (15.4, 16.8), "fever": (49.8, 50.8), "arithmetic": (25.5, 29.9)},
+}
+PAPER_NAMES = {"kbqa": "HotpotQA", "fever": "Fever", "arithmetic": "GSM8K"}
+
+
+@dataclass(frozen=True)
+class ExpConfig:
+    """The exact configuration of a run (written into summary.json)."""
+
+    tasks: tuple[str, ...] = TASKS
+    ks: tuple[int, ...] = (0, 1, 2, 3)
+    agents: tuple[str, ...] = ("constrained", "ablated")
+    models: tuple[str, ...] = ("react-tiny-early", "react-tiny")
+    n: int = 300
+    seed: int = 0
+    max_loops: int = 3
+    max_new_tokens: int = 256
+    batch: int = 50
+    decoding: str = "greedy"
+
+
+# --- scoring and spec checks ------------------------------------------------------------------
+
+def normalize(answer: str) -> str:
+    return " ".join(answer.strip().strip(".").split()).casefold()
+
+
+def first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0].strip()
+
+
+def is_correct(task: str, predicted: str | None, gold: str) -> bool:
+    if predicted is None:
+        return False
+    p, g = normalize(predicted), normalize(gold)
+    if task == "arithmetic":
+        try:
+            return abs(float(p.replace(",", "")) - float(g)) < 1e-9
+        except ValueError:
+            return False
+    return p == g
+
+
+def extract_answer(agent: str, steps: list[tuple[str, str, bool]]) -> str | None:
+    """The paper's rule: the text after "Answer:" — the Answer state (constrained) or inside the
+    Final Thought (ablated)."""
+    if agent == "constrained":
+        answers = [c for s, c, _ in steps if s == "Answer"]
+        return first_line(answers[-1]) if answers else None
+    finals = [c for s, c, _ in steps if s == "Final-Thought"]
+    if not finals or "Answer:" not in finals[-1]:
+        return None
+    return first_line(finals[-1].split("Answer:", 1)[1])
+
+
+_ACTION = re.compile(r"Action:[ \t]*([^\n]*)")
+_INPUT = re.compile(r"Action Input:[ \t]*([^\n]*)")
+
+
+def parse_tool_call(thought: str) -> tuple[str | None, str | None]:
+    """The ablated agent's tool call, read from its Thought text as in the paper."""
+    a = _ACTION.search(thought)
+    i = _INPUT.search(thought)
+    return (a.group(1).strip() if a else None), (i.group(1).strip() if i else None)
+
+
+def spec_breaks(text: str, tools: tuple[str, ...], react, react_paper) -> dict[str, bool]:
+    """Re-read an episode's text with the full ReAct keywords and say how it breaks the spec of the
+    fully constrained agent: a loop without an Action or with a tool that does not exist, a loop
+    without an Action Input, no answer; ``violation`` when the trace (or an Action's content) is
+    not accepted by validation/specs/react-paper.sexp."""
+    lex = react.lexer
+    seq: list[tuple[str, str]] = []
+    for seg in lex.segments(text):
+        seq.append((react.state_of_keyword(seg.index), text[seg.content_start:seg.content_end].strip()))
+    names = [s for s, _ in seq]
+    bad_tool = missing_input = False
+    loop: list[tuple[str, str]] = []
+    for s, c in seq:
+        if s == "Observation":
+            acts = [x for x in loop if x[0] == "Action"]
+            if not acts or first_line(acts[-1][1]) not in tools:
+                bad_tool = True
+            if not any(x[0] == "Action-Input" for x in loop):
+                missing_input = True
+            loop = []
+        else:
+            loop.append((s, c))
+    answers = [c for s, c in seq if s == "Answer"]
+    no_answer = not answers or not first_line(answers[-1])
+    accepted = react_paper.automaton.run(names).accepted
+    return {"bad_tool": bad_tool, "missing_input": missing_input, "no_answer": no_answer,
+            "violation": bad_tool or not accepted}
+
+
+# --- running ------------------------------------------------------------------------------------
+
+def model_files_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(path.iterdir()):
+        if p.is_file():
+            h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def make_env_fn(agent: str, task: str, envs: list[ToolEnv], compiled):
+    """The Observation state's environment for one batch: the agent runner's own ToolEnvironment
+    (ltlagent.agent), so tool calls, error messages and the appended text are exactly the runner's
+    (``" <output>\\n"``, prompt strings inside neutralised). With no Action state (the ablated agent)
+    it reads ``Action:`` / ``Action Input:`` from the last Thought, as in the paper."""
+    from ltlagent.agent import EnvContext, Step, ToolEnvironment, neutralise
+
+    names = TASK_TOOLS[task]
+    action, arg = ("Action", "Action-Input") if agent == "constrained" else (None, None)
+    handlers = [ToolEnvironment({n: e.tools[n] for n in names}, action, arg, None) for e in envs]
+
+    def env_fn(row: int, monitor) -> str:
+        done = list(monitor.steps)[:-1]          # the Observation just entered is the last step
+        steps = tuple(Step(index=i, state=st.state, text=st.text, source="env" if st.by_env else "model",
+                           tokens=0) for i, st in enumerate(done))
+        reply = handlers[row](EnvContext("", "Observation", steps))
+        text = (reply.text or "").strip()[:2000]
+        text, _ = neutralise(text, compiled)
+        return " " + text + "\n" if text else "\n"
+
+    return env_fn
+
+
+def run_config(cfg: ExpConfig, model_name: str, model, tokenizer, index_for, compiled_for, task: str, k: int,
+               agent: str, shots, questions, base_env: ToolEnv, react, react_paper) -> list[dict]:
+    from validation.batch_agent import run_batch
+
+    records: list[dict] = []
+    tools = TASK_TOOLS[task]
+    for start in range(0, len(questions), cfg.batch):
+        chunk = questions[start:start + cfg.batch]
+        envs = [base_env.fork() for _ in chunk]
+        prompts = [build_prompt(task, shots[:k], q.question) for q in chunk]
+        eps = run_batch(model, tokenizer, index_for(agent, task), prompts,
+                        make_env_fn(agent, task, envs, compiled_for(agent)),
+                        max_new_tokens=cfg.max_new_tokens)
+        for q, ep in zip(chunk, eps, strict=True):
+            pred = extract_answer(agent, ep.steps)
+            brk = spec_breaks(ep.text, tools, react, react_paper)
+            if agent == "ablated":
+                # the ablated agent's answer lives in its Final Thought, so "no answer" means that
+                brk["no_answer"] = pred is None or not pred
+            records.append({"model": model_name, "task": task, "k": k, "agent": agent, "uid": q.uid,
+                            "gold": q.answer, "pred": pred, "correct": is_correct(task, pred, q.answer),
+                            "states": ep.states, "tokens": ep.tokens, "complete": ep.complete,
+                            "error": ep.error, "text": ep.text, **brk})
+    return records
+
+
+def summarize(records: list[dict]) -> dict[str, object]:
+    n = len(records)
+    def rate(key: str) -> float:
+        return round(100.0 * sum(1 for r in records if r[key]) / max(1, n), 1)
+    return {"n": n, "accuracy": rate("correct"), "violation": rate("violation"), "bad_tool": rate("bad_tool"),
+            "missing_input": rate("missing_input"), "no_answer": rate("no_answer"),
+            "mean_tokens": round(sum(r["tokens"] for r in records) / max(1, n), 1),
+            "errors": sum(1 for r in records if r["error"])}
+
+
+def load_model(name: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = MODELS_DIR / name
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    model.eval()
+    return model, tok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=300, help="held-out questions per task (default 300)")
+    ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    ap.add_argument("--ks", nargs="+", type=int, default=[0, 1, 2, 3])
+    ap.add_argument("--models", nargs="+", default=["react-tiny-early", "react-tiny"])
+    ap.add_argument("--agents", nargs="+", default=["constrained", "ablated"], choices=list(SPECS))
+    ap.add_argument("--batch", type=int, default=50)
+    ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--out", default=str(ROOT / "validation" / "results"))
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from ltlagent import compile as compile_spec
+    from ltlagent.monitor import build_index
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = ExpConfig(tasks=tuple(args.tasks), ks=tuple(args.ks), agents=tuple(args.agents),
+                    models=tuple(args.models), n=args.n, batch=args.batch, max_new_tokens=args.max_new_tokens)
+    out = Path(args.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    world = make_world(cfg.seed)
+    base_env = ToolEnv(kb_path=str(KB))
+    react = compile_spec("react")
+    react_paper = compile_spec(SPECS["constrained"])
+    compiled = {a: compile_spec(SPECS[a]) for a in cfg.agents}
+    shots = {t: exemplars(t, base_env, world, cfg.seed) for t in cfg.tasks}
+    questions = {t: heldout(t, base_env, world, cfg.n, cfg.seed) for t in cfg.tasks}
+    summary: list[dict] = []
+    t_all = time.time()
+    for model_name in cfg.models:
+        model, tok = load_model(model_name)
+        indexes: dict[tuple[str, str], object] = {}
+
+        def index_for(agent: str, task: str, _tok=tok, _ix=indexes):
+            key = (agent, task)
+            if key not in _ix:
+                _ix[key] = build_index(compiled[agent], _tok, tool_names=list(TASK_TOOLS[task]))
+            return _ix[key]
+
+        for task in cfg.tasks:
+            for k in cfg.ks:
+                for agent in cfg.agents:
+                    t0 = time.time()
+                    recs = run_config(cfg, model_name, model, tok, index_for, compiled.__getitem__, task, k,
+                                      agent, shots[task], questions[task], base_env, react, react_paper)
+                    s = {"model": model_name, "task": task, "k": k, "agent": agent, **summarize(recs),
+                         "seconds": round(time.time() - t0, 1)}
+                    summary.append(s)
+                    with gzip.open(out / "runs" / f"{model_name}.{task}.k{k}.{agent}.jsonl.gz", "wt",
+                                   encoding="utf-8") as fh:
+                        for r in recs:
+                            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+                    print(json.dumps(s), flush=True)
+    meta = {"config": asdict(cfg), "specs": {a: str(SPECS[a].relative_to(ROOT)) for a in cfg.agents},
+            "models": {m: model_files_hash(MODELS_DIR / m) for m in cfg.models},
+            "kb_sha256": hashlib.sha256(KB.read_bytes()).hexdigest()[:16],
+            "exemplars": {t: [e.uid for e in shots[t]] for t in cfg.tasks},
+            "python": platform.python_version(), "torch": torch.__version__,
+            "total_seconds": round(time.time() - t_all, 1),
+            "command": "python validation/experiment.py "
+            + " ".join(argv if argv is not None else sys.argv[1:])}
+    (out / "summary.json").write_text(json.dumps({"meta": meta, "results": summary}, indent=1) + "\n",
+                                      encoding="utf-8")
+    from validation.report import write_report
+
+    write_report(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
