@@ -1,0 +1,618 @@
+"""The agent runner (DESIGN §6): a spec, a causal LM and tools make an agent whose traces obey the spec.
+
+``Agent.from_spec("react", model, tokenizer, tools=[Calculator()])`` then ``agent.run(task)``. The
+runner owns the generation loop: the prompt is encoded once, every generated token goes through the
+decoding :class:`~ltlagent.monitor.Monitor`, and environment text (tool output, an evaluator's
+verdict, the user's turn) is appended as token ids so that the KV cache is reused across turns.
+Mistakes of the model or of a tool (unknown tool, exception, timeout, oversized output) become the
+environment's text, never a crash.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .compiled import CompiledSpec
+from .compiled import compile as compile_spec
+from .environment import (
+    EnvContext,
+    EnvFn,
+    EnvReply,
+    ToolEnvironment,
+    _call_flexible,
+    neutralise,
+    prompt_template,
+    render_prompt,
+)
+from .errors import UsageError
+from .lexer import ROOT
+from .spec import Spec
+from .tools import Tool
+
+if TYPE_CHECKING:
+    import torch
+
+    from .monitor import Monitor, TokenIndex
+
+__all__ = [
+    "Agent", "Step", "RunResult", "RunStream", "EnvContext", "EnvReply", "ToolEnvironment",
+    "render_prompt", "prompt_template", "neutralise", "BUNDLED_MODEL", "STOP_REASONS",
+]
+
+#: The bundled tiny model (trained on ReAct traces); used when no model is given.
+BUNDLED_MODEL = Path(__file__).parent / "models" / "react-tiny"
+STOP_REASONS = ("complete", "max_new_tokens", "max_steps", "context_full", "env_ended", "finished")
+
+
+# --- results -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    """One visited state: its content and who wrote it.
+
+    ``text`` is the content (between this state's prompt string and the next one, stripped);
+    ``source`` is ``"model"`` or ``"env"``; ``forced`` says the prompt string was chosen by the
+    monitor (the model's text had ended) rather than written freely; ``segments`` is the raw text
+    of the step, prompt string included, as ``(text, kind)`` pieces with kind ``"model"``,
+    ``"forced"`` (tokens the monitor forced) or ``"env"``. ``tool`` / ``error`` describe a tool call.
+    """
+
+    index: int
+    state: str
+    text: str
+    source: str
+    tokens: int
+    forced: bool = False
+    segments: tuple[tuple[str, str], ...] = ()
+    tool: str | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {"index": self.index, "state": self.state, "text": self.text, "source": self.source,
+                "tokens": self.tokens, "forced": self.forced, "segments": [list(s) for s in self.segments],
+                "tool": self.tool, "error": self.error, "seconds": round(self.seconds, 6)}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything a run produced; :meth:`to_dict` is JSON-serialisable."""
+
+    task: str
+    answer: str | None
+    steps: tuple[Step, ...]
+    prompt: str
+    transcript: str  # the text after the prompt: generated and environment text
+    stop_reason: str
+    verdict: str  # "accepted" | "incomplete" | "rejected" (the trace under the spec's automaton)
+    spec: str
+    usage: dict[str, int] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def trace(self) -> tuple[str, ...]:
+        return tuple(s.state for s in self.steps)
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == "accepted"
+
+    @property
+    def full_text(self) -> str:
+        """Prompt plus transcript: the whole text the model saw."""
+        return self.prompt + self.transcript
+
+    def to_dict(self) -> dict[str, object]:
+        return {"task": self.task, "answer": self.answer, "stop_reason": self.stop_reason,
+                "verdict": self.verdict, "spec": self.spec, "trace": list(self.trace),
+                "steps": [s.to_dict() for s in self.steps], "prompt": self.prompt,
+                "transcript": self.transcript, "usage": dict(self.usage),
+                "timing": {k: round(v, 6) for k, v in self.timing.items()}, "settings": dict(self.settings)}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+
+class RunStream:
+    """Iterator over the steps of a run as they complete; ``.result`` once it is exhausted."""
+
+    def __init__(self, gen: Generator[Step, None, RunResult]) -> None:
+        self._gen = gen
+        self.result: RunResult | None = None
+
+    def __iter__(self) -> Iterator[Step]:
+        return self
+
+    def __next__(self) -> Step:
+        try:
+            return next(self._gen)
+        except StopIteration as stop:
+            self.result = stop.value
+            raise
+
+    def close(self) -> None:
+        self._gen.close()
+
+
+# --- model loading -----------------------------------------------------------------------------------
+
+def _load_model(model: object, tokenizer: object) -> tuple[Any, Any]:
+    """Objects pass through; names or paths go through ``from_pretrained``; None is the bundled model."""
+    if model is None:
+        if not (BUNDLED_MODEL / "config.json").is_file():
+            raise UsageError(f"no model given and the bundled model is not installed ({BUNDLED_MODEL}); "
+                             "pass a Hugging Face model name or path (--model)")
+        model = str(BUNDLED_MODEL)
+    if isinstance(model, str | Path):
+        name = str(model)
+        try:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise UsageError("running a model needs the llm extra: pip install 'ltlagent[llm]'") from e
+        try:
+            loaded = AutoModelForCausalLM.from_pretrained(name)
+            if tokenizer is None:
+                tokenizer = AutoTokenizer.from_pretrained(name)
+        except (OSError, ValueError) as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise UsageError(f"cannot load model {name!r}: {first}") from None
+        model = loaded
+    if isinstance(tokenizer, str | Path):
+        from transformers import AutoTokenizer
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+        except (OSError, ValueError) as e:
+            raise UsageError(f"cannot load tokenizer {str(tokenizer)!r}: {e}") from None
+    if tokenizer is None:
+        raise UsageError("a tokenizer is needed with a model object (tokenizer=…)")
+    if hasattr(model, "eval"):
+        model.eval()
+    return model, tokenizer
+
+
+def _constant(text: str) -> EnvFn:
+    return lambda ctx: text
+
+
+def _evaluator(fn: Callable[..., str | None], answer_state: str | None) -> EnvFn:
+    """Reflexion's Evaluator: ``fn(answer[, ctx])`` on the text of the last answer."""
+    def call(ctx: EnvContext) -> str | None:
+        answer = ctx.last(answer_state) if answer_state else ctx.last_model_text
+        return _call_flexible(fn, answer or "", ctx)
+    return call
+
+
+def _user(fn: Callable[..., str | None]) -> EnvFn:
+    """The chat-bot's User: ``fn(bot_text[, ctx])``; None or EOFError ends the conversation."""
+    return lambda ctx: _call_flexible(fn, ctx.last_model_text, ctx)
+
+
+def _context_size(model: Any) -> int | None:
+    cfg = getattr(model, "config", None)
+    for key in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
+        v = getattr(cfg, key, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+# --- the run ----------------------------------------------------------------------------------------
+
+class _Recorder:
+    """Turns the text stream into steps: keyword positions from the spec's lexer (the one the monitor
+    and validation use), per-step token counts, and who wrote each piece of text."""
+
+    def __init__(self, compiled: CompiledSpec) -> None:
+        self.compiled = compiled
+        self.data = bytearray()
+        self.runs: list[tuple[int, str]] = []  # (start byte, kind)
+        self.node = ROOT
+        self.marks: list[tuple[int, int, int]] = []  # (keyword index, start byte, end byte)
+        self.tokens: list[int] = []
+        self.forced: list[bool] = []
+        self.info: dict[int, tuple[str | None, str | None, float]] = {}  # env step -> tool, error, s
+        self.started: list[float] = []
+        self.pre_tokens = 0
+        self.enters = 0
+        self.emitted = 0
+
+    def add(self, text: str, kind: str) -> None:
+        b = text.encode("utf-8")
+        if not b:
+            return
+        start = len(self.data)
+        self.data += b
+        if not self.runs or self.runs[-1][1] != kind:
+            self.runs.append((start, kind))
+        lexer = self.compiled.lexer
+        self.node, hits = lexer.feed(self.node, b)
+        for kw, end in hits:
+            e = start + end
+            self.marks.append((kw, e - len(lexer.keyword_bytes[kw]), e))
+            self.tokens.append(0)
+            self.forced.append(False)
+            self.started.append(time.perf_counter())
+
+    def entered(self, forced: bool) -> None:
+        """The monitor's ``enter`` events, in order, carry whether the prompt string was forced."""
+        if self.enters < len(self.forced):
+            self.forced[self.enters] = forced
+        self.enters += 1
+
+    def count(self, n: int = 1) -> None:
+        if self.marks:
+            self.tokens[-1] += n + (self.pre_tokens if len(self.marks) == 1 else 0)
+            if len(self.marks) == 1:
+                self.pre_tokens = 0
+        else:
+            self.pre_tokens += n
+
+    def step(self, i: int) -> Step:
+        kw, start, kw_end = self.marks[i]
+        end = self.marks[i + 1][1] if i + 1 < len(self.marks) else len(self.data)
+        state = self.compiled.spec.states[kw]
+        segs: list[tuple[str, str]] = []
+        for r, (rs, kind) in enumerate(self.runs):
+            re_ = self.runs[r + 1][0] if r + 1 < len(self.runs) else len(self.data)
+            lo, hi = max(rs, start), min(re_, end)
+            if lo < hi:
+                segs.append((bytes(self.data[lo:hi]).decode("utf-8", "replace"), kind))
+        tool, error, secs = self.info.get(i, (None, None, 0.0))
+        if not secs:
+            nxt = self.started[i + 1] if i + 1 < len(self.started) else time.perf_counter()
+            secs = nxt - self.started[i]
+        text = bytes(self.data[kw_end:end]).decode("utf-8", "replace").strip()
+        return Step(index=i, state=state.name, text=text, source="env" if state.env_input else "model",
+                    tokens=self.tokens[i], forced=self.forced[i], segments=tuple(segs), tool=tool,
+                    error=error, seconds=secs)
+
+    def take(self, upto: int) -> list[Step]:
+        """Steps ``emitted … upto-1``, now complete, to hand out."""
+        out = [self.step(i) for i in range(self.emitted, upto)]
+        self.emitted = max(self.emitted, upto)
+        return out
+
+    @property
+    def text(self) -> str:
+        return bytes(self.data).decode("utf-8", "replace")
+
+
+class Agent:
+    """A spec, a model, a tokenizer, tools and environment handlers; :meth:`run` solves a task.
+
+    Build it with :meth:`from_spec`. The token index (spec × tokenizer) is built on the first run
+    and reused (and cached on disk by the monitor).
+    """
+
+    def __init__(self, compiled: CompiledSpec, model: Any, tokenizer: Any, tools: Sequence[Tool] = (),
+                 handlers: Mapping[str, EnvFn] | None = None, template: str | None = None,
+                 max_env_chars: int = 2000, answer_state: str | None = None) -> None:
+        self.compiled = compiled
+        self.spec = compiled.spec
+        self.model = model
+        self.tokenizer = tokenizer
+        self.tools: dict[str, Tool] = {t.name: t for t in tools}
+        self.handlers: dict[str, EnvFn] = dict(handlers or {})
+        self.template = template if template is not None else prompt_template(self.spec)
+        self.max_env_chars = max_env_chars
+        self.answer_state = answer_state
+        self._index: TokenIndex | None = None
+        self.index_seconds = 0.0
+        self.forward_calls = 0
+        self.forward_tokens = 0
+
+    # -- construction
+    @classmethod
+    def from_spec(cls, spec: Spec | CompiledSpec | str | Path, model: object = None, tokenizer: object = None,
+                  *, tools: Sequence[Tool] = (), environment: Mapping[str, EnvFn | str] | None = None,
+                  evaluator: Callable[..., str | None] | None = None,
+                  user_input: Callable[..., str | None] | None = None, prompt: str | Path | None = None,
+                  tool_timeout: float | None = 30.0, max_env_chars: int = 2000,
+                  answer_state: str | None = None) -> Agent:
+        """Build an agent.
+
+        ``spec``: a path, a bundled name (``"react"``) or a spec object. ``model`` / ``tokenizer``:
+        objects or ``from_pretrained`` names or paths (None: the bundled tiny model). ``tools`` fill
+        the prompt's ``{{tool_labels}}`` / ``{{tool_descriptions}}`` and ``(:choices :tools)``.
+        Environment states are written by ``environment[state]`` (a callable taking an
+        :class:`EnvContext`, or a constant string) when given; else an ``Evaluator`` state by
+        ``evaluator(answer[, ctx])``, a ``User`` state by ``user_input(bot_text[, ctx])`` (None or
+        EOFError ends the run), and an ``Observation`` state by calling the tools. ``prompt`` is a
+        template text or file (default: the bundled template of the spec).
+        """
+        compiled = spec if isinstance(spec, CompiledSpec) else compile_spec(spec)
+        s = compiled.spec
+        tools = list(tools)
+        seen: set[str] = set()
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise UsageError(f"tools must be Tool objects (use @tool on a function), got {t!r}")
+            if t.name in seen:
+                raise UsageError(f"two tools are named {t.name!r}")
+            seen.add(t.name)
+        action = next((st.name for st in s.states if st.tool_choices), None)
+        if action is None and "Action" in s.names:
+            action = "Action"
+        if any(st.tool_choices for st in s.states) and not tools:
+            raise UsageError(f"state {action} takes its choices from the tools (:choices :tools), "
+                             "but no tools were given")
+        arg_state = next((n for n in ("Action-Input", "Action_Input", "ActionInput", "Input")
+                          if n in s.names), None)
+        if answer_state is not None and answer_state not in s.names:
+            raise UsageError(f"answer_state {answer_state!r} is not a state of {s.name}")
+        answer = answer_state or ("Answer" if "Answer" in s.names else None)
+        handlers: dict[str, EnvFn] = {}
+        missing: list[str] = []
+        used = s.used_states()
+        for st in s.states:
+            if not st.env_input:
+                continue
+            fn: EnvFn | None = None
+            if environment and st.name in environment:
+                given = environment[st.name]
+                fn = _constant(given) if isinstance(given, str) else given
+            elif st.name in ("Evaluator", "Evaluation") and evaluator is not None:
+                fn = _evaluator(evaluator, answer)
+            elif st.name == "User" and user_input is not None:
+                fn = _user(user_input)
+            elif tools and (st.name == "Observation" or action is not None):
+                fn = ToolEnvironment({t.name: t for t in tools}, action, arg_state, tool_timeout)
+            if fn is None and st.name in used:
+                missing.append(st.name)
+            elif fn is not None:
+                handlers[st.name] = fn
+        if environment:
+            unknown = sorted(set(environment) - {st.name for st in s.states if st.env_input})
+            if unknown:
+                raise UsageError(f"environment[{unknown[0]!r}]: not an :env-input state of {s.name}")
+        if missing:
+            what = {"Observation": "tools=[…]", "Evaluator": "evaluator=…", "User": "user_input=…"}
+            hint = what.get(missing[0], f"environment={{{missing[0]!r}: …}}")
+            raise UsageError(f"state {missing[0]} of {s.name} is written by the environment: pass {hint}")
+        template: str | None = None
+        if prompt is not None:
+            p = Path(prompt) if isinstance(prompt, Path) or (isinstance(prompt, str) and "\n" not in prompt
+                                                               and prompt.endswith(".txt")) else None
+            if p is not None:
+                if not p.is_file():
+                    raise UsageError(f"{p}: no such prompt file")
+                template = p.read_text(encoding="utf-8")
+            else:
+                template = str(prompt)
+        m, tok = _load_model(model, tokenizer)
+        return cls(compiled, m, tok, tools, handlers, template, max_env_chars, answer_state)
+
+    @property
+    def index(self) -> TokenIndex:
+        """The spec compiled for this tokenizer (built on first use)."""
+        if self._index is None:
+            from .monitor import build_index
+            t = time.perf_counter()
+            self._index = build_index(self.compiled, self.tokenizer, tool_names=list(self.tools) or None)
+            self.index_seconds = time.perf_counter() - t
+        return self._index
+
+    def prompt(self, task: str) -> str:
+        """The prompt a run on ``task`` starts from."""
+        return render_prompt(self.template, task, list(self.tools.values()))
+
+    @property
+    def device(self) -> Any:
+        try:
+            return next(self.model.parameters()).device
+        except (AttributeError, StopIteration):
+            return "cpu"
+
+    # -- running
+    def run(self, task: str = "", *, stream: bool = False, max_steps: int = 64, max_new_tokens: int = 512,
+            seed: int | None = None, temperature: float = 0.0, top_k: int | None = None,
+            top_p: float | None = None, on_text: Callable[[str, str], None] | None = None
+            ) -> RunResult | RunStream:
+        """Solve ``task``. Greedy by default (``temperature=0``, as in the paper); with a temperature,
+        sampling seeded by ``seed``. ``stream=True`` returns a :class:`RunStream` of steps as they
+        complete. ``on_text(text, kind)`` sees every piece of text as it is written (kind ``model``,
+        ``forced`` or ``env``). ``max_new_tokens`` bounds the model's tokens: the monitor steers onto
+        a shortest completion so that finite specs still end complete."""
+        if max_steps < 1 or max_new_tokens < 1:
+            raise UsageError("max_steps and max_new_tokens must be at least 1")
+        if temperature < 0 or (top_p is not None and not 0 < top_p <= 1) or (top_k is not None and top_k < 1):
+            raise UsageError("temperature must be >= 0, top_p in (0, 1], top_k >= 1")
+        gen = self._generate(task, max_steps, max_new_tokens, seed, temperature, top_k, top_p, on_text)
+        rs = RunStream(gen)
+        if stream:
+            return rs
+        for _ in rs:
+            pass
+        assert rs.result is not None
+        return rs.result
+
+    def stream(self, task: str = "", **kwargs: Any) -> RunStream:
+        """``run(task, stream=True, …)``."""
+        out = self.run(task, stream=True, **kwargs)
+        assert isinstance(out, RunStream)
+        return out
+
+    def _encode(self, text: str, special: bool) -> list[int]:
+        out = self.tokenizer.encode(text, add_special_tokens=special)
+        return list(out.ids if hasattr(out, "ids") else out)
+
+    def _forward(self, ids: list[int], past: Any) -> tuple[torch.Tensor, Any]:
+        import torch
+        x = torch.tensor([ids], dtype=torch.long, device=self.device)
+        kw: dict[str, object] = {}
+        if "logits_to_keep" in inspect.signature(self.model.forward).parameters:
+            kw["logits_to_keep"] = 1
+        with torch.inference_mode():
+            out = self.model(input_ids=x, past_key_values=past, use_cache=True, **kw)
+        self.forward_calls += 1
+        self.forward_tokens += len(ids)
+        return out.logits[0, -1].float(), out.past_key_values
+
+    @staticmethod
+    def _sample(row: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None,
+                gen: torch.Generator) -> int:
+        import torch
+        if temperature <= 0:
+            return int(torch.argmax(row))
+        row = row / temperature
+        if top_k is not None and top_k < row.numel():
+            kth = torch.topk(row, top_k).values[-1]
+            row = row.masked_fill(row < kth, float("-inf"))
+        probs = torch.softmax(row, dim=-1)
+        if top_p is not None and top_p < 1:
+            p, idx = torch.sort(probs, descending=True)
+            keep = torch.cumsum(p, 0) - p < top_p
+            probs = torch.zeros_like(probs).scatter_(0, idx[keep], p[keep])
+        return int(torch.multinomial(probs, 1, generator=gen))
+
+    def _answer(self, steps: Sequence[Step]) -> str | None:
+        """The text of the answer state's last step (Answer, or the last model step; after
+        ``Answer:`` inside it when the spec has no Answer state, as for the paper's ablated agent)."""
+        name = self.answer_state or ("Answer" if "Answer" in self.spec.names else None)
+        if name is not None:
+            return next((s.text for s in reversed(steps) if s.state == name), None)
+        last = next((s for s in reversed(steps) if s.source == "model"), None)
+        if last is None:
+            return None
+        m = re.search(r"Answer:\s*(.*)", last.text, flags=re.S)
+        return m.group(1).strip() if m else last.text
+
+    def _env_text(self, reply: EnvReply) -> str:
+        """Environment text as it is appended: truncated (said so), prompt strings neutralised,
+        one leading space and a closing newline (``Observation: 395⏎``)."""
+        text = (reply.text or "").strip()
+        if len(text) > self.max_env_chars:
+            text = (text[: self.max_env_chars].rstrip()
+                    + f" … [truncated: {len(text)} characters, {self.max_env_chars} shown]")
+        text, _ = neutralise(text, self.compiled)
+        return " " + text + "\n" if text else "\n"
+
+    def _generate(self, task: str, max_steps: int, max_new_tokens: int, seed: int | None,
+                  temperature: float, top_k: int | None, top_p: float | None,
+                  on_text: Callable[[str, str], None] | None) -> Generator[Step, None, RunResult]:
+        import torch
+
+        from .monitor import Monitor
+
+        t0 = time.perf_counter()
+        index = self.index
+        t_index = time.perf_counter() - t0
+        for t in self.tools.values():
+            t.reset()
+        prompt = self.prompt(task)
+        prompt_ids = self._encode(prompt, special=True)
+        n_ctx = _context_size(self.model)
+        if n_ctx is not None and len(prompt_ids) >= n_ctx:
+            raise UsageError(f"the prompt has {len(prompt_ids)} tokens; the model's context holds {n_ctx}")
+        budget = max_new_tokens if n_ctx is None else min(max_new_tokens, n_ctx - len(prompt_ids))
+        mon: Monitor = Monitor(index, max_new_tokens=budget)
+        eos = set(index.eos_token_ids)
+        rec = _Recorder(self.compiled)
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(seed if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
+        calls0, fwd0 = self.forward_calls, self.forward_tokens
+        pending: list[int] = list(prompt_ids)
+        past: Any = None
+        logits: torch.Tensor | None = None
+        cached = 0
+        env_tokens = forced_tokens = 0
+        t_prefill = t_env = 0.0
+        stop: str | None = None
+
+        def consume(events: Sequence[Any], kind: str) -> None:
+            for e in events:
+                if e.kind == "text" and e.text:
+                    rec.add(e.text, kind)
+                    if on_text is not None:
+                        on_text(e.text, kind)
+                elif e.kind == "enter":
+                    rec.entered(bool(e.forced))
+
+        while True:
+            if mon.is_finished:
+                stop = "complete" if mon.is_complete else "finished"
+                break
+            if len(rec.marks) > max_steps:
+                stop = "max_steps"
+                break
+            if mon.waiting_for_env:
+                i = len(rec.marks) - 1
+                yield from rec.take(i)
+                state = self.spec.states[rec.marks[i][0]].name if rec.marks else str(mon.state)
+                te = time.perf_counter()
+                ctx = EnvContext(task, state, tuple(rec.step(j) for j in range(i)))
+                try:
+                    got = self.handlers[state](ctx) if state in self.handlers else None
+                except EOFError:
+                    got = None
+                reply = got if isinstance(got, EnvReply) else EnvReply(None if got is None else str(got))
+                if reply.text is None:
+                    stop = "env_ended"
+                    break
+                ids = self._encode(self._env_text(reply), special=False)
+                if n_ctx is not None and cached + len(pending) + len(ids) + 1 >= n_ctx:
+                    stop = "context_full"
+                    break
+                consume(mon.feed_env(ids), "env")
+                rec.count(len(ids))
+                env_tokens += len(ids)
+                pending += ids
+                rec.info[i] = (reply.tool, reply.error, time.perf_counter() - te)
+                t_env += time.perf_counter() - te
+                yield from rec.take(i + 1)
+                continue
+            if mon.tokens_generated >= budget:
+                stop = "max_new_tokens" if budget == max_new_tokens else "context_full"
+                break
+            if n_ctx is not None and cached + len(pending) >= n_ctx:
+                stop = "context_full"
+                break
+            tok = mon.forced_token()
+            kind = "forced"
+            if tok is None:
+                kind = "model"
+                if pending or logits is None:
+                    tf = time.perf_counter()
+                    logits, past = self._forward(pending, past)
+                    if cached == 0:
+                        t_prefill = time.perf_counter() - tf
+                    cached += len(pending)
+                    pending = []
+                row = logits.clone()
+                mon.mask_into(row)
+                tok = self._sample(row, temperature, top_k, top_p, gen)
+            else:
+                forced_tokens += 1
+            events = mon.advance(tok)
+            consume(events, kind)
+            rec.count()
+            if tok not in eos:
+                pending.append(tok)
+            yield from rec.take(len(rec.marks) - 1)
+        steps_done = rec.take(len(rec.marks))
+        yield from steps_done
+        steps = tuple(rec.step(i) for i in range(len(rec.marks)))
+        verdict = self.compiled.automaton.run([s.state for s in steps]).status
+        total = time.perf_counter() - t0
+        generated = mon.tokens_generated
+        decode_s = max(total - t_index - t_prefill - t_env, 1e-9)
+        return RunResult(
+            task=task, answer=self._answer(steps) if steps else None, steps=steps, prompt=prompt,
+            transcript=rec.text, stop_reason=stop or "finished", verdict=verdict, spec=self.spec.name,
+            usage={"prompt_tokens": len(prompt_ids), "generated_tokens": generated,
+                   "forced_tokens": forced_tokens, "env_tokens": env_tokens,
+                   "forward_tokens": self.forward_tokens - fwd0,
+                   "forward_calls": self.forward_calls - calls0},
+            timing={"total_s": total, "index_s": t_index, "prefill_s": t_prefill, "env_s": t_env,
+                    "decode_s": decode_s, "tokens_per_s": generated / decode_s},
+            settings={"max_steps": max_steps, "max_new_tokens": max_new_tokens, "seed": seed,
+                      "temperature": temperature, "top_k": top_k, "top_p": top_p,
+                      "model": str(getattr(self.model, "name_or_path", "") or type(self.model).__name__),
+                      "tools": list(self.tools)})

@@ -1,0 +1,225 @@
+"""What writes the environment's states, and the prompt an agent starts from.
+
+Environment states (``:env-input``) are written by callables that see an :class:`EnvContext`:
+ReAct's Observation by :class:`ToolEnvironment` (the tool named by the last Action, called with the
+last Action Input, in a thread with a timeout; errors become text), Reflexion's Evaluator and the
+chat-bot's User by the user's own callables. Prompt templates carry ``{{task}}``,
+``{{tool_labels}}`` and ``{{tool_descriptions}}``; :func:`neutralise` keeps environment text from
+containing a prompt string of the spec.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .compiled import CompiledSpec
+from .errors import UsageError
+from .spec import Spec
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .agent import Step
+
+__all__ = ["EnvContext", "EnvReply", "EnvFn", "ToolEnvironment", "prompt_template", "render_prompt",
+           "neutralise", "PROMPTS", "ZWSP"]
+
+PROMPTS = Path(__file__).parent / "prompts"
+#: Inserted after the first character of a prompt string found in environment text, so that the
+#: environment can never make the trace take a step (the text reads the same).
+ZWSP = "\u200b"
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
+
+
+# --- environment -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EnvContext:
+    """What an environment callable sees: the task, the env state to write, the steps so far."""
+
+    task: str
+    state: str
+    steps: tuple[Step, ...]
+
+    def last(self, state: str) -> str | None:
+        """Text of the most recent step in ``state``, or None."""
+        for s in reversed(self.steps):
+            if s.state == state:
+                return s.text
+        return None
+
+    @property
+    def last_model_text(self) -> str:
+        return next((s.text for s in reversed(self.steps) if s.source == "model"), "")
+
+
+@dataclass(frozen=True)
+class EnvReply:
+    """An environment's answer: its text, the tool it called, and an error tag when it failed."""
+
+    text: str | None  # None: the environment has nothing more to say (the run ends: "env_ended")
+    tool: str | None = None
+    error: str | None = None
+
+
+EnvFn = Callable[[EnvContext], "str | EnvReply | None"]
+
+
+def _call_flexible(fn: Callable[..., Any], *args: object) -> Any:
+    """Call ``fn`` with as many leading ``args`` as it accepts (``f(answer)`` or ``f(answer, ctx)``)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return fn(*args[:1])
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return fn(*args)
+    n = sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return fn(*args[:n])
+
+
+def _run_with_timeout(fn: Callable[[], str], timeout: float | None
+                      ) -> tuple[str | None, BaseException | None, bool]:
+    """Run ``fn`` in a daemon thread: (result, exception, timed out).
+
+    A thread that overruns cannot be killed: it is abandoned and finishes in the background.
+    """
+    box: list[object] = []
+
+    def target() -> None:
+        try:
+            box.append(fn())
+        except BaseException as e:  # the model sees it as text
+            box.append(e)
+
+    th = threading.Thread(target=target, daemon=True, name="ltlagent-tool")
+    th.start()
+    th.join(timeout)
+    if th.is_alive():
+        return None, None, True
+    res = box[0] if box else None
+    if isinstance(res, BaseException):
+        return None, res, False
+    return (res if isinstance(res, str) else str(res)), None, False
+
+
+class ToolEnvironment:
+    """ReAct's Observation: call the tool named by the last Action with the last Action Input.
+
+    With no Action state in the spec (the paper's ablated agent), the call is parsed out of the
+    last model text: ``Action: Name`` and ``Action Input: …`` lines, or ``Name[input]``.
+    """
+
+    def __init__(self, tools: Mapping[str, Tool], action_state: str | None, input_state: str | None,
+                 timeout: float | None) -> None:
+        self.tools = dict(tools)
+        self.action_state = action_state
+        self.input_state = input_state
+        self.timeout = timeout
+
+    def _find(self, name: str) -> Tool | None:
+        name = name.strip().strip("[]\"'`.:").strip()
+        if name in self.tools:
+            return self.tools[name]
+        low = {k.lower(): t for k, t in self.tools.items()}
+        return low.get(name.lower())
+
+    def parse(self, ctx: EnvContext) -> tuple[str, str] | None:
+        """(tool name, input text) of the call the model asked for, or None when none is readable."""
+        if self.action_state is not None:
+            name = ctx.last(self.action_state)
+            if name is None:
+                return None
+            arg = ctx.last(self.input_state) if self.input_state else ""
+            return name, arg or ""
+        text = ctx.last_model_text
+        m = re.search(r"Action:\s*([^\n]*)", text)
+        if m and m.group(1).strip():
+            arg = re.search(r"Action Input:\s*([^\n]*)", text[m.end():])
+            return m.group(1).strip(), arg.group(1).strip() if arg else ""
+        m = re.search(r"([A-Za-z_][\w-]*)\[([^\]\n]*)\]", text)
+        if m:
+            return m.group(1), m.group(2)
+        return None
+
+    def __call__(self, ctx: EnvContext) -> EnvReply:
+        labels = ", ".join(self.tools)
+        call = self.parse(ctx)
+        if call is None:
+            return EnvReply(f"Error: no action to run; name one of [{labels}] and give its input.",
+                            error="parse")
+        name, arg = call
+        t = self._find(name)
+        if t is None:
+            return EnvReply(f"Error: unknown tool {name.strip()[:60]!r}; the tools are [{labels}].",
+                            tool=name.strip()[:60], error="unknown-tool")
+        out, exc, timed_out = _run_with_timeout(lambda: t.invoke(arg), self.timeout)
+        if timed_out:
+            return EnvReply(f"Error: {t.name} did not answer within {self.timeout:g} s.", tool=t.name,
+                            error="timeout")
+        if exc is not None:
+            if isinstance(exc, ValueError):
+                return EnvReply(f"Error: {exc}", tool=t.name, error="input")
+            return EnvReply(f"Error: {t.name} failed: {type(exc).__name__}: {exc}", tool=t.name,
+                            error="exception")
+        return EnvReply(out or "(no output)", tool=t.name)
+
+
+# --- prompts -----------------------------------------------------------------------------------------
+
+def prompt_template(spec: Spec) -> str:
+    """The bundled prompt template for ``spec`` (by file name, then family: ``react-tools`` → ``react``),
+    or a generic one listing the states' prompt strings."""
+    stem = Path(spec.source).stem if spec.source and spec.source != "<string>" else spec.name
+    names = [stem, spec.name.removesuffix("-agent")]
+    for base in names:
+        parts = base.split("-")
+        for k in range(len(parts), 0, -1):
+            f = PROMPTS / ("-".join(parts[:k]) + ".txt")
+            if f.is_file():
+                return f.read_text(encoding="utf-8")
+    lines = ["Complete the task below. You have access to the following tools:", "{{tool_descriptions}}",
+             "Use the following format:"]
+    for st in spec.states:
+        what = "(written by the environment)" if st.env_input else "…"
+        lines.append(f"{st.text} {what}")
+    lines.append("Task: {{task}}")
+    return "\n".join(lines) + "\n"
+
+
+def render_prompt(template: str, task: str, tools: Sequence[Tool]) -> str:
+    """Fill ``{{task}}``, ``{{tool_labels}}``, ``{{tool_descriptions}}``; the result ends with a newline."""
+    values = {"task": task.strip(),
+              "tool_labels": "[" + ", ".join(t.name for t in tools) + "]",
+              "tool_descriptions": "\n".join(t.describe() for t in tools) or "(no tools)"}
+    unknown = sorted({m.group(1) for m in _PLACEHOLDER.finditer(template)} - set(values))
+    if unknown:
+        raise UsageError(f"the prompt template has an unknown placeholder {{{{{unknown[0]}}}}}; "
+                         "known: {{task}}, {{tool_labels}}, {{tool_descriptions}}")
+    has_task = any(m.group(1) == "task" for m in _PLACEHOLDER.finditer(template))
+    out = _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+    if not has_task and task.strip():
+        out = out.rstrip("\n") + "\n" + task.strip()
+    return out if out.endswith("\n") else out + "\n"
+
+
+def neutralise(text: str, compiled: CompiledSpec) -> tuple[str, int]:
+    """Break every prompt string of the spec inside ``text`` (a zero-width space after its first
+    character; a one-character prompt string becomes U+FFFD); returns (text, occurrences broken)."""
+    lexer = compiled.lexer
+    n = 0
+    for _ in range(64):
+        found = list(lexer.finditer(text))
+        if not found:
+            return text, n
+        n += len(found)
+        for m in reversed(found):
+            if m.end - m.start <= 1:
+                text = text[: m.start] + "\ufffd" + text[m.end:]
+            else:
+                text = text[: m.start + 1] + ZWSP + text[m.start + 1:]
+    raise RuntimeError("neutralise: prompt strings keep reappearing")  # pragma: no cover
