@@ -1,0 +1,3 @@
+(define chat-opt-user
+ (:states (Chat-Bot (:text "Chat Bot:")) (User (:text "User:") (:flags :env-input)))
+ (:behavior (always (next Chat-Bot (optional User)))))
