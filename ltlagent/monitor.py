@@ -20,17 +20,26 @@ suffices, so finite specs always end complete.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .compiled import CompiledSpec
+from .compiled import compile as compile_spec
+from .errors import CompileError, UsageError
+from .machine import DONE, END, ENV, FREE, INF, STOP_EVENT, Machine, SpecTables, build_tables
+from .masks import Mask
+from .spec import Spec
+from .vocab import SortedVocab, Vocab, sort_vocab, tokens_containing, vocab_from_tokenizer
 
 if TYPE_CHECKING:
-    import numpy as np
     import torch
 
-__all__ = ["Event", "StateText", "TokenIndex", "Monitor", "build_index"]
+__all__ = ["Event", "StateText", "TokenIndex", "Monitor", "build_index", "spec_fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -40,15 +49,15 @@ class Event:
     ``kind`` is one of:
 
     * ``"enter"``: state ``state`` was entered (its prompt string was completed); ``forced`` is True
-      when the monitor chose or forced the prompt string (text ended, or budget steering) rather
-      than the model writing it freely in running text.
+      when the prompt string was written after the text had ended (chosen under the mask / forced)
+      rather than freely in running text.
     * ``"end"``: the text of ``state`` ended without a prompt string; ``reason`` is ``"eos"``,
       ``"stop"`` or ``"max-tokens"``; from now on only allowed prompt strings may be written.
     * ``"env"``: ``state`` is an ``:env-input`` state just entered; the caller must call
       :meth:`Monitor.feed_env` before generating again.
-    * ``"text"``: ``text`` was appended to the generated text (the decoded delta of one token;
-      incomplete UTF-8 sequences are held back until complete).
-    * ``"finished"``: the trace is complete and EOS was consumed (or nothing more can be written).
+    * ``"text"``: ``text`` was appended to the text (the decoded delta of one token; incomplete
+      UTF-8 sequences are held back until complete).
+    * ``"finished"``: the trace is complete and EOS was consumed.
     """
 
     kind: str
@@ -68,131 +77,575 @@ class StateText:
     forced: bool = False
 
 
-class TokenIndex:
-    """Spec × tokenizer, compiled: vocabulary bytes, keyword/stop candidate sets, byte machine.
+class _Memo:
+    """The mutable memo inside a compiled index: machine rows, masks, per-token steps."""
 
-    Immutable as far as its users can tell; masks for the (automaton state, lexer node, content
-    state) combinations actually visited are computed on first use and memoised inside.
-    Build it with :func:`build_index`.
+    def __init__(self, machine: Machine) -> None:
+        self.machine = machine
+        self.masks: dict[tuple[int, bool], Mask] = {}
+        self.steer: dict[tuple[int, bool, int], Mask] = {}
+        self.need_after: dict[tuple[int, bool], tuple[np.ndarray, np.ndarray]] = {}
+        self.steps: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
+        self.kw_cand: dict[int, np.ndarray] = {}
+        self.stop_cand: dict[tuple[int, int], np.ndarray] = {}
+        self.stop_tokens: dict[int, np.ndarray] = {}
+        self.quiet: dict[tuple[int, int], int] = {}
+        self.by_bytes: dict[bytes, int] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class TokenIndex:
+    """Spec × tokenizer, compiled: token bytes, candidate sets, the byte machine.
+
+    Immutable as far as its users can tell; the machine rows and masks for the (automaton state,
+    lexer node, content state) combinations actually visited are computed on first use and
+    memoised inside (deterministically, so one index can serve many monitors). Build it with
+    :func:`build_index`.
     """
 
     compiled: CompiledSpec
     tool_names: tuple[str, ...] | None
+    vocab: Vocab = field(repr=False)
+    sorted: SortedVocab = field(repr=False)
+    tables: SpecTables = field(repr=False)
+    kw_tokens: np.ndarray = field(repr=False)  # text tokens that contain a whole prompt string
+    from_cache: bool = False
+    _memo: _Memo = field(repr=False, default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_memo", _Memo(Machine(self.tables)))
+        object.__setattr__(self, "_flat", np.frombuffer(self.vocab.flat, dtype=np.uint8))
+        object.__setattr__(self, "_lengths", self.vocab.lengths.astype(np.int64))
+        object.__setattr__(self, "_eos", frozenset(self.vocab.eos_ids))
+        object.__setattr__(self, "_nontext", np.nonzero(~self.vocab.is_text)[0].astype(np.int64))
 
     @property
     def vocab_size(self) -> int:
         """Number of token ids the index knows (masks cover at least this many logits)."""
-        raise NotImplementedError
+        return self.vocab.size
 
     @property
     def eos_token_ids(self) -> tuple[int, ...]:
         """Token ids that end generation."""
-        raise NotImplementedError
+        return self.vocab.eos_ids
+
+    @property
+    def machine(self) -> Machine:
+        return self._memo.machine
+
+    @property
+    def start(self) -> int:
+        """The machine state before anything was written."""
+        return self._memo.machine.start
+
+    # -- stepping
+    def is_eos(self, tok: int) -> bool:
+        return tok in self._eos  # type: ignore[attr-defined]
+
+    def token_step(self, sid: int, tok: int) -> tuple[int, tuple[tuple[int, int], ...]]:
+        """Feed the bytes of text token ``tok``: (next state or -1, events with byte offsets)."""
+        memo = self._memo.steps
+        k = sid * self.vocab.size + tok
+        hit = memo.get(k)
+        if hit is None:
+            if not (0 <= tok < self.vocab.size) or not self.vocab.is_text[tok]:
+                hit = (-1, ())
+            else:
+                s2, evs = self._memo.machine.feed(sid, self.vocab.token_bytes(tok))
+                hit = (s2, tuple(evs))
+            memo[k] = hit
+        return hit
+
+    def advance(self, sid: int, count: int, tok: int, ends_text: bool
+                ) -> tuple[int, int, tuple[tuple[int, int], ...], str | None]:
+        """One token for a cursor ``(sid, count)`` (count: tokens in the current state's text).
+
+        Returns (next state or -1, next count, byte events, why the text ended or None).
+        """
+        m = self._memo.machine
+        reason: str | None = None
+        if tok in self._eos:  # type: ignore[attr-defined]
+            s2, kind = m.eos(sid, ends_text)
+            return s2, 0, (), ("eos" if kind == "end" else None)
+        s2, evs = self.token_step(sid, tok)
+        if s2 < 0:
+            return -1, 0, evs, None
+        entered = any(ev > 0 for ev, _ in evs)
+        count = 0 if entered else count + 1
+        if any(ev == STOP_EVENT for ev, _ in evs):
+            reason = "stop"
+        key = m.keys[s2]
+        if key[0] == FREE:
+            mt = self.tables.max_tokens[key[2]]
+            if mt is not None and count >= mt:
+                s3 = m.end_text(s2)
+                if s3 != s2:
+                    s2, reason = s3, "max-tokens"
+        return s2, count, evs, reason
+
+    # -- masks
+    def mask(self, sid: int, ends_text: bool = False, remaining: int | None = None) -> Mask:
+        """The allowed tokens in machine state ``sid``; with ``remaining`` (tokens the model may
+        still generate), only those after which a complete trace still fits."""
+        memo = self._memo
+        base = memo.masks.get((sid, ends_text))
+        if base is None:
+            base = memo.masks[(sid, ends_text)] = self._compute_mask(sid, ends_text)
+        if remaining is None or self.tables.infinite:
+            return base
+        if remaining - 1 >= self._max_need(sid, base):
+            return base
+        ids, needs = self._need_after(sid, ends_text, base)
+        if ids.size == 0:
+            return base
+        thr = max(remaining - 1, int(needs.min()))
+        hit = memo.steer.get((sid, ends_text, thr))
+        if hit is None:
+            hit = memo.steer[(sid, ends_text, thr)] = Mask(self.vocab.size, allowed=ids[needs <= thr])
+        return hit
+
+    def _eos_allowed(self, sid: int, ends_text: bool) -> bool:
+        m = self._memo.machine
+        s2, _kind = m.eos(sid, ends_text)
+        return s2 >= 0 and m.need(s2) < INF
+
+    def _walk(self, sid: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Feed every candidate token from ``sid`` at once: (surviving ids, their end states)."""
+        m = self._memo.machine
+        flat, lengths = self._flat, self._lengths  # type: ignore[attr-defined]
+        ids = cand.astype(np.int64)
+        st = np.full(ids.size, sid, dtype=np.int64)
+        off = self.vocab.offsets[ids]
+        ln = lengths[ids]
+        out_i: list[np.ndarray] = []
+        out_s: list[np.ndarray] = []
+        j = 0
+        while ids.size:
+            m.ensure(st)
+            st = m.T[st, flat[off + j]].astype(np.int64)
+            j += 1
+            keep = st >= 0
+            fin = keep & (ln == j)
+            if fin.any():
+                out_i.append(ids[fin])
+                out_s.append(st[fin])
+                keep &= ~fin
+            ids, st, off, ln = ids[keep], st[keep], off[keep], ln[keep]
+        if not out_i:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(out_i), np.concatenate(out_s)
+
+    def _needs(self, ends: np.ndarray) -> np.ndarray:
+        m = self._memo.machine
+        if ends.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        uniq, inv = np.unique(ends, return_inverse=True)
+        nu = np.fromiter((m.need(s) for s in uniq.tolist()), dtype=np.int64, count=uniq.size)
+        return nu[inv]
+
+    def _compute_mask(self, sid: int, ends_text: bool) -> Mask:
+        m = self._memo.machine
+        key = m.keys[sid]
+        mode, cur = key[0], key[2]
+        size = self.vocab.size
+        eos = np.asarray(self.vocab.eos_ids, dtype=np.int64)
+        if mode in (ENV, DONE):
+            mk = Mask(size, allowed=eos) if eos.size else Mask(size, forbidden=self._nontext)  # type: ignore[attr-defined]
+            mk.max_need = 0
+            return mk
+        eos_ok = eos.size > 0 and self._eos_allowed(sid, ends_text)
+        eos_need = m.need(m.eos(sid, ends_text)[0]) if eos_ok else 0
+        if mode == FREE and self.tables.content[cur] is None:
+            cand = self._free_candidates(sid)
+            ids, ends = self._walk(sid, cand)
+            needs = self._needs(ends)
+            good = ids[needs < INF]
+            bad = np.setdiff1d(cand, good)
+            forb = np.concatenate([self._nontext, bad])  # type: ignore[attr-defined]
+            if eos_ok:
+                forb = np.setdiff1d(forb, eos)
+            mk = Mask(size, forbidden=forb)
+            mk.max_need = max(int(needs[needs < INF].max()) if good.size else 0, eos_need)
+            mk.quiet = True  # the bound for quiet tokens is added lazily by _max_need
+            return mk
+        if mode == END and not eos_ok:
+            forced = self._forced_token(sid)
+            if forced is not None:
+                mk = Mask(size, allowed=np.asarray([forced[0]]))
+                mk.max_need = forced[1]
+                return mk
+        live = m.T[sid] >= 0 if m.ready[sid] else None
+        if live is None:
+            m.row(sid)
+            live = m.T[sid] >= 0
+        cand = self.sorted.first_bytes(live)
+        ids, ends = self._walk(sid, cand)
+        needs = self._needs(ends)
+        ok = needs < INF
+        allowed = ids[ok]
+        if eos_ok:
+            allowed = np.concatenate([allowed, eos])
+        mk = Mask(size, allowed=allowed)
+        mk.max_need = max(int(needs[ok].max()) if ok.any() else 0, eos_need)
+        return mk
+
+    def _forced_token(self, sid: int) -> tuple[int, int] | None:
+        """In END mode with one possible next state: the longest token on a shortest way to its
+        prompt string, and the bytes still needed after it."""
+        m = self._memo.machine
+        if len(m.allowed_next(sid)) != 1:
+            return None
+        path = m.entry_path(sid)
+        by = self._by_bytes()
+        for n in range(len(path), 0, -1):
+            tok = by.get(path[:n])
+            if tok is None:
+                continue
+            s2, _ = self.token_step(sid, tok)
+            if s2 >= 0 and m.need(s2) < INF:
+                return tok, m.need(s2)
+        return None
+
+    def _by_bytes(self) -> dict[bytes, int]:
+        memo = self._memo
+        if memo.by_bytes is None:
+            memo.by_bytes = {}
+            for i, b in zip(self.sorted.ids.tolist(), self.sorted.keys):
+                if b not in memo.by_bytes or i < memo.by_bytes[b]:
+                    memo.by_bytes[b] = i
+        return memo.by_bytes
+
+    def _free_candidates(self, sid: int) -> np.ndarray:
+        """Tokens that could complete a prompt string or a :stop string from ``sid``; every other
+        token is "quiet" in free text: allowed, and no event happens inside it."""
+        memo = self._memo
+        _mode, _q, cur, node, _c, sn, _pre, _sep = memo.machine.keys[sid]
+        kc = memo.kw_cand.get(node)
+        if kc is None:
+            pend = self.tables.node_bytes[node]
+            parts = [self.kw_tokens]
+            for kb in self.tables.lexer.keyword_bytes:
+                for j in range(1, min(len(kb), len(pend) + 1)):
+                    if pend.endswith(kb[:j]):
+                        parts.append(self.sorted.with_prefix(kb[j:]))
+            kc = memo.kw_cand[node] = np.unique(np.concatenate(parts))
+        stop = self.tables.stops[cur]
+        if stop is None:
+            return kc
+        sc = memo.stop_cand.get((cur, sn))
+        if sc is None:
+            st = memo.stop_tokens.get(cur)
+            if st is None:
+                st = memo.stop_tokens[cur] = tokens_containing(self.vocab, stop.keyword_bytes)
+            pend = stop.pending(sn)
+            parts = [st]
+            for kb in stop.keyword_bytes:
+                for j in range(1, min(len(kb), len(pend) + 1)):
+                    if pend.endswith(kb[:j]):
+                        parts.append(self.sorted.with_prefix(kb[j:]))
+            sc = memo.stop_cand[(cur, sn)] = np.unique(np.concatenate([kc, *parts]))
+        return sc
+
+    def _max_need(self, sid: int, base: Mask) -> int:
+        """Upper bound of ``need`` after any token ``base`` allows."""
+        mx = base.max_need if base.max_need is not None else INF
+        if not base.quiet:
+            return mx
+        # a free-text mask: the candidates' bound, and every state a quiet token can lead to
+        m = self._memo.machine
+        _mode, q, cur, _node, _c, _sn, _pre, _sep = m.keys[sid]
+        qb = self._memo.quiet.get((q, cur))
+        if qb is None:
+            stop = self.tables.stops[cur]
+            nstop = stop.num_nodes if stop is not None else 1
+            qb = 0
+            for node in range(self.tables.lexer.num_nodes):
+                for sn in range(nstop):
+                    qb = max(qb, m.need(m.intern((FREE, q, cur, node, 0, sn, 0, 0))))
+            self._memo.quiet[(q, cur)] = qb
+        return max(mx, qb)
+
+    def _need_after(self, sid: int, ends_text: bool, base: Mask) -> tuple[np.ndarray, np.ndarray]:
+        """Every allowed token with the bytes still needed after it (for budget steering)."""
+        memo = self._memo
+        hit = memo.need_after.get((sid, ends_text))
+        if hit is not None:
+            return hit
+        m = memo.machine
+        allowed = base.allowed_ids()
+        is_eos = np.isin(allowed, np.asarray(self.vocab.eos_ids, dtype=np.int64))
+        ids, ends = self._walk(sid, allowed[~is_eos])
+        needs = self._needs(ends)
+        if is_eos.any():
+            e = m.need(m.eos(sid, ends_text)[0])
+            ids = np.concatenate([ids, allowed[is_eos]])
+            needs = np.concatenate([needs, np.full(int(is_eos.sum()), e, dtype=np.int64)])
+        keep = needs < INF
+        hit = memo.need_after[(sid, ends_text)] = (ids[keep], needs[keep])
+        return hit
+
+    def allowed_next_states(self, sid: int) -> tuple[str, ...]:
+        """Spec states whose prompt string can come next from machine state ``sid``."""
+        m = self._memo.machine
+        if m.keys[sid][0] == DONE:
+            return ()
+        return tuple(self.tables.names[k] for k in sorted(m.allowed_next(sid)))
 
 
-def build_index(compiled: CompiledSpec, tokenizer: object, *, tool_names: Sequence[str] | None = None,
-                cache: bool = True) -> TokenIndex:
-    """Compile ``compiled`` (a :class:`CompiledSpec`; a spec path or bundled name also works) for
-    ``tokenizer`` (any Hugging Face tokenizer, or a ``tokenizers.Tokenizer``).
+def spec_fingerprint(compiled: CompiledSpec, tool_names: Sequence[str] | None) -> object:
+    """What of a spec the token index depends on (for cache keys)."""
+    return {"formula": compiled.automaton.formulas.coded,
+            "states": [st.to_dict() for st in compiled.spec.states],
+            "tools": list(tool_names) if tool_names is not None else None}
 
-    ``tool_names`` fills states declared ``(:choices :tools)``. With ``cache`` the compiled index is
-    read from / written to the on-disk cache (:mod:`ltlagent.cache`), keyed by the spec, the
-    vocabulary hash and the ltlagent and Spot versions.
+
+def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *,
+                tool_names: Sequence[str] | None = None, cache: bool = True,
+                eos_token_ids: int | Sequence[int] | None = None) -> TokenIndex:
+    """Compile ``compiled`` (a :class:`CompiledSpec`; a spec, spec path or bundled name also works)
+    for ``tokenizer`` (any Hugging Face tokenizer, a ``tokenizers.Tokenizer``, or a
+    :class:`~ltlagent.vocab.Vocab`).
+
+    ``tool_names`` fills states declared ``(:choices :tools)``. With ``cache`` the vocabulary
+    reading is read from / written to the on-disk cache (:mod:`ltlagent.cache`), keyed by the spec,
+    the vocabulary hash and the ltlagent and Spot versions. ``eos_token_ids`` overrides the
+    tokenizer's EOS (a model's generation config may list several).
     """
-    raise NotImplementedError
+    from . import cache as disk
+    from .vocab import tokenizer_fingerprint
+
+    if not isinstance(compiled, CompiledSpec):
+        compiled = compile_spec(compiled)
+    tools = tuple(tool_names) if tool_names is not None else None
+    vocab: Vocab | None = tokenizer if isinstance(tokenizer, Vocab) else None
+    key = None
+    entry = None
+    if cache and disk.cache_enabled():
+        fp = vocab.fingerprint if vocab is not None else tokenizer_fingerprint(tokenizer, eos_token_ids)
+        key = disk.cache_key(spec_fingerprint(compiled, tools), fp)
+        entry = disk.load_entry(key)
+    if entry is not None:
+        vocab = Vocab(int(entry["size"]), entry["flat"].tobytes(), entry["offsets"], entry["is_text"],
+                      tuple(int(i) for i in entry["eos"]), str(entry["kind"]), str(entry["fingerprint"]))
+        order = entry["order"]
+        kw = entry["kw"]
+    else:
+        if vocab is None:
+            vocab = vocab_from_tokenizer(tokenizer, eos_token_ids)
+        order = None
+        kw = tokens_containing(vocab, compiled.lexer.keyword_bytes)
+    srt = sort_vocab(vocab, order)
+    tables = build_tables(compiled, tools, frozenset(vocab.single_byte_tokens()))
+    index = TokenIndex(compiled, tools, vocab, srt, tables, kw, from_cache=entry is not None)
+    if index.machine.need(index.start) >= INF:
+        raise CompileError(f"the tokenizer cannot write the prompt strings of {compiled.spec.name} "
+                           "(some byte of a prompt string is not a token by itself)")
+    if key is not None and entry is None:
+        disk.save_entry(key, {
+            "size": np.asarray(vocab.size), "flat": np.frombuffer(vocab.flat, dtype=np.uint8),
+            "offsets": vocab.offsets, "is_text": vocab.is_text,
+            "eos": np.asarray(vocab.eos_ids, dtype=np.int64),
+            "kind": np.asarray(vocab.kind), "fingerprint": np.asarray(vocab.fingerprint),
+            "order": srt.ids, "kw": kw})
+    return index
 
 
 class Monitor:
     """Runtime cursor over a :class:`TokenIndex`: one per generated sequence.
 
-    ``max_new_tokens``: the number of tokens the model may still generate (environment text does
-    not count); when given, the monitor keeps enough room to reach a complete trace.
+    ``max_new_tokens``: the number of tokens the model may generate (environment text does not
+    count); when given, the monitor keeps enough room to reach a complete trace.
     ``eos_ends_text``: EOS in a state that is not complete ends that state's text (the model then
-    picks the next prompt string) instead of being forbidden; the EOS token is not text and the
-    caller should not append it to the model input (``advance`` returns an ``"end"`` event).
+    picks the next prompt string) instead of being forbidden; that EOS is not text and the caller
+    should not append it to the model input (``advance`` returns an ``"end"`` event for it).
     """
 
     def __init__(self, index: TokenIndex, *, max_new_tokens: int | None = None,
                  eos_ends_text: bool = True) -> None:
-        raise NotImplementedError
+        self.index = index
+        self.max_new_tokens = max_new_tokens
+        self.eos_ends_text = eos_ends_text
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new trace (same index and budget)."""
+        self._sid = self.index.start
+        self._count = 0
+        self._ngen = 0
+        self._buf = bytearray()
+        # per visited state: [state index, content start, content end | None, by_env, forced]
+        self._segs: list[list[object]] = []
+        self._dec = codecs.getincrementaldecoder("utf-8")("replace")
 
     # -- what may come next
+    def _mask(self) -> Mask:
+        rem = None if self.max_new_tokens is None else self.max_new_tokens - self._ngen
+        return self.index.mask(self._sid, self.eos_ends_text, rem)
+
     def allowed_token_ids(self) -> np.ndarray:
-        """Sorted ids of the tokens allowed now (for tests and debugging; slow-ish at 128k)."""
-        raise NotImplementedError
+        """Sorted ids of the tokens allowed now (for tests and debugging)."""
+        if self.is_finished:
+            return np.zeros(0, dtype=np.int64)
+        return self._mask().allowed_ids()
 
     def mask_into(self, logits_row: torch.Tensor) -> None:
-        """Set the logits of forbidden tokens to -inf in place (1-D tensor, any width ≥ 1).
+        """Set the logits of forbidden tokens to -inf in place (1-D tensor, any width).
 
-        Picks the cheapest method by sparsity: ``index_fill_`` of few forbidden ids, -inf plus a copy
-        of few allowed ids, or ``add_`` of a cached 0/-inf bias. Ids beyond the vocabulary are
+        Picks the cheapest method by sparsity: ``index_fill_`` of few forbidden ids, -inf plus a
+        copy of few allowed ids, or ``add_`` of a cached 0/-inf bias. Ids beyond the vocabulary are
         always forbidden.
         """
-        raise NotImplementedError
+        self._mask().apply(logits_row)
 
     def forced_token(self) -> int | None:
         """The single allowed token when the continuation is forced, else None (skip the forward
         pass and feed it directly)."""
-        raise NotImplementedError
+        if self.is_finished or self.waiting_for_env:
+            return None
+        return self._mask().forced
 
     def allowed_next_states(self) -> tuple[str, ...]:
         """Spec states whose prompt string may come next (equals ``Automaton.allowed(q)`` as long
         as the current content can still be completed)."""
-        raise NotImplementedError
+        return self.index.allowed_next_states(self._sid)
 
     # -- consuming
     def advance(self, token_id: int) -> list[Event]:
         """Consume one generated token; raises ``UsageError`` if it is not allowed."""
-        raise NotImplementedError
+        idx = self.index
+        tok = int(token_id)
+        if self.waiting_for_env:
+            raise UsageError("the monitor is waiting for environment text: call feed_env() first")
+        if self.is_finished:
+            raise UsageError("the trace is finished: reset() the monitor to start another")
+        if not self._mask().allows(tok):
+            raise UsageError(f"token {tok} ({idx.vocab.token_bytes(tok)!r}) is not allowed here "
+                             f"({idx.machine.describe(self._sid)})")
+        before = self._sid
+        sid, count, evs, reason = idx.advance(self._sid, self._count, tok, self.eos_ends_text)
+        self._ngen += 1
+        out: list[Event] = []
+        cur = self.state
+        if idx.is_eos(tok):
+            self._sid, self._count = sid, count
+            if idx.machine.mode(sid) == DONE:
+                self._close(len(self._buf))
+                out.append(Event("finished", state=cur))
+            else:
+                out.append(Event("end", state=cur, reason="eos"))
+            return out
+        data = idx.vocab.token_bytes(tok)
+        base = len(self._buf)
+        self._buf += data
+        delta = self._dec.decode(data)
+        if delta:
+            out.append(Event("text", text=delta))
+        names, kwl = idx.tables.names, idx.tables.kw_len
+        for ev, off in evs:
+            if ev == STOP_EVENT:
+                continue
+            k = (ev - 1) // 2
+            forced = (ev - 1) % 2 == 1
+            self._close(base + off - kwl[k])
+            self._segs.append([k, base + off, None, False, forced])
+            out.append(Event("enter", state=names[k], forced=forced))
+            if idx.tables.env[k]:
+                out.append(Event("env", state=names[k]))
+        if reason is not None and idx.machine.mode(sid) == END and idx.machine.mode(before) == FREE:
+            out.append(Event("end", state=self.state if self._segs else cur, reason=reason))
+        self._sid, self._count = sid, count
+        return out
+
+    def _close(self, end: int) -> None:
+        if self._segs and self._segs[-1][2] is None:
+            self._segs[-1][2] = end
 
     def feed_env(self, text_or_token_ids: str | Sequence[int]) -> list[Event]:
         """Append environment text (a string, or token ids of the same tokenizer) for the
         ``:env-input`` state just entered; afterwards the model must write an allowed prompt
         string. Raises ``UsageError`` when not waiting for the environment or when the text
         contains a prompt string."""
-        raise NotImplementedError
-
-    def reset(self) -> None:
-        """Start a new trace (same index and budget)."""
-        raise NotImplementedError
+        if not self.waiting_for_env:
+            raise UsageError("feed_env() called but the monitor is not waiting for environment text")
+        if isinstance(text_or_token_ids, str):
+            data = text_or_token_ids.encode("utf-8")
+        else:
+            v = self.index.vocab
+            bad = [int(t) for t in text_or_token_ids if not (0 <= int(t) < v.size and v.is_text[int(t)])]
+            if bad:
+                raise UsageError(f"environment token ids {bad[:5]} are special or unknown: not text")
+            data = b"".join(v.token_bytes(int(t)) for t in text_or_token_ids)
+        self._sid = self.index.machine.after_env(self._sid, data)
+        self._count = 0
+        if self._segs:
+            self._segs[-1][3] = True
+        self._buf += data
+        delta = self._dec.decode(data)
+        return [Event("text", state=self.state, text=delta)] if delta else []
 
     # -- where we are
     @property
     def state(self) -> str | None:
         """Name of the current spec state, or None before the first prompt string."""
-        raise NotImplementedError
+        cur = self.index.machine.keys[self._sid][2]
+        return self.index.tables.names[cur] if cur >= 0 else None
 
     @property
     def trace(self) -> list[str]:
         """Names of the states visited so far, in order."""
-        raise NotImplementedError
+        names = self.index.tables.names
+        return [names[s[0]] for s in self._segs]  # type: ignore[index]
 
     @property
     def steps(self) -> list[StateText]:
-        """Visited states with their contents (the last one possibly still growing)."""
-        raise NotImplementedError
+        """Visited states with their contents (the last one possibly still growing; a keyword
+        prefix the lexer is still holding back is not shown until it turns out to be text)."""
+        names = self.index.tables.names
+        m = self.index.machine
+        pending = 0 if m.mode(self._sid) == DONE else self.index.tables.lexer.depth[m.keys[self._sid][3]]
+        out = []
+        for k, start, end, by_env, forced in self._segs:
+            e = end if end is not None else len(self._buf) - pending
+            text = bytes(self._buf[start:e]).decode("utf-8", "replace").strip()  # type: ignore[misc]
+            out.append(StateText(names[k], text, bool(by_env), bool(forced)))  # type: ignore[index]
+        return out
 
     @property
     def text(self) -> str:
         """All text so far: generated tokens and environment text, decoded."""
-        raise NotImplementedError
+        return bytes(self._buf).decode("utf-8", "replace")
+
+    @property
+    def text_bytes(self) -> bytes:
+        return bytes(self._buf)
 
     @property
     def waiting_for_env(self) -> bool:
         """An ``:env-input`` state was just entered: call :meth:`feed_env` next."""
-        raise NotImplementedError
+        return self.index.machine.mode(self._sid) == ENV
 
     @property
     def is_finished(self) -> bool:
-        """EOS was consumed in a complete state, or nothing more can be written."""
-        raise NotImplementedError
+        """EOS was consumed in a complete state, or nothing more can be written (budget spent, or
+        a complete trace that allows nothing more and a tokenizer without EOS)."""
+        m = self.index.machine
+        if m.mode(self._sid) == DONE:
+            return True
+        if self.max_new_tokens is not None and self._ngen >= self.max_new_tokens:
+            return True
+        return not self.index.eos_token_ids and m.complete(self._sid) and not m.allowed_next(self._sid)
 
     @property
     def is_complete(self) -> bool:
         """The trace so far is accepted by the spec (finite specs)."""
-        raise NotImplementedError
+        return self.index.machine.complete(self._sid)
 
     @property
     def tokens_generated(self) -> int:
         """Tokens consumed by :meth:`advance` since the start or the last reset."""
-        raise NotImplementedError
+        return self._ngen
+
+    @property
+    def machine_state(self) -> int:
+        """The index's machine state id (for processors and tests)."""
+        return self._sid

@@ -1,0 +1,404 @@
+"""Content constraints as byte-level DFAs, for the decoding monitor (DESIGN §2.2, §5).
+
+A state's content is the text between its prompt string and the next one, leading and trailing
+whitespace ignored: ``(:choices "Search" "Lookup")`` means ``content.strip()`` is one of the
+strings, ``(:regex "[0-9]+")`` means it fullmatches. Both become a DFA over UTF-8 bytes of the raw
+content (whitespace handling built in), so the monitor can step it one byte at a time and tell
+early when a prefix can no longer be completed.
+
+Regexes are read with Python's own parser (``re._parser``) and compiled by Thompson's construction
+and the subset construction. Supported: literals, ``.``, classes, ``|``, groups, greedy and lazy
+repetition, ``^``/``$``/``\\A``/``\\Z`` at the ends. Not supported (a clear error): backreferences,
+lookaround, ``\\b``, possessive and atomic groups, flags other than ``(?a)``/``(?s)``. ``\\d``,
+``\\w``, ``\\s`` match exactly what Python matches among ASCII characters and no non-ASCII
+character (stricter than Python, never looser), so every generated content passes ``re.fullmatch``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .errors import UsageError
+
+__all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "DEAD"]
+
+DEAD = -1
+#: Bytes stripped from content (a subset of what ``str.strip()`` strips).
+WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")
+_MAX_STATES = 4000
+_MAXCP = 0x10FFFF
+#: Characters ``str.strip()`` removes that are not in WHITESPACE: a regex never matches them, so a
+#: content can neither start nor end with one (``[c for c in range(0x110000) if chr(c).isspace()]``).
+ODD_SPACES = ((0x1C, 0x1F), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+              (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000))
+
+
+@dataclass(frozen=True)
+class ContentDFA:
+    """A DFA over bytes; state 0 is the start, ``DEAD`` (-1) the sink.
+
+    ``trans[s][b]`` is the successor, ``accepting`` the states where the content is valid,
+    ``live`` the states from which an accepting one is reachable.
+    """
+
+    trans: tuple[tuple[int, ...], ...] = field(repr=False)
+    accepting: frozenset[int]
+    live: frozenset[int]
+    source: str = ""
+
+    @property
+    def num_states(self) -> int:
+        return len(self.trans)
+
+    def step(self, s: int, b: int) -> int:
+        if s < 0:
+            return DEAD
+        r = self.trans[s][b]
+        return r if r in self.live else DEAD
+
+    def feed(self, s: int, data: bytes) -> int:
+        for b in data:
+            s = self.step(s, b)
+            if s < 0:
+                return DEAD
+        return s
+
+    def matches(self, data: bytes) -> bool:
+        s = self.feed(0, data)
+        return s >= 0 and s in self.accepting
+
+
+def _live(trans: list[list[int]], accepting: set[int]) -> frozenset[int]:
+    rev: dict[int, set[int]] = {}
+    for s, row in enumerate(trans):
+        for r in set(row):
+            if r >= 0:
+                rev.setdefault(r, set()).add(s)
+    seen = set(accepting)
+    todo = list(accepting)
+    while todo:
+        r = todo.pop()
+        for s in rev.get(r, ()):
+            if s not in seen:
+                seen.add(s)
+                todo.append(s)
+    return frozenset(seen)
+
+
+def _strip_wrap(core: list[list[int]], core_acc: set[int], source: str) -> ContentDFA:
+    """The DFA of ``{w : w.strip() ∈ L(core)}``.
+
+    States: LEAD (only whitespace so far) and pairs (core state after everything since the first
+    non-whitespace byte, whether the core accepted at the last non-whitespace byte).
+    """
+    core_live = _live(core, core_acc)
+    ids: dict[object, int] = {"lead": 0}
+    order: list[object] = ["lead"]
+    trans: list[list[int]] = []
+    accepting: set[int] = set()
+    i = 0
+    while i < len(order):
+        key = order[i]
+        row = [DEAD] * 256
+        if key == "lead":
+            if 0 in core_acc:
+                accepting.add(i)
+        else:
+            r, saved = key  # type: ignore[misc]
+            if saved:
+                accepting.add(i)
+        for b in range(256):
+            if key == "lead":
+                if b in WHITESPACE:
+                    nk: object = "lead"
+                else:
+                    r2 = core[0][b]
+                    if r2 < 0 or r2 not in core_live:
+                        continue
+                    nk = (r2, r2 in core_acc)
+            else:
+                r, saved = key  # type: ignore[misc]
+                r2 = core[r][b] if r >= 0 else DEAD
+                if r2 >= 0 and r2 not in core_live:
+                    r2 = DEAD
+                if b in WHITESPACE:
+                    if r2 < 0 and not saved:
+                        continue
+                    nk = (r2, saved)
+                else:
+                    if r2 < 0:
+                        continue
+                    nk = (r2, r2 in core_acc)
+            j = ids.get(nk)
+            if j is None:
+                j = ids[nk] = len(order)
+                order.append(nk)
+                if len(order) > _MAX_STATES:
+                    raise UsageError(f"content constraint {source!r} needs more than {_MAX_STATES} "
+                                     "automaton states; simplify it")
+            row[b] = j
+        trans.append(row)
+        i += 1
+    return ContentDFA(tuple(tuple(r) for r in trans), frozenset(accepting),
+                      _live(trans, accepting), source)
+
+
+def choices_dfa(choices: tuple[str, ...] | list[str]) -> ContentDFA:
+    """Content must be one of ``choices`` (after stripping)."""
+    core: list[list[int]] = [[DEAD] * 256]
+    acc: set[int] = set()
+    for c in choices:
+        s = 0
+        for b in c.encode("utf-8"):
+            if core[s][b] < 0:
+                core[s][b] = len(core)
+                core.append([DEAD] * 256)
+            s = core[s][b]
+        acc.add(s)
+    return _strip_wrap(core, acc, "choices " + " | ".join(choices))
+
+
+# --- regex → byte NFA → DFA -----------------------------------------------------------------
+
+def _utf8_split(lo: int, hi: int) -> list[list[tuple[int, int]]]:
+    """Byte-range sequences matching exactly the UTF-8 encodings of code points lo..hi
+    (same encoded length, no surrogates)."""
+    if lo > hi:
+        return []
+    n = len(chr(lo).encode("utf-8", "surrogatepass"))
+    if n == 1:
+        return [[(lo, hi)]]
+    for i in range(1, n):
+        m = (1 << (6 * i)) - 1
+        if lo & ~m != hi & ~m:
+            if lo & m:
+                return _utf8_split(lo, lo | m) + _utf8_split((lo | m) + 1, hi)
+            if hi & m != m:
+                return _utf8_split(lo, (hi & ~m) - 1) + _utf8_split(hi & ~m, hi)
+    a, b = chr(lo).encode(), chr(hi).encode()
+    return [list(zip(a, b))]
+
+
+def _utf8_ranges(ranges: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    out: list[list[tuple[int, int]]] = []
+    for lo, hi in ranges:
+        for a, b in ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xD7FF), (0xE000, 0xFFFF), (0x10000, _MAXCP)):
+            lo2, hi2 = max(lo, a), min(hi, b)
+            if lo2 <= hi2:
+                out += _utf8_split(lo2, hi2)
+    return out
+
+
+def _normalise(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    prev = 0
+    for lo, hi in _normalise(ranges):
+        if lo > prev:
+            out.append((prev, lo - 1))
+        prev = hi + 1
+    if prev <= _MAXCP:
+        out.append((prev, _MAXCP))
+    return out
+
+
+class _NFA:
+    """Thompson NFA over bytes: edges are (lo, hi, target) byte ranges or epsilon."""
+
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+
+    def new(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+
+class _RegexCompiler:
+    def __init__(self, pattern: str) -> None:
+        import re._constants as C
+        import re._parser as P
+
+        self.C = C
+        self.pattern = pattern
+        try:
+            self.tree = P.parse(pattern, 0)
+        except re.error as e:
+            raise UsageError(f"bad :regex {pattern!r}: {e}") from e
+        flags = self.tree.state.flags
+        if flags & ~(C.SRE_FLAG_ASCII | C.SRE_FLAG_DOTALL | C.SRE_FLAG_UNICODE):
+            self.unsupported("flags")
+        self.dotall = bool(flags & C.SRE_FLAG_DOTALL)
+        self.nfa = _NFA()
+
+    def unsupported(self, what: str) -> None:
+        raise UsageError(f":regex {self.pattern!r}: {what} not supported by the decoding monitor",
+                         hint="use literals, classes, groups, | and repetition")
+
+    # char sets as code point ranges; categories are exact on ASCII and exclude non-ASCII
+    def category(self, cat: object) -> list[tuple[int, int]]:
+        C = self.C
+        rx = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_SPACE: r"\s",
+              C.CATEGORY_NOT_SPACE: r"\S", C.CATEGORY_WORD: r"\w", C.CATEGORY_NOT_WORD: r"\W"}.get(cat)
+        if rx is None:
+            self.unsupported(f"category {cat}")
+        r = re.compile(rx)
+        return _normalise([(c, c) for c in range(128) if r.fullmatch(chr(c))])
+
+    def charset(self, items: list[tuple[object, object]]) -> list[tuple[int, int]]:
+        C = self.C
+        ranges: list[tuple[int, int]] = []
+        negate = False
+        has_cat = False
+        for op, av in items:
+            if op is C.NEGATE:
+                negate = True
+            elif op is C.LITERAL:
+                ranges.append((av, av))  # type: ignore[arg-type]
+            elif op is C.RANGE:
+                ranges.append(av)  # type: ignore[arg-type]
+            elif op is C.CATEGORY:
+                has_cat = True
+                ranges += self.category(av)
+            else:
+                self.unsupported(f"class item {op}")
+        out = _complement(ranges) if negate else _normalise(ranges)
+        if has_cat:  # membership of non-ASCII characters unknown: exclude them (stricter)
+            out = [(lo, min(hi, 127)) for lo, hi in out if lo <= 127]
+        return out
+
+    def chars(self, ranges: list[tuple[int, int]], start: int, end: int) -> None:
+        ranges = _complement(_complement(ranges) + list(ODD_SPACES))
+        for seq in _utf8_ranges(ranges):
+            s = start
+            for k, (lo, hi) in enumerate(seq):
+                t = end if k == len(seq) - 1 else self.nfa.new()
+                self.nfa.edges[s].append((lo, hi, t))
+                s = t
+
+    def seq(self, items: list[tuple[object, object]], start: int, end: int) -> None:
+        s = start
+        for k, it in enumerate(items):
+            t = end if k == len(items) - 1 else self.nfa.new()
+            self.item(it, s, t)
+            s = t
+        if not items:
+            self.nfa.eps[start].append(end)
+
+    def item(self, it: tuple[object, object], start: int, end: int) -> None:
+        C, nfa = self.C, self.nfa
+        op, av = it
+        if op is C.LITERAL:
+            self.chars([(av, av)], start, end)  # type: ignore[list-item]
+        elif op is C.NOT_LITERAL:
+            self.chars(_complement([(av, av)]), start, end)  # type: ignore[list-item]
+        elif op is C.ANY:
+            self.chars([(0, _MAXCP)] if self.dotall else _complement([(10, 10)]), start, end)
+        elif op is C.IN:
+            self.chars(self.charset(list(av)), start, end)  # type: ignore[arg-type]
+        elif op is C.BRANCH:
+            for alt in av[1]:  # type: ignore[index]
+                self.seq(list(alt), start, end)
+        elif op is C.SUBPATTERN:
+            _group, add, rem, p = av  # type: ignore[misc]
+            if add & ~(C.SRE_FLAG_ASCII | C.SRE_FLAG_DOTALL) or rem:
+                self.unsupported("inline flags")
+            self.seq(list(p), start, end)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            lo, hi, p = av  # type: ignore[misc]
+            body = list(p)
+            s = start
+            for _ in range(lo):
+                t = nfa.new()
+                self.seq(body, s, t)
+                s = t
+            if hi == C.MAXREPEAT:
+                loop = nfa.new()
+                nfa.eps[s].append(loop)
+                t = nfa.new()
+                self.seq(body, loop, t)
+                nfa.eps[t].append(loop)
+                nfa.eps[loop].append(end)
+            else:
+                if hi - lo > 200:
+                    self.unsupported("a repetition bound above 200")
+                for _ in range(hi - lo):
+                    nfa.eps[s].append(end)
+                    t = nfa.new()
+                    self.seq(body, s, t)
+                    s = t
+                nfa.eps[s].append(end)
+        elif op is C.AT and av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_END, C.AT_END_STRING):
+            nfa.eps[start].append(end)
+        else:
+            self.unsupported(str(op).lower())
+
+    def build(self) -> tuple[list[list[int]], set[int]]:
+        nfa = self.nfa
+        start, final = nfa.new(), nfa.new()
+        self.seq(list(self.tree), start, final)
+
+        def closure(states: frozenset[int]) -> frozenset[int]:
+            seen = set(states)
+            todo = list(states)
+            while todo:
+                u = todo.pop()
+                for v in nfa.eps[u]:
+                    if v not in seen:
+                        seen.add(v)
+                        todo.append(v)
+            return frozenset(seen)
+
+        d0 = closure(frozenset([start]))
+        ids = {d0: 0}
+        order = [d0]
+        trans: list[list[int]] = []
+        acc: set[int] = set()
+        i = 0
+        while i < len(order):
+            cur = order[i]
+            if final in cur:
+                acc.add(i)
+            targets: list[set[int]] = [set() for _ in range(256)]
+            for u in cur:
+                for lo, hi, v in nfa.edges[u]:
+                    for b in range(lo, hi + 1):
+                        targets[b].add(v)
+            row = [DEAD] * 256
+            memo: dict[frozenset[int], int] = {}
+            for b in range(256):
+                if not targets[b]:
+                    continue
+                key = frozenset(targets[b])
+                j = memo.get(key)
+                if j is None:
+                    nxt = closure(key)
+                    j = ids.get(nxt)
+                    if j is None:
+                        j = ids[nxt] = len(order)
+                        order.append(nxt)
+                        if len(order) > _MAX_STATES:
+                            raise UsageError(f":regex {self.pattern!r} needs more than {_MAX_STATES} "
+                                             "automaton states; simplify it")
+                    memo[key] = j
+                row[b] = j
+            trans.append(row)
+            i += 1
+        return trans, acc
+
+
+def regex_dfa(pattern: str) -> ContentDFA:
+    """Content must fullmatch ``pattern`` (after stripping)."""
+    core, acc = _RegexCompiler(pattern).build()
+    return _strip_wrap(core, acc, "regex " + pattern)

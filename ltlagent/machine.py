@@ -1,0 +1,443 @@
+"""The monitor's byte machine: what generated text may look like, one byte at a time (DESIGN §5).
+
+A machine state combines everything the monitor tracks between two bytes:
+
+``(mode, q, cur, node, content, stop, pre, sep)``
+
+* ``mode``: ``FREE`` (the model writes the content of state ``cur``), ``END`` (the text of ``cur``
+  ended, or nothing was written yet: only an allowed prompt string may follow), ``ENV`` (an
+  ``:env-input`` state was entered: the environment writes next), ``DONE``;
+* ``q``: the automaton state; ``cur``: the current spec state (-1 before the first);
+* ``node``: the keyword lexer's DFA node — the same lexer validation uses, never reset
+  artificially, so the monitor's trace is always what the lexer reads from the whole text;
+* ``content``: the state of ``cur``'s content DFA (``:choices``/``:regex``), fed with the bytes the
+  lexer releases from its pending keyword prefix; ``stop``: the node of ``cur``'s ``:stop`` matcher;
+* ``pre``, ``sep`` (END only): how many pending bytes were written before the text ended (they may
+  still turn out to be content), and whether the one allowed whitespace separator was used.
+
+Bytes that behave the same everywhere form a class; rows are computed per class, lazily, for the
+states actually reached, and cached in a numpy table (``T[state, byte]``) for vectorised walks
+over the vocabulary. ``need(state)`` is the fewest bytes to a complete trace (0-1 BFS over class
+representatives that are single-byte tokens, so a token-level path of at most that many tokens
+exists); it prunes dead ends and drives the budget.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .compiled import CompiledSpec
+from .content import WHITESPACE, ContentDFA, choices_dfa, regex_dfa
+from .errors import UsageError
+from .lexer import ROOT, Lexer, build_lexer
+
+__all__ = ["FREE", "END", "ENV", "DONE", "INF", "SpecTables", "Machine", "build_tables", "STOP_EVENT"]
+
+FREE, END, ENV, DONE = 0, 1, 2, 3
+INF = 1 << 30
+#: Event codes: 0 nothing, STOP_EVENT the text ended at a :stop string, 1 + 2k (+1 when forced)
+#: state k entered.
+STOP_EVENT = -1
+
+Key = tuple[int, int, int, int, int, int, int, int]
+
+
+@dataclass(frozen=True, eq=False)
+class SpecTables:
+    """The spec in the flat form the byte machine steps through (no vocabulary yet)."""
+
+    names: tuple[str, ...]
+    delta: tuple[tuple[int, ...], ...]  # only transitions into live states; -1 otherwise
+    accepting: frozenset[int]
+    initial: int
+    infinite: bool
+    env: tuple[bool, ...]
+    content: tuple[ContentDFA | None, ...]
+    stops: tuple[Lexer | None, ...]
+    max_tokens: tuple[int | None, ...]
+    lexer: Lexer
+    kw_len: tuple[int, ...]
+    node_bytes: tuple[bytes, ...]
+    cls_of: tuple[int, ...]  # byte → class
+    reps: tuple[int, ...]  # class → representative byte (-1: no single-byte token in the class)
+
+
+def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
+                 single_bytes: set[int] | frozenset[int]) -> SpecTables:
+    """Flatten ``compiled`` for the machine; ``single_bytes``: bytes that are a token by themselves."""
+    spec, aut, lexer = compiled.spec, compiled.automaton, compiled.lexer
+    live = aut.live
+    delta = tuple(tuple(r if r in live else -1 for r in row) for row in aut.delta)
+    content: list[ContentDFA | None] = []
+    for st in spec.states:
+        if st.tool_choices:
+            if not tool_names:
+                raise UsageError(f"state {st.name} takes its choices from the agent's tools "
+                                 "(:choices :tools): pass tool_names")
+            content.append(choices_dfa(list(tool_names)))
+        elif st.choices is not None:
+            content.append(choices_dfa(list(st.choices)))
+        elif st.regex is not None:
+            content.append(regex_dfa(st.regex))
+        else:
+            content.append(None)
+    stops = tuple(build_lexer(list(st.stop)) if st.stop else None for st in spec.states)
+    node_bytes = tuple(lexer.pending(n) for n in range(lexer.num_nodes))
+    # byte classes: same lexer column, same column in every content DFA and stop matcher, same
+    # whitespace-ness
+    sig: dict[tuple[object, ...], int] = {}
+    cls_of: list[int] = []
+    members: list[list[int]] = []
+    for b in range(256):
+        parts: list[object] = [b in WHITESPACE, tuple(row[b] for row in lexer.goto)]
+        for d in content:
+            if d is not None:
+                parts.append(tuple(row[b] for row in d.trans))
+        for s in stops:
+            if s is not None:
+                parts.append(tuple(row[b] for row in s.goto))
+        key = tuple(parts)
+        c = sig.get(key)
+        if c is None:
+            c = sig[key] = len(members)
+            members.append([])
+        cls_of.append(c)
+        members[c].append(b)
+    reps = []
+    for mem in members:
+        ok = [b for b in mem if b in single_bytes]
+        pref = [b for b in ok if 0x20 <= b < 0x7F or b == 0x0A]
+        reps.append((pref or ok or [-1])[0])
+    return SpecTables(spec.names, delta, frozenset(aut.accepting), aut.initial, aut.infinite,
+                      tuple(st.env_input for st in spec.states), tuple(content), stops,
+                      tuple(st.max_tokens for st in spec.states), lexer,
+                      tuple(len(k) for k in lexer.keyword_bytes), node_bytes, tuple(cls_of), tuple(reps))
+
+
+class Machine:
+    """Interned machine states with lazily computed rows and distances.
+
+    The only mutable part of a compiled index: a memo that grows as new states are reached
+    (deterministically, so sharing it between sequences is safe).
+    """
+
+    def __init__(self, t: SpecTables) -> None:
+        self.t = t
+        self.keys: list[Key] = []
+        self.ids: dict[Key, int] = {}
+        self.rows: list[list[tuple[int, int]] | None] = []
+        self.T = np.full((256, 256), -1, dtype=np.int32)
+        self.ready = np.zeros(256, dtype=bool)
+        self._need: dict[int, int] = {}
+        self._next: dict[int, frozenset[int]] = {}
+        self._eos: dict[tuple[int, bool], tuple[int, int]] = {}
+        self._paths: dict[int, bytes] = {}
+        self.start = self.intern((END, t.initial, -1, ROOT, 0, 0, 0, 0))
+
+    # -- states
+    def intern(self, key: Key) -> int:
+        sid = self.ids.get(key)
+        if sid is None:
+            sid = self.ids[key] = len(self.keys)
+            self.keys.append(key)
+            self.rows.append(None)
+            if sid >= self.T.shape[0]:
+                n = self.T.shape[0] * 2
+                T = np.full((n, 256), -1, dtype=np.int32)
+                T[: self.T.shape[0]] = self.T
+                ready = np.zeros(n, dtype=bool)
+                ready[: self.ready.shape[0]] = self.ready
+                self.T, self.ready = T, ready
+        return sid
+
+    def mode(self, sid: int) -> int:
+        return self.keys[sid][0]
+
+    def complete(self, sid: int) -> bool:
+        """A trace ending here is accepted (content, pending bytes included, valid)."""
+        mode, q, cur, node, c, _sn, _pre, _sep = self.keys[sid]
+        t = self.t
+        if mode == DONE:
+            return True
+        if t.infinite or mode not in (FREE, END) or cur < 0 or q not in t.accepting:
+            return False
+        d = t.content[cur]
+        if d is None:
+            return True
+        c2 = d.feed(c, t.node_bytes[node])
+        return c2 >= 0 and c2 in d.accepting
+
+    # -- one byte
+    def _enter(self, q: int, cur: int, c: int, k: int, forced: bool) -> tuple[Key | None, int]:
+        t = self.t
+        q2 = t.delta[q][k]
+        if q2 < 0:
+            return None, 0
+        if cur >= 0:
+            d = t.content[cur]
+            if d is not None and c not in d.accepting:
+                return None, 0
+        ev = 1 + 2 * k + (1 if forced else 0)
+        if t.env[k]:
+            return (ENV, q2, k, ROOT, 0, 0, 0, 0), ev
+        return (FREE, q2, k, ROOT, 0, 0, 0, 0), ev
+
+    def _step_key(self, key: Key, b: int) -> tuple[Key | None, int]:
+        mode, q, cur, node, c, sn, pre, sep = key
+        if mode >= ENV:
+            return None, 0
+        t = self.t
+        lx = t.lexer
+        nxt = lx.goto[node][b]
+        k = lx.emit[nxt]
+        d = lx.depth[node]
+        if k >= 0:
+            nflush, node2 = d + 1 - t.kw_len[k], ROOT
+        else:
+            nflush, node2 = d + 1 - lx.depth[nxt], nxt
+        fl = (t.node_bytes[node] + bytes((b,)))[:nflush] if nflush > 0 else b""
+        cd = t.content[cur] if cur >= 0 else None
+        if mode == FREE:
+            if cd is not None and fl:
+                c = cd.feed(c, fl)
+                if c < 0:
+                    return None, 0
+            if k >= 0:
+                return self._enter(q, cur, c, k, False)
+            stop = t.stops[cur]
+            if stop is not None:
+                sn = stop.goto[sn][b]
+                if stop.emit[sn] >= 0:
+                    if cd is not None and not self._can_close(cd, c, node2):
+                        return None, 0
+                    return (END, q, cur, node2, c, 0, lx.depth[node2], 0), STOP_EVENT
+            return (FREE, q, cur, node2, c, sn, 0, 0), 0
+        # END: bytes leaving the pending window must be ones written before the end, or one
+        # whitespace separator
+        if fl:
+            npre = min(pre, nflush)
+            post = fl[npre:]
+            if post:
+                if len(post) + sep > 1 or post[0] not in WHITESPACE:
+                    return None, 0
+                sep += len(post)
+            if cd is not None:
+                c = cd.feed(c, fl)
+                if c < 0:
+                    return None, 0
+            pre -= npre
+        if k >= 0:
+            return self._enter(q, cur, c, k, True)
+        return (END, q, cur, node2, c, 0, pre, sep), 0
+
+    def _can_close(self, cd: ContentDFA, c: int, node: int) -> bool:
+        """Content ``c`` with the pending bytes of ``node`` could still be accepted (for :stop)."""
+        c2 = cd.feed(c, self.t.node_bytes[node])
+        return c2 >= 0 or node != ROOT
+
+    def row(self, sid: int) -> list[tuple[int, int]]:
+        """Per byte class: (next state or -1, event)."""
+        r = self.rows[sid]
+        if r is not None:
+            return r
+        key = self.keys[sid]
+        out: list[tuple[int, int]] = []
+        for rep_cls in range(len(self.t.reps)):
+            b = self._class_byte(rep_cls)
+            k2, ev = self._step_key(key, b)
+            out.append((self.intern(k2), ev) if k2 is not None else (-1, 0))
+        self.rows[sid] = out
+        self.T[sid] = np.asarray([s for s, _ in out], dtype=np.int32)[np.asarray(self.t.cls_of)]
+        self.ready[sid] = True
+        return out
+
+    def _class_byte(self, c: int) -> int:
+        r = self.t.reps[c]
+        return r if r >= 0 else self.t.cls_of.index(c)
+
+    def ensure(self, sids: np.ndarray) -> None:
+        """Compute the rows of all ``sids`` (a numpy array) not computed yet."""
+        miss = ~self.ready[sids]
+        if miss.any():
+            for s in np.unique(sids[miss]).tolist():
+                self.row(s)
+
+    def step(self, sid: int, b: int) -> tuple[int, int]:
+        return self.row(sid)[self.t.cls_of[b]]
+
+    def feed(self, sid: int, data: bytes) -> tuple[int, list[tuple[int, int]]]:
+        """Feed ``data``: (state or -1, [(event, offset after the byte), …])."""
+        cls_of, rows = self.t.cls_of, self.rows
+        events: list[tuple[int, int]] = []
+        for i, b in enumerate(data):
+            r = rows[sid]
+            if r is None:
+                r = self.row(sid)
+            sid, ev = r[cls_of[b]]
+            if sid < 0:
+                return -1, events
+            if ev:
+                events.append((ev, i + 1))
+        return sid, events
+
+    def eos(self, sid: int, ends_text: bool) -> tuple[int, str]:
+        """EOS: ("finished" into DONE) in a complete state; else ("end" into END) when EOS may end
+        a state's text; else (-1, "")."""
+        hit = self._eos.get((sid, ends_text))
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        mode, q, cur = self.keys[sid][:3]
+        res: tuple[int, str] = (-1, "")
+        if mode in (FREE, END) and self.complete(sid):
+            res = (self.intern((DONE, q, cur, ROOT, 0, 0, 0, 0)), "finished")
+        elif mode == FREE and ends_text and cur >= 0:
+            res = (self.end_text(sid), "end")
+            if res[0] == sid:
+                res = (-1, "")
+        self._eos[(sid, ends_text)] = res  # type: ignore[assignment]
+        return res
+
+    def end_text(self, sid: int) -> int:
+        """The state after the text of the current state ends here (``sid`` if it cannot)."""
+        mode, q, cur, node, c, _sn, _pre, _sep = self.keys[sid]
+        if mode != FREE:
+            return sid
+        e = self.intern((END, q, cur, node, c, 0, self.t.lexer.depth[node], 0))
+        return e if self.need(e) < INF else sid
+
+    def after_env(self, sid: int, data: bytes) -> int:
+        """Environment text ``data`` was appended in ENV state ``sid``: the model writes next."""
+        mode, q, cur, _node, _c, _sn, _pre, _sep = self.keys[sid]
+        if mode != ENV:
+            raise UsageError("the monitor is not waiting for environment text")
+        lx = self.t.lexer
+        node, events = lx.feed(ROOT, data)
+        if events:
+            kw = lx.keywords[events[0][0]]
+            raise UsageError(f"environment text contains the prompt string {kw!r}; the lexer would "
+                             "read it as a new state (escape or rephrase it)")
+        return self.intern((END, q, cur, node, 0, 0, lx.depth[node], 0))
+
+    # -- distances
+    def _edges(self, sid: int) -> list[tuple[int, int, int]]:
+        """(next, cost, event) over class representatives that are single-byte tokens."""
+        key = self.keys[sid]
+        if key[0] == ENV:
+            return [(self.intern((END, key[1], key[2], ROOT, 0, 0, 0, 0)), 0, 0)]
+        if key[0] == DONE:
+            return []
+        reps = self.t.reps
+        return [(s, 1, ev) for c, (s, ev) in enumerate(self.row(sid)) if s >= 0 and reps[c] >= 0]
+
+    def _target(self, sid: int) -> bool:
+        if self.t.infinite:  # no acceptance: progress means entering the next state
+            key = self.keys[sid]
+            return key[0] == ENV or (key[0] == FREE and key[3] == ROOT and key[4] == 0 and key[5] == 0)
+        return self.complete(sid)
+
+    def need(self, sid: int) -> int:
+        """Fewest bytes (= worst-case tokens) from ``sid`` to a complete trace (INF: dead end).
+        For infinite specs: to the next state entered."""
+        v = self._need.get(sid)
+        if v is not None:
+            return v
+        succ: dict[int, list[tuple[int, int, int]]] = {}
+        stack = [sid]
+        while stack:
+            u = stack.pop()
+            if u in succ:
+                continue
+            succ[u] = [] if self._target(u) else self._edges(u)
+            for w, _c, _e in succ[u]:
+                if w not in succ and w not in self._need:
+                    stack.append(w)
+        rev: dict[int, list[tuple[int, int]]] = {}
+        heap: list[tuple[int, int]] = []
+        for u, edges in succ.items():
+            if self._target(u):
+                heap.append((0, u))
+            for w, cost, _e in edges:
+                rev.setdefault(w, []).append((u, cost))
+                if w not in succ:
+                    heap.append((self._need[w], w))
+        heapq.heapify(heap)
+        dist: dict[int, int] = {}
+        while heap:
+            d, u = heapq.heappop(heap)
+            if u in dist or d >= INF:
+                continue
+            dist[u] = d
+            for p, cost in rev.get(u, ()):
+                if p not in dist and p in succ:
+                    heapq.heappush(heap, (d + cost, p))
+        for u in succ:
+            self._need[u] = dist.get(u, INF)
+        return self._need[sid]
+
+    def allowed_next(self, sid: int) -> frozenset[int]:
+        """Spec states (indices) that can be entered next from ``sid`` on a path that can still
+        reach a complete trace."""
+        hit = self._next.get(sid)
+        if hit is not None:
+            return hit
+        out: set[int] = set()
+        seen = {sid}
+        stack = [sid]
+        while stack:
+            u = stack.pop()
+            for w, _cost, ev in self._edges(u):
+                if ev > 0:
+                    if self.need(w) < INF:
+                        out.add((ev - 1) // 2)
+                elif w not in seen and self.need(w) < INF:
+                    seen.add(w)
+                    stack.append(w)
+        res = frozenset(out)
+        self._next[sid] = res
+        return res
+
+    def entry_path(self, sid: int) -> bytes:
+        """A shortest byte string from ``sid`` that enters the next state (on a live path)."""
+        hit = self._paths.get(sid)
+        if hit is not None:
+            return hit
+        prev: dict[int, tuple[int, int]] = {sid: (-1, -1)}
+        frontier = [sid]
+        reps = self.t.reps
+        found: tuple[int, int] | None = None
+        while frontier and found is None:
+            nxt: list[int] = []
+            for u in frontier:
+                for c, (w, ev) in enumerate(self.row(u)):
+                    if w < 0 or reps[c] < 0 or self.need(w) >= INF:
+                        continue
+                    if ev > 0:
+                        found = (u, reps[c])
+                        break
+                    if w not in prev:
+                        prev[w] = (u, reps[c])
+                        nxt.append(w)
+                if found is not None:
+                    break
+            frontier = nxt
+        if found is None:
+            return b""
+        out = [found[1]]
+        u = found[0]
+        while prev[u][0] >= 0:
+            out.append(prev[u][1])
+            u = prev[u][0]
+        path = bytes(reversed(out))
+        self._paths[sid] = path
+        return path
+
+    def describe(self, sid: int) -> str:
+        mode, q, cur, node, c, sn, pre, sep = self.keys[sid]
+        m = ("FREE", "END", "ENV", "DONE")[mode]
+        st = self.t.names[cur] if cur >= 0 else "-"
+        return (f"{m} q={q} state={st} pending={self.t.node_bytes[node]!r} content={c} stop={sn} "
+                f"pre={pre} sep={sep}")
