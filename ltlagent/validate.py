@@ -71,12 +71,30 @@ _TRACE_CAP = 10_000  # steps of one example kept for reports
 _CONT = bytes(range(0x80, 0xC0))  # UTF-8 continuation bytes
 _NONSPACE = re.compile(rb"\S")
 _ANNOUNCE = re.compile(
-    rb"(?i)(?P<fmt>\b(?:following|this|the same|same) format\b|^[ \t]*format[ \t]*:)"
+    rb"(?i)(?P<fmt>\b(?:following|this|the same|same) format\b|^[ \t]{0,16}format[ \t]*:)"
     rb"|(?P<ex>\bhere (?:are|is) (?:some |a few |an? |\d+ |two |three |several )?examples?\b"
-    rb"|^[ \t]*(?:few-shot )?examples[ \t]*:?[ \t]*\r?$)", re.MULTILINE)
+    rb"|^[ \t]{0,16}(?:few-shot )?examples[ \t]*:?[ \t]*\r?$)", re.MULTILINE)
 _TEMPLATE = re.compile(
     r"(?i)\{\{[^}]*\}\}|\byou (?:should|must)\b|\bshould be one of\b"
     r"|^(?:the (?:input|result|output|action|answer|final|last)\b|this (?:is|should)\b|\.\.\.)")
+
+
+def _announcements(buf: bytes, lo: int, hi: int, end: int) -> list[re.Match[bytes]]:
+    """Announcements starting in buf[lo:hi] (they may run on to ``end``), in order.
+
+    Every announcement contains "format" or "example"; those words are found by a plain
+    case-folded substring search and the full pattern is tried only around them (fast on MBs)."""
+    low = buf[lo:end].lower()
+    found: dict[int, re.Match[bytes]] = {}
+    for word in (b"format", b"example"):
+        i = low.find(word)
+        while i >= 0:
+            c = lo + i
+            for m in _ANNOUNCE.finditer(buf, max(lo, c - 48), min(end, c + 32)):
+                if m.start() <= c < m.end() and m.start() < hi:
+                    found[m.start()] = m
+            i = low.find(word, i + 1)
+    return [found[k] for k in sorted(found)]
 
 
 def _expect(names: Sequence[str]) -> str:
@@ -403,7 +421,7 @@ class _Scan:
         if acc is not None and a == self.gap:
             kind, examples, lines, lo = acc.ann, acc.examples, acc.lines_after, acc.upto
         last = None
-        for m in _ANNOUNCE.finditer(self.buf, max(0, lo - self.base), b - self.base):
+        for m in _announcements(self.buf, max(0, lo - self.base), b - self.base, b - self.base):
             last = m
             examples = examples or m.lastgroup == "ex"
         if last is not None:
@@ -420,6 +438,10 @@ class _Scan:
         decoder = codecs.getincrementaldecoder("utf-8")()
         scan = 0  # where the keyword scan resumes
         first = True
+        t, strict = self.t, self.v.strict
+        delta = t.delta
+        quiet = [not (t.checked[k] or (strict and t.env[k])) for k in range(len(t.names))]
+        plain = [not (t.init_ok[k] or (strict and t.env[k])) for k in range(len(t.names))]
         while True:
             chunk = f.read(self.v.chunk_size)
             final = not chunk
@@ -445,8 +467,20 @@ class _Scan:
                 s = m.start()
                 if s >= limit:
                     break
+                k = groups[m.lastindex]  # type: ignore[index]
                 scan = base + m.end()
-                self.keyword(groups[m.lastindex], base + s, scan)  # type: ignore[index]
+                run = self.run_
+                # the hot path: an allowed step that needs no check and cannot start an example
+                if run is not None and run.q >= 0 and quiet[run.last_k] and not run.first:
+                    r = delta[run.q][k]
+                    if r >= 0 and plain[k]:
+                        run.q = r
+                        if len(run.trace) < _TRACE_CAP:
+                            run.trace.append(k)
+                        run.last_k, run.last_off, run.last_where = k, base + s, None
+                        self.gap, self.acc = scan, None
+                        continue
+                self.keyword(k, base + s, scan)
             if final:
                 break
             scan = max(scan, base + limit)
@@ -513,9 +547,8 @@ class _Scan:
                 acc.head += piece[: _HEAD + 1 - len(acc.head)]
         if acc.upto < upto:
             lo, last = acc.upto - self.base, None
-            for m in _ANNOUNCE.finditer(self.buf, lo, min(len(self.buf), upto - self.base + 64)):
-                if m.start() >= upto - self.base:
-                    break
+            for m in _announcements(self.buf, lo, upto - self.base,
+                                    min(len(self.buf), upto - self.base + 64)):
                 last = m
                 acc.examples = acc.examples or m.lastgroup == "ex"
             if last is not None:
@@ -673,12 +706,12 @@ class _Scan:
     def finish(self, run: _Run, examples_after: bool) -> None:
         """The run ended: classify it and publish its diagnostics."""
         t = self.t
-        names = tuple(t.names[i] for i in run.trace)
         template = run.first and run.heads and \
             2 * sum(1 for h in run.heads if _TEMPLATE.search(h)) >= len(run.trace)
         why = ("the examples are announced after it" if examples_after else
                "a format announcement precedes it" if run.format_before else
                "its steps hold placeholder text" if template else "")
+        names = tuple(t.names[i] for i in run.trace) if why or self.infos is not None else ()
         if why:
             self.instructions += 1
             self.diags.append(Diagnostic(
