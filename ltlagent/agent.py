@@ -222,6 +222,7 @@ class _Recorder:
         self.pre_tokens = 0
         self.enters = 0
         self.emitted = 0
+        self.done: dict[int, Step] = {}  # steps handed out, frozen as they were
 
     def add(self, text: str, kind: str) -> None:
         b = text.encode("utf-8")
@@ -255,6 +256,8 @@ class _Recorder:
             self.pre_tokens += n
 
     def step(self, i: int) -> Step:
+        if i in self.done:
+            return self.done[i]
         kw, start, kw_end = self.marks[i]
         end = self.marks[i + 1][1] if i + 1 < len(self.marks) else len(self.data)
         state = self.compiled.spec.states[kw]
@@ -276,6 +279,8 @@ class _Recorder:
     def take(self, upto: int) -> list[Step]:
         """Steps ``emitted … upto-1``, now complete, to hand out."""
         out = [self.step(i) for i in range(self.emitted, upto)]
+        for s in out:
+            self.done[s.index] = s
         self.emitted = max(self.emitted, upto)
         return out
 
@@ -315,7 +320,7 @@ class Agent:
                   evaluator: Callable[..., str | None] | None = None,
                   user_input: Callable[..., str | None] | None = None, prompt: str | Path | None = None,
                   tool_timeout: float | None = 30.0, max_env_chars: int = 2000,
-                  answer_state: str | None = None) -> Agent:
+                  answer_state: str | None = None, tool_state: str = "Observation") -> Agent:
         """Build an agent.
 
         ``spec``: a path, a bundled name (``"react"``) or a spec object. ``model`` / ``tokenizer``:
@@ -324,8 +329,8 @@ class Agent:
         Environment states are written by ``environment[state]`` (a callable taking an
         :class:`EnvContext`, or a constant string) when given; else an ``Evaluator`` state by
         ``evaluator(answer[, ctx])``, a ``User`` state by ``user_input(bot_text[, ctx])`` (None or
-        EOFError ends the run), and an ``Observation`` state by calling the tools. ``prompt`` is a
-        template text or file (default: the bundled template of the spec).
+        EOFError ends the run), and the ``tool_state`` (``Observation``) by calling the tools.
+        ``prompt`` is a template text or file (default: the bundled template of the spec).
         """
         compiled = spec if isinstance(spec, CompiledSpec) else compile_spec(spec)
         s = compiled.spec
@@ -362,7 +367,7 @@ class Agent:
                 fn = _evaluator(evaluator, answer)
             elif st.name == "User" and user_input is not None:
                 fn = _user(user_input)
-            elif tools and (st.name == "Observation" or action is not None):
+            elif tools and st.name == tool_state:
                 fn = ToolEnvironment({t.name: t for t in tools}, action, arg_state, tool_timeout)
             if fn is None and st.name in used:
                 missing.append(st.name)
@@ -412,19 +417,21 @@ class Agent:
 
     # -- running
     def run(self, task: str = "", *, stream: bool = False, max_steps: int = 64, max_new_tokens: int = 512,
-            seed: int | None = None, temperature: float = 0.0, top_k: int | None = None,
-            top_p: float | None = None, on_text: Callable[[str, str], None] | None = None
-            ) -> RunResult | RunStream:
+            max_state_tokens: int | None = 256, seed: int | None = None, temperature: float = 0.0,
+            top_k: int | None = None, top_p: float | None = None,
+            on_text: Callable[[str, str], None] | None = None) -> RunResult | RunStream:
         """Solve ``task``. Greedy by default (``temperature=0``, as in the paper); with a temperature,
         sampling seeded by ``seed``. ``stream=True`` returns a :class:`RunStream` of steps as they
         complete. ``on_text(text, kind)`` sees every piece of text as it is written (kind ``model``,
         ``forced`` or ``env``). ``max_new_tokens`` bounds the model's tokens: the monitor steers onto
-        a shortest completion so that finite specs still end complete."""
-        if max_steps < 1 or max_new_tokens < 1:
-            raise UsageError("max_steps and max_new_tokens must be at least 1")
+        a shortest completion so that finite specs still end complete. ``max_state_tokens`` ends a
+        state's text after that many tokens (as EOS would: the model then picks the next state)."""
+        if max_steps < 1 or max_new_tokens < 1 or (max_state_tokens is not None and max_state_tokens < 1):
+            raise UsageError("max_steps, max_new_tokens and max_state_tokens must be at least 1")
         if temperature < 0 or (top_p is not None and not 0 < top_p <= 1) or (top_k is not None and top_k < 1):
             raise UsageError("temperature must be >= 0, top_p in (0, 1], top_k >= 1")
-        gen = self._generate(task, max_steps, max_new_tokens, seed, temperature, top_k, top_p, on_text)
+        gen = self._generate(task, max_steps, max_new_tokens, max_state_tokens, seed, temperature, top_k,
+                             top_p, on_text)
         rs = RunStream(gen)
         if stream:
             return rs
@@ -494,8 +501,8 @@ class Agent:
         text, _ = neutralise(text, self.compiled)
         return " " + text + "\n" if text else "\n"
 
-    def _generate(self, task: str, max_steps: int, max_new_tokens: int, seed: int | None,
-                  temperature: float, top_k: int | None, top_p: float | None,
+    def _generate(self, task: str, max_steps: int, max_new_tokens: int, max_state_tokens: int | None,
+                  seed: int | None, temperature: float, top_k: int | None, top_p: float | None,
                   on_text: Callable[[str, str], None] | None) -> Generator[Step, None, RunResult]:
         import torch
 
@@ -522,12 +529,17 @@ class Agent:
         past: Any = None
         logits: torch.Tensor | None = None
         cached = 0
-        env_tokens = forced_tokens = 0
+        env_tokens = forced_tokens = eos_tokens = 0
         t_prefill = t_env = 0.0
         stop: str | None = None
+        in_state = [0, 0]  # tokens in the current state's text; 1 once its text has ended
 
         def consume(events: Sequence[Any], kind: str) -> None:
             for e in events:
+                if e.kind == "enter":
+                    in_state[:] = [0, 0]
+                elif e.kind == "end":
+                    in_state[1] = 1
                 if e.kind == "text" and e.text:
                     rec.add(e.text, kind)
                     if on_text is not None:
@@ -537,7 +549,12 @@ class Agent:
 
         while True:
             if mon.is_finished:
-                stop = "complete" if mon.is_complete else "finished"
+                if mon.is_complete and not self.spec.is_infinite:
+                    stop = "complete"
+                elif mon.tokens_generated >= budget:
+                    stop = "max_new_tokens" if budget == max_new_tokens else "context_full"
+                else:
+                    stop = "finished"
                 break
             if len(rec.marks) > max_steps:
                 stop = "max_steps"
@@ -566,7 +583,6 @@ class Agent:
                 pending += ids
                 rec.info[i] = (reply.tool, reply.error, time.perf_counter() - te)
                 t_env += time.perf_counter() - te
-                yield from rec.take(i + 1)
                 continue
             if mon.tokens_generated >= budget:
                 stop = "max_new_tokens" if budget == max_new_tokens else "context_full"
@@ -587,13 +603,20 @@ class Agent:
                     pending = []
                 row = logits.clone()
                 mon.mask_into(row)
-                tok = self._sample(row, temperature, top_k, top_p, gen)
+                tok = None
+                if max_state_tokens is not None and not in_state[1] and in_state[0] >= max_state_tokens:
+                    tok = next((e for e in sorted(eos) if e < row.numel() and row[e] > float("-inf")), None)
+                if tok is None:
+                    tok = self._sample(row, temperature, top_k, top_p, gen)
             else:
                 forced_tokens += 1
+            in_state[0] += 1
             events = mon.advance(tok)
             consume(events, kind)
             rec.count()
-            if tok not in eos:
+            if tok in eos:
+                eos_tokens += 1  # ends a text or the trace: not model input
+            else:
                 pending.append(tok)
             yield from rec.take(len(rec.marks) - 1)
         steps_done = rec.take(len(rec.marks))
@@ -607,12 +630,13 @@ class Agent:
             task=task, answer=self._answer(steps) if steps else None, steps=steps, prompt=prompt,
             transcript=rec.text, stop_reason=stop or "finished", verdict=verdict, spec=self.spec.name,
             usage={"prompt_tokens": len(prompt_ids), "generated_tokens": generated,
-                   "forced_tokens": forced_tokens, "env_tokens": env_tokens,
+                   "forced_tokens": forced_tokens, "eos_tokens": eos_tokens, "env_tokens": env_tokens,
                    "forward_tokens": self.forward_tokens - fwd0,
                    "forward_calls": self.forward_calls - calls0},
             timing={"total_s": total, "index_s": t_index, "prefill_s": t_prefill, "env_s": t_env,
                     "decode_s": decode_s, "tokens_per_s": generated / decode_s},
-            settings={"max_steps": max_steps, "max_new_tokens": max_new_tokens, "seed": seed,
+            settings={"max_steps": max_steps, "max_new_tokens": max_new_tokens,
+                      "max_state_tokens": max_state_tokens, "seed": seed,
                       "temperature": temperature, "top_k": top_k, "top_p": top_p,
                       "model": str(getattr(self.model, "name_or_path", "") or type(self.model).__name__),
                       "tools": list(self.tools)})

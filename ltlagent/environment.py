@@ -30,7 +30,7 @@ __all__ = ["EnvContext", "EnvReply", "EnvFn", "ToolEnvironment", "prompt_templat
            "neutralise", "PROMPTS", "ZWSP"]
 
 PROMPTS = Path(__file__).parent / "prompts"
-#: Inserted after the first character of a prompt string found in environment text, so that the
+#: Inserted before the last character of a prompt string found in environment text, so that the
 #: environment can never make the trace take a step (the text reads the same).
 ZWSP = "\u200b"
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
@@ -208,8 +208,9 @@ def render_prompt(template: str, task: str, tools: Sequence[Tool]) -> str:
 
 
 def neutralise(text: str, compiled: CompiledSpec) -> tuple[str, int]:
-    """Break every prompt string of the spec inside ``text`` (a zero-width space after its first
-    character; a one-character prompt string becomes U+FFFD); returns (text, occurrences broken)."""
+    """Break every prompt string of the spec inside ``text`` (a zero-width space before its last
+    character, which also breaks the prompt strings it ends with; a one-character prompt string
+    becomes U+FFFD); returns (text, occurrences broken)."""
     lexer = compiled.lexer
     n = 0
     for _ in range(64):
@@ -221,5 +222,5 @@ def neutralise(text: str, compiled: CompiledSpec) -> tuple[str, int]:
             if m.end - m.start <= 1:
                 text = text[: m.start] + "\ufffd" + text[m.end:]
             else:
-                text = text[: m.start + 1] + ZWSP + text[m.start + 1:]
+                text = text[: m.end - 1] + ZWSP + text[m.end - 1:]
     raise RuntimeError("neutralise: prompt strings keep reappearing")  # pragma: no cover
