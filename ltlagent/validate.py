@@ -124,7 +124,8 @@ class Diagnostic:
     offset: int = field(default=0, compare=False)
 
     def render(self) -> str:
-        out = f"{self.file}:{self.line}:{self.column}: {self.severity}: {self.message}"
+        where = f"{self.file}:{self.line}:{self.column}" if self.line > 0 else self.file
+        out = f"{where}: {self.severity}: {self.message}"
         if self.caret:
             out += f"\n    {self.source_line}\n    {' ' * (self.caret - 1)}{'^' * self.width}"
         if self.trace and self.severity != "note":
@@ -299,6 +300,7 @@ class _GapAcc:
     brk: int = -1
     head: bytearray = field(default_factory=bytearray)
     nonspace: bool = False
+    text_at: tuple[int, int] | None = None  # (line, column) of the first non-space character
     ann: str | None = None  # kind of the last announcement ("fmt" or "ex")
     examples: bool = False  # some announcement of examples
     lines_after: int = 0  # line breaks between the last announcement and ``upto``
@@ -399,20 +401,24 @@ class _Scan:
         m = self.v.context_re.search(self.buf, max(0, a - 1 - self.base), b - self.base)
         return self.base + m.start() + 1 if m else b
 
-    def gap_content(self, a: int, b: int) -> tuple[str, int, bool]:
-        """(content stripped, offset of its first character, truncated) of the step in [a, b)."""
+    def gap_content(self, a: int, b: int) -> tuple[str, int, tuple[int, int] | None, bool]:
+        """(content stripped, offset and, if already dropped, line and column of its first
+        character, truncated) of the step in [a, b)."""
         b = self.gap_break(a, b)
         acc = self.acc if self.acc is not None and a == self.gap else None
         lo = max(a, acc.upto) if acc else a
-        piece = self.buf[lo - self.base: b - self.base]
+        piece = self.buf[lo - self.base: b - self.base] if b > lo else b""
         data = bytes(acc.head) + piece if acc else piece
         trunc = len(data) > _HEAD
         data = data[:_HEAD]
         m = _NONSPACE.search(data)
         if m is None:
-            return "", b, trunc
-        start = a + m.start() if not acc or m.start() < len(acc.head) else lo + m.start() - len(acc.head)
-        return data.decode("utf-8", "replace").strip(), start, trunc
+            return "", b, None, trunc
+        if acc and m.start() < len(acc.head):
+            start, where = a + m.start(), acc.text_at
+        else:
+            start, where = lo + m.start() - (len(acc.head) if acc else 0), None
+        return data.decode("utf-8", "replace").strip(), start, where, trunc
 
     def gap_announcements(self, a: int, b: int) -> tuple[bool, bool]:
         """(a format announcement ends the text near b, the text announces examples)."""
@@ -542,7 +548,9 @@ class _Scan:
                 acc.brk = self.base + m.start() + 1
             stop = acc.brk if acc.brk >= 0 else upto
             piece = self.buf[lo - self.base: stop - self.base]
-            acc.nonspace = acc.nonspace or _NONSPACE.search(piece) is not None
+            m = None if acc.nonspace else _NONSPACE.search(piece)
+            if m is not None:
+                acc.nonspace, acc.text_at = True, self.locate(lo + m.start())
             if len(acc.head) <= _HEAD:
                 acc.head += piece[: _HEAD + 1 - len(acc.head)]
         if acc.upto < upto:
@@ -657,11 +665,11 @@ class _Scan:
         -1 at the end of the file): check it."""
         k, t = run.last_k, self.t
         if t.checked[k] or (run.first and len(run.heads) < 64) or (self.v.strict and t.env[k]):
-            text, off, trunc = self.gap_content(a, b)
+            text, off, where, trunc = self.gap_content(a, b)
             if run.first and len(run.heads) < 64:
                 run.heads.append(text[:200])
             if t.checked[k]:
-                self.check_content(run, k, text, off, trunc)
+                self.check_content(run, k, text, off, where, trunc)
             if self.v.strict and t.env[k]:
                 if not text:
                     run.diags.append(self.diag(
@@ -675,19 +683,20 @@ class _Scan:
                         "text, which the environment writes (:env-input): at run time the "
                         "model's turn starts after it", self.kw_width(nxt), [*run.trace, nxt]))
 
-    def check_content(self, run: _Run, k: int, text: str, off: int, trunc: bool) -> None:
+    def check_content(self, run: _Run, k: int, text: str, off: int,
+                      where: tuple[int, int] | None, trunc: bool) -> None:
         t = self.t
         choices, rx = t.checks[k]
         name = t.names[k]
         if choices is not None and text not in choices:
             run.diags.append(self.diag(off, "choices", f"{name} content {_show(text)} is not one of "
-                                       f"{', '.join(choices)}", max(1, min(len(text), 40)),
-                                       run.trace))
+                                       f"{', '.join(choices)}", max(1, min(len(text.split("\n")[0]), 40)),
+                                       run.trace, where))
         if rx is not None and (trunc or rx.fullmatch(text) is None):
             why = " (content too long to check)" if trunc else ""
             run.diags.append(self.diag(off, "regex", f"{name} content {_show(text)} does not match "
-                                       f"/{rx.pattern}/{why}", max(1, min(len(text), 40)),
-                                       run.trace))
+                                       f"/{rx.pattern}/{why}", max(1, min(len(text.split("\n")[0]), 40)),
+                                       run.trace, where))
 
     def line_start(self, off: int) -> bool:
         i = off - self.base - 1
@@ -749,7 +758,9 @@ def collect_files(paths: Sequence[str], patterns: Sequence[str]) -> list[Path]:
     """Files named on the command line, and the matching files under named directories (sorted)."""
     out: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
+        if str(p) == "-":
+            out.append(p)
+        elif p.is_dir():
             found = sorted({f for pat in patterns for f in p.rglob(pat)
                             if f.is_file() and not any(x.startswith(".") for x in
                                                        f.relative_to(p).parts)})
@@ -769,11 +780,13 @@ def add_validate_arguments(p: argparse.ArgumentParser) -> None:
         "is replayed through the spec's automaton; problems are reported as FILE:LINE:COL. "
         "The instructions block that describes the format is recognised and not checked. "
         "Exit 0: every example is valid; 1: a violation; 2: a usage, spec or file error.")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="prompt files or directories")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="prompt files or directories ('-' reads standard input)")
     p.add_argument("--spec", required=True, help="spec file or bundled spec name (e.g. react)")
     p.add_argument("--strict", action="store_true",
-                   help="also report steps that hand the environment's turn to the model or the "
-                        "reverse (see the module documentation)")
+                   help="also report turns handed to the wrong side: an :env-input prompt string "
+                        "that does not begin a line, an :env-input step without text, and a "
+                        "prompt string on the same line as an :env-input step's text")
     p.add_argument("--tools", action="append", default=[], metavar="NAMES",
                    help="comma-separated tool names for (:choices :tools) states "
                         "(default: any tool name is accepted)")
@@ -796,7 +809,7 @@ def validate_main(args: argparse.Namespace) -> int:
     code = 0
     reports = []
     for f in files:
-        r = v.validate_path(f)
+        r = v.validate_stream(sys.stdin.buffer, "<stdin>") if str(f) == "-" else v.validate_path(f)
         code = max(code, r.exit_code)
         if args.format == "json":
             reports.append(r.to_dict())

@@ -323,6 +323,40 @@ def test_results_do_not_depend_on_chunk_size(chunk: int) -> None:
             assert small.validate_text(text) == ref.validate_text(text)
 
 
+def test_random_texts_do_not_depend_on_chunk_size() -> None:
+    pieces = ["Thought:", "Act", "ion:", "Action Input:", " Input:", "\n", "Question: ", "é", " x",
+              "Final Thought:", "Final ", "Observation:", "Answer:", "Here are some examples.\n",
+              "Use the following format:\n", "\r\n", "Claim:", "  ", "Search", "{{tools}}"]
+    rng = random.Random(11)
+    ref = [Validator("react-tools", keep_examples=True, strict=s) for s in (False, True)]
+    small = [Validator("react-tools", keep_examples=True, strict=s, chunk_size=c, hold_limit=0)
+             for s, c in ((False, 1), (True, 3), (False, 7), (True, 16))]
+    for _ in range(150):
+        data = ("\ufeff" if rng.random() < 0.2 else "") + "".join(
+            rng.choices(pieces, k=rng.randint(0, 60)))
+        for v in small:
+            assert v.validate_text(data) == ref[v.strict].validate_text(data), data
+
+
+def test_example_verdicts_agree_with_the_automaton() -> None:
+    pieces = ["Thought: t\n", "Action: Search\n", "Action Input: x\n", "Observation: o\n",
+              "Final Thought: f\n", "Answer: a\n", "Question: q\n", "\n"]
+    c = compile("react")
+    v = Validator(c, keep_examples=True)
+    rng = random.Random(5)
+    seen = set()
+    for _ in range(400):
+        data = "".join(rng.choices(pieces, weights=[4, 4, 4, 4, 2, 2, 1, 1], k=rng.randint(0, 40)))
+        r = v.validate_text(data)
+        steps = sum(len(e.trace) for e in r.example_list)  # type: ignore[union-attr]
+        assert steps == len(list(c.lexer.finditer(data)))  # every prompt string is in some run
+        for e in r.example_list:  # type: ignore[union-attr]
+            if e.status != "instructions":
+                assert c.automaton.run(list(e.trace)).accepted == (e.status == "valid"), data
+                seen.add(e.status)
+    assert seen == {"valid", "invalid"}
+
+
 def test_long_content_beyond_the_hold_limit() -> None:
     obs = "Observation: " + ("lorem ipsum dolor sit amet " * 40 + "\n") * 200  # ~216 kB
     text = ("Question: a\nThought: t\nAction: Search\nAction Input: x\n" + obs
