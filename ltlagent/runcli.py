@@ -39,6 +39,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, default=64, help="most states to visit (default: 64)")
     p.add_argument("--max-new-tokens", type=int, default=512,
                    help="most tokens the model may write; the monitor steers to completion (default: 512)")
+    p.add_argument("--max-state-tokens", type=int, default=256,
+                   help="end a state's text after this many tokens, as EOS would (default: 256)")
     p.add_argument("--seed", type=int, default=None, help="seed for sampling")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--greedy", action="store_true", help="greedy decoding (the default)")
@@ -99,6 +101,7 @@ class _Printer:
         self.prompts = {s.name: s.text for s in spec.states}
 
     def paint(self, text: str, kind: str) -> str:
+        text = _printable(text)
         c = _COLOURS.get(kind, "") if self.colour else ""
         return f"{c}{text}{_COLOURS['reset']}" if c else text
 
@@ -112,10 +115,19 @@ class _Printer:
                 text, skip = text[cut:], skip - cut
             if text:
                 pieces.append((text, kind))
-        body = "".join(self.paint(t, k) for t, k in _strip_pieces(pieces)) if self.colour else step.text
+        body = ("".join(self.paint(t, k) for t, k in _strip_pieces(pieces)) if self.colour
+                else _printable(step.text))
         body = body.replace("\n", "\n" + " " * (self.width + 2))
         self.out.write(f"{label}  {body}\n")
         self.out.flush()
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0, 32), *range(127, 160)] if chr(c) not in "\n\t"}
+
+
+def _printable(text: str) -> str:
+    """Model text with control characters escaped, so it cannot drive the terminal."""
+    return text.translate(_CONTROL)
 
 
 def _strip_pieces(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -144,8 +156,8 @@ def run_main(args: argparse.Namespace) -> int:
     from .agent import Agent, RunResult
     from .compiled import compile as compile_spec
 
-    if args.max_steps < 1 or args.max_new_tokens < 1:
-        raise UsageError("--max-steps and --max-new-tokens must be at least 1")
+    if args.max_steps < 1 or args.max_new_tokens < 1 or args.max_state_tokens < 1:
+        raise UsageError("--max-steps, --max-new-tokens and --max-state-tokens must be at least 1")
     out, err = sys.stdout, sys.stderr
     compiled = compile_spec(args.spec)
     tools = _tools(args)
@@ -154,12 +166,14 @@ def run_main(args: argparse.Namespace) -> int:
                    if st.env_input and not (needs_tools and st.name == "Observation")}
     if not needs_tools and args.tools is None:
         tools = []
+    _quiet_transformers()
     agent = Agent.from_spec(compiled, args.model, args.tokenizer, tools=tools, environment=environment,
                             prompt=args.prompt, tool_timeout=args.tool_timeout)
     _to_device(agent, args.device)
     temperature = args.temperature if args.temperature is not None else 0.0
     stream = agent.stream(args.task, max_steps=args.max_steps, max_new_tokens=args.max_new_tokens,
-                          seed=args.seed, temperature=temperature, top_k=args.top_k, top_p=args.top_p)
+                          max_state_tokens=args.max_state_tokens, seed=args.seed,
+                          temperature=temperature, top_k=args.top_k, top_p=args.top_p)
     printer = _Printer(compiled.spec, out, _use_colour(args, out)) if args.format == "text" else None
     try:
         for step in stream:
@@ -178,11 +192,21 @@ def run_main(args: argparse.Namespace) -> int:
                   f"{u['generated_tokens']} generated + {u['env_tokens']} environment tokens; "
                   f"{t['total_s']:.2f} s\n")
         if result.answer is not None:
-            out.write(result.answer + "\n")
+            out.write(_printable(result.answer) + "\n")
         else:
             err.write("-- no answer\n")
     infinite = compiled.spec.is_infinite
     return 0 if result.accepted or (infinite and result.verdict != "rejected") else 1
+
+
+def _quiet_transformers() -> None:
+    """No download/loading progress bars or advisory warnings on the command line."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover
+        return
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 def _to_device(agent: Any, device: str) -> None:
