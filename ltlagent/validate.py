@@ -272,12 +272,12 @@ class Validator:
         return _Scan(self, name).run(f)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     """A run of prompt strings being replayed (mutable, per file)."""
 
     start: int  # offset of its first prompt string
-    line: int
+    line: int  # line and column of it (0 until needed)
     column: int
     first: bool  # the first run of the file
     format_before: bool
@@ -527,6 +527,8 @@ class _Scan:
         if want - 1 <= self.base:
             return
         run = self.run_
+        if run is not None and run.line == 0 and run.start < want:
+            run.line, run.column = self.locate(run.start)
         if run is not None and run.last_where is None and run.last_off < want:
             run.last_where = self.locate(run.last_off)
         if self.gap < want:
@@ -615,8 +617,7 @@ class _Scan:
 
     def start(self, k: int, s: int, format_before: bool) -> None:
         t = self.t
-        line, col = self.locate(s)
-        run = _Run(s, line, col, self.runs == 0, format_before, t.delta[t.initial][k])
+        run = _Run(s, 0, 0, self.runs == 0, format_before, t.delta[t.initial][k])
         self.runs += 1
         self.run_ = run
         run.trace.append(k)
@@ -721,6 +722,8 @@ class _Scan:
                "a format announcement precedes it" if run.format_before else
                "its steps hold placeholder text" if template else "")
         names = tuple(t.names[i] for i in run.trace) if why or self.infos is not None else ()
+        if run.line == 0 and names:
+            run.line, run.column = self.locate(run.start)
         if why:
             self.instructions += 1
             self.diags.append(Diagnostic(
