@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -484,7 +485,7 @@ def _decode(word: spot.twa_word, t: Automaton, side: str) -> Counterexample:
 # -- command line ----------------------------------------------------------------------------------
 
 def add_check_equiv_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = (
+    p.description = textwrap.fill(
         "Check whether two specs accept the same traces (states matched by name). Prints a "
         "shortest trace that one accepts and the other does not, in both directions; differences "
         "in state texts or flags are listed separately. Exit 0: equivalent; 1: not; 2: error.")

@@ -12,11 +12,11 @@ Examples. A *run* is a sequence of prompt strings; the text around them is conte
   that introduce the next task in a prompt.
 * A prompt string that the automaton forbids ends the run when the run is complete (in an
   accepting state) or when a context line precedes it; the run then ends as *incomplete* if it
-  was not complete (``example ends in Action; expected Action-Input``). For infinite specs every
-  run is a viable prefix, so only a context line (or the end of the file) ends it.
-  Otherwise it is the first offending step (``expected Action-Input after Action, found
-  Observation``): it is reported once per example, and the run goes on from every automaton
-  state where that step is allowed (error recovery), so the next example is still found.
+  was not complete (``example ends in Action; expected Action-Input``). Otherwise it is the
+  first offending step (``expected Action-Input after Action, found Observation``): reported
+  once per example, after which the run goes on from every automaton state where that step is
+  allowed (error recovery), so the next example is still found. For infinite specs every run is
+  a viable prefix, so only a context line (or the end of the file) ends it.
 * A step's content is its text up to the next prompt string or the first context line.
 
 Instructions blocks. Prompts describe the format before the examples ("Use the following format:
@@ -52,6 +52,7 @@ import io
 import json
 import re
 import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -778,7 +779,7 @@ def collect_files(paths: Sequence[str], patterns: Sequence[str]) -> list[Path]:
 
 
 def add_validate_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = (
+    p.description = textwrap.fill(
         "Check the few-shot examples in prompt files against a spec. Each run of prompt strings "
         "is replayed through the spec's automaton; problems are reported as FILE:LINE:COL. "
         "The instructions block that describes the format is recognised and not checked. "
