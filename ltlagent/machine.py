@@ -136,6 +136,7 @@ class Machine:
         self._next: dict[int, frozenset[int]] = {}
         self._eos: dict[tuple[int, bool], tuple[int, int]] = {}
         self._paths: dict[int, bytes] = {}
+        self._viable_memo: dict[tuple[int, int, int], bool] = {}
         self.start = self.intern((END, t.initial, -1, ROOT, 0, 0, 0, 0))
 
     # -- states
@@ -202,9 +203,12 @@ class Machine:
         fl = (t.node_bytes[node] + bytes((b,)))[:nflush] if nflush > 0 else b""
         cd = t.content[cur] if cur >= 0 else None
         if mode == FREE:
-            if cd is not None and fl:
-                c = cd.feed(c, fl)
-                if c < 0:
+            if cd is not None:
+                if fl:
+                    c = cd.feed(c, fl)
+                    if c < 0:
+                        return None, 0
+                if k < 0 and not self._viable(cur, c, node2):
                     return None, 0
             if k >= 0:
                 return self._enter(q, cur, c, k, False)
@@ -233,6 +237,21 @@ class Machine:
         if k >= 0:
             return self._enter(q, cur, c, k, True)
         return (END, q, cur, node2, c, 0, pre, sep), 0
+
+    def _viable(self, cur: int, c: int, node: int) -> bool:
+        """Content ``c`` with pending bytes ``p``: either all of ``p`` becomes content, or a prompt
+        string starts inside ``p`` and the content before it is complete. Prunes the product of
+        content states and lexer nodes early."""
+        key = (cur, c, node)
+        hit = self._viable_memo.get(key)
+        if hit is None:
+            cd = self.t.content[cur]
+            assert cd is not None
+            p = self.t.node_bytes[node]
+            hit = cd.feed(c, p) >= 0 or any(
+                (s := cd.feed(c, p[:i])) >= 0 and s in cd.accepting for i in range(len(p)))
+            self._viable_memo[key] = hit
+        return hit
 
     def _can_close(self, cd: ContentDFA, c: int, node: int) -> bool:
         """Content ``c`` with the pending bytes of ``node`` could still be accepted (for :stop)."""

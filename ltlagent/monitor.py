@@ -34,7 +34,14 @@ from .errors import CompileError, UsageError
 from .machine import DONE, END, ENV, FREE, INF, STOP_EVENT, Machine, SpecTables, build_tables
 from .masks import Mask
 from .spec import Spec
-from .vocab import SortedVocab, Vocab, sort_vocab, tokens_containing, vocab_from_tokenizer
+from .vocab import (
+    FirstByteIndex,
+    Vocab,
+    first_byte_index,
+    read_tokenizer,
+    tokens_containing,
+    vocab_from_reading,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -90,7 +97,6 @@ class _Memo:
         self.stop_cand: dict[tuple[int, int], np.ndarray] = {}
         self.stop_tokens: dict[int, np.ndarray] = {}
         self.quiet: dict[tuple[int, int], int] = {}
-        self.by_bytes: dict[bytes, int] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,7 +112,7 @@ class TokenIndex:
     compiled: CompiledSpec
     tool_names: tuple[str, ...] | None
     vocab: Vocab = field(repr=False)
-    sorted: SortedVocab = field(repr=False)
+    buckets: FirstByteIndex = field(repr=False)
     tables: SpecTables = field(repr=False)
     kw_tokens: np.ndarray = field(repr=False)  # text tokens that contain a whole prompt string
     from_cache: bool = False
@@ -278,7 +284,7 @@ class TokenIndex:
         if live is None:
             m.row(sid)
             live = m.T[sid] >= 0
-        cand = self.sorted.first_bytes(live)
+        cand = self.buckets.first_bytes(live)
         ids, ends = self._walk(sid, cand)
         needs = self._needs(ends)
         ok = needs < INF
@@ -295,25 +301,11 @@ class TokenIndex:
         m = self._memo.machine
         if len(m.allowed_next(sid)) != 1:
             return None
-        path = m.entry_path(sid)
-        by = self._by_bytes()
-        for n in range(len(path), 0, -1):
-            tok = by.get(path[:n])
-            if tok is None:
-                continue
+        for tok in self.buckets.longest_prefix_of(m.entry_path(sid)):
             s2, _ = self.token_step(sid, tok)
             if s2 >= 0 and m.need(s2) < INF:
                 return tok, m.need(s2)
         return None
-
-    def _by_bytes(self) -> dict[bytes, int]:
-        memo = self._memo
-        if memo.by_bytes is None:
-            memo.by_bytes = {}
-            for i, b in zip(self.sorted.ids.tolist(), self.sorted.keys):
-                if b not in memo.by_bytes or i < memo.by_bytes[b]:
-                    memo.by_bytes[b] = i
-        return memo.by_bytes
 
     def _free_candidates(self, sid: int) -> np.ndarray:
         """Tokens that could complete a prompt string or a :stop string from ``sid``; every other
@@ -327,7 +319,7 @@ class TokenIndex:
             for kb in self.tables.lexer.keyword_bytes:
                 for j in range(1, min(len(kb), len(pend) + 1)):
                     if pend.endswith(kb[:j]):
-                        parts.append(self.sorted.with_prefix(kb[j:]))
+                        parts.append(self.buckets.with_prefix(kb[j:]))
             kc = memo.kw_cand[node] = np.unique(np.concatenate(parts))
         stop = self.tables.stops[cur]
         if stop is None:
@@ -342,7 +334,7 @@ class TokenIndex:
             for kb in stop.keyword_bytes:
                 for j in range(1, min(len(kb), len(pend) + 1)):
                     if pend.endswith(kb[:j]):
-                        parts.append(self.sorted.with_prefix(kb[j:]))
+                        parts.append(self.buckets.with_prefix(kb[j:]))
             sc = memo.stop_cand[(cur, sn)] = np.unique(np.concatenate([kc, *parts]))
         return sc
 
@@ -412,31 +404,29 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
     tokenizer's EOS (a model's generation config may list several).
     """
     from . import cache as disk
-    from .vocab import tokenizer_fingerprint
 
     if not isinstance(compiled, CompiledSpec):
         compiled = compile_spec(compiled)
     tools = tuple(tool_names) if tool_names is not None else None
     vocab: Vocab | None = tokenizer if isinstance(tokenizer, Vocab) else None
+    reading = read_tokenizer(tokenizer, eos_token_ids) if vocab is None else None
     key = None
     entry = None
     if cache and disk.cache_enabled():
-        fp = vocab.fingerprint if vocab is not None else tokenizer_fingerprint(tokenizer, eos_token_ids)
+        fp = vocab.fingerprint if vocab is not None else reading.fingerprint()  # type: ignore[union-attr]
         key = disk.cache_key(spec_fingerprint(compiled, tools), fp)
         entry = disk.load_entry(key)
     if entry is not None:
         vocab = Vocab(int(entry["size"]), entry["flat"].tobytes(), entry["offsets"], entry["is_text"],
                       tuple(int(i) for i in entry["eos"]), str(entry["kind"]), str(entry["fingerprint"]))
-        order = entry["order"]
         kw = entry["kw"]
     else:
         if vocab is None:
-            vocab = vocab_from_tokenizer(tokenizer, eos_token_ids)
-        order = None
+            vocab = vocab_from_reading(reading)  # type: ignore[arg-type]
         kw = tokens_containing(vocab, compiled.lexer.keyword_bytes)
-    srt = sort_vocab(vocab, order)
     tables = build_tables(compiled, tools, frozenset(vocab.single_byte_tokens()))
-    index = TokenIndex(compiled, tools, vocab, srt, tables, kw, from_cache=entry is not None)
+    index = TokenIndex(compiled, tools, vocab, first_byte_index(vocab), tables, kw,
+                       from_cache=entry is not None)
     if index.machine.need(index.start) >= INF:
         raise CompileError(f"the tokenizer cannot write the prompt strings of {compiled.spec.name} "
                            "(some byte of a prompt string is not a token by itself)")
@@ -446,7 +436,7 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
             "offsets": vocab.offsets, "is_text": vocab.is_text,
             "eos": np.asarray(vocab.eos_ids, dtype=np.int64),
             "kind": np.asarray(vocab.kind), "fingerprint": np.asarray(vocab.fingerprint),
-            "order": srt.ids, "kw": kw})
+            "kw": kw})
     return index
 
 
