@@ -289,7 +289,8 @@ class _Parser:
             self.err("(:states …) declares no state", sec.loc)
         for a in out:
             for b in out:
-                if a is b or a.text not in b.text or b.text.endswith(a.text):
+                # allowed only as a suffix: every other occurrence (e.g. ":" in "::") is ambiguous
+                if a is b or a.text not in b.text or b.text.find(a.text) == len(b.text) - len(a.text):
                     continue
                 where = "a proper prefix" if b.text.startswith(a.text) else "inside"
                 self.err(f"prompt text {a.text!r} of {a.name!r} is {where} of {b.text!r} "

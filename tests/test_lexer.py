@@ -58,7 +58,7 @@ def test_engines_agree_for_random_keyword_sets(keywords: list[str], text: str) -
     # keep only sets that the spec checker accepts: no keyword inside another except as a suffix
     for a in keywords:
         for b in keywords:
-            if a != b and a in b and not b.endswith(a):
+            if a != b and a in b and b.find(a) != len(b) - len(a):
                 return
     lx = build_lexer(keywords)
     data = text.encode()

@@ -110,6 +110,8 @@ def test_suffix_texts_are_allowed_infix_texts_are_not() -> None:
     compile(parse_spec(spec("(next Thought Action Answer)", ok)))
     bad = STATES.replace('"Action:"', '"A Thought: B"')
     assert "inside" in error_of(spec("(next Thought Action Answer)", bad)).message
+    both = STATES.replace('"Thought:"', '":"').replace('"Action:"', '"::"')  # prefix and suffix
+    assert "proper prefix" in error_of(spec("(next Thought Action Answer)", both)).message
 
 
 def test_extensions_parse() -> None:
