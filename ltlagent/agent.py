@@ -577,7 +577,13 @@ class Agent:
                 if n_ctx is not None and cached + len(pending) + len(ids) + 1 >= n_ctx:
                     stop = "context_full"
                     break
-                consume(mon.feed_env(ids), "env")
+                try:
+                    events = mon.feed_env(ids)
+                except UsageError:  # special/unknown ids, or normalisation made a prompt string
+                    ids = self._encode(self._env_text(EnvReply("(environment text withheld: the tokenizer "
+                                                               "cannot write it)")), special=False)
+                    events = mon.feed_env(ids)
+                consume(events, "env")
                 rec.count(len(ids))
                 env_tokens += len(ids)
                 pending += ids
