@@ -312,6 +312,7 @@ class Agent:
         self.index_seconds = 0.0
         self.forward_calls = 0
         self.forward_tokens = 0
+        self._forward_kw: dict[str, object] | None = None
 
     # -- construction
     @classmethod
@@ -453,9 +454,10 @@ class Agent:
     def _forward(self, ids: list[int], past: Any) -> tuple[torch.Tensor, Any]:
         import torch
         x = torch.tensor([ids], dtype=torch.long, device=self.device)
-        kw: dict[str, object] = {}
-        if "logits_to_keep" in inspect.signature(self.model.forward).parameters:
-            kw["logits_to_keep"] = 1
+        if self._forward_kw is None:  # ask for the last position's logits only, where supported
+            params = inspect.signature(self.model.forward).parameters
+            self._forward_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        kw = self._forward_kw
         with torch.inference_mode():
             out = self.model(input_ids=x, past_key_values=past, use_cache=True, **kw)
         self.forward_calls += 1

@@ -201,16 +201,24 @@ FIVE_CALLS = """
 
 def test_kv_cache_is_reused_across_five_tool_calls(tiny: tuple[Any, Any]) -> None:
     model, tok = tiny
-    calls: list[int] = []
-    def count(mod: Any, args: Any, kwargs: dict[str, Any]) -> None:
-        calls.append(kwargs["input_ids"].shape[1])
+    inputs: list[list[int]] = []
+    last_logits: list[Any] = []
 
-    handle = model.register_forward_pre_hook(count, with_kwargs=True)
+    def before(mod: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        inputs.append(kwargs["input_ids"][0].tolist())
+
+    def after(mod: Any, args: Any, kwargs: dict[str, Any], out: Any) -> None:
+        last_logits.append(out.logits[0, -1].clone())
+
+    hooks = [model.register_forward_pre_hook(before, with_kwargs=True),
+             model.register_forward_hook(after, with_kwargs=True)]
     try:
         agent = Agent.from_spec(parse_spec(FIVE_CALLS, "five.sexp"), model, tok, tools=[Calculator()])
         r = agent.run("What is 17 * 23 + 4?", **SAMPLE, seed=0, max_new_tokens=300)
     finally:
-        handle.remove()
+        for h in hooks:
+            h.remove()
+    calls = [len(x) for x in inputs]
     assert r.accepted and sum(1 for s in r.steps if s.state == "Observation") == 5
     assert all(s.tool == "Calculator" for s in r.steps if s.state == "Observation")
     u = r.usage
@@ -223,6 +231,11 @@ def test_kv_cache_is_reused_across_five_tool_calls(tiny: tuple[Any, Any]) -> Non
     fed = u["forward_tokens"] - u["prompt_tokens"] - u["env_tokens"]
     assert u["generated_tokens"] - u["eos_tokens"] - 1 <= fed <= u["generated_tokens"] - u["eos_tokens"]
     assert u["forward_tokens"] < 2 * u["prompt_tokens"] + u["generated_tokens"] + u["env_tokens"]
+    # and the cache is used correctly: the same logits as encoding the whole text at once
+    with torch.inference_mode():
+        ref = model(input_ids=torch.tensor([[t for x in inputs for t in x]])).logits[0]
+    ends = [sum(calls[: i + 1]) - 1 for i in range(len(calls))]
+    assert max(float((ref[e] - lg).abs().max()) for e, lg in zip(ends, last_logits, strict=True)) < 1e-4
 
 
 def test_stream_yields_the_steps_as_they_complete(tiny: tuple[Any, Any]) -> None:
