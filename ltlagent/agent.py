@@ -293,7 +293,9 @@ class Agent:
     """A spec, a model, a tokenizer, tools and environment handlers; :meth:`run` solves a task.
 
     Build it with :meth:`from_spec`. The token index (spec × tokenizer) is built on the first run
-    and reused (and cached on disk by the monitor).
+    and reused (and cached on disk by the monitor). On a CPU, small models decode fastest with
+    ``torch.set_num_threads(1)`` (one token per forward pass; threads only contend): the agent does
+    not change torch's settings, ``ltlagent run`` does.
     """
 
     def __init__(self, compiled: CompiledSpec, model: Any, tokenizer: Any, tools: Sequence[Tool] = (),

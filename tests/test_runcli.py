@@ -103,6 +103,7 @@ def test_reflexion_evaluator_from_stdin(model_dir: str, monkeypatch: pytest.Monk
     (["--tools", "search"], "need a document store"),
     (["--docs", "/nonexistent/corpus.jsonl"], "no such file"),
     (["--max-steps", "0"], "at least 1"),
+    (["--threads", "0"], "--threads must be at least 1"),
     (["--prompt", "/nonexistent/prompt.txt"], "no such prompt file"),
 ])
 def test_usage_errors(model_dir: str, capsys: pytest.CaptureFixture[str], argv: list[str],
