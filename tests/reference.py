@@ -187,11 +187,11 @@ def _partial(p: Pattern, w: Word, starts: set[int]) -> bool:
                 return True
             if hi is not None and k >= hi:
                 break
-            nxt = ends(p.body, w, cur)
-            if hi is None and {i for i, _ in nxt} <= seen:
-                break
-            seen |= {i for i, _ in nxt}
-            cur = nxt
+            if hi is None and k >= lo:  # fixpoint, counted only once `then` may follow
+                if positions <= seen:
+                    break
+                seen |= positions
+            cur = ends(p.body, w, cur)
             k += 1
         return False
     raise TypeError(p)
