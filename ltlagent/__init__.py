@@ -15,8 +15,27 @@ from .spec import Spec, State, bundled_specs, load_spec, parse_spec
 
 __version__ = "0.1.0"
 
+# The LLM side needs torch and transformers: loaded on first use, so that `import ltlagent`
+# (validation, equivalence, show) stays light.
+_LAZY = {
+    "Agent": "ltlagent.agent", "RunResult": "ltlagent.agent", "Tool": "ltlagent.tools",
+    "tool": "ltlagent.tools", "Calculator": "ltlagent.tools", "DocumentStore": "ltlagent.tools",
+    "build_index": "ltlagent.monitor", "Monitor": "ltlagent.monitor",
+    "LtlLogitsProcessor": "ltlagent.processor", "LtlStoppingCriteria": "ltlagent.processor",
+    "logits_processor": "ltlagent.processor",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'ltlagent' has no attribute {name!r}")
+
+
 __all__ = [
     "Automaton", "CompiledSpec", "Lexer", "LtlAgentError", "PromptError", "Spec", "SpecError",
     "State", "UsageError", "Verdict", "build_lexer", "bundled_specs", "compile", "compile_spec",
-    "load_spec", "parse_spec", "__version__",
+    "load_spec", "parse_spec", "__version__", *_LAZY,
 ]
