@@ -160,12 +160,14 @@ class Machine:
 
     def complete(self, sid: int) -> bool:
         """A trace ending here is accepted (content, pending bytes included, valid)."""
-        mode, q, cur, node, c, _sn, _pre, _sep = self.keys[sid]
+        mode, q, cur, node, c, _sn, pre, _sep = self.keys[sid]
         t = self.t
         if mode == DONE:
             return True
         if t.infinite or mode not in (FREE, END) or cur < 0 or q not in t.accepting:
             return False
+        if mode == END and pre < t.lexer.depth[node]:
+            return False  # a prompt-string prefix written after the text ended is not content
         d = t.content[cur]
         if d is None:
             return True

@@ -94,7 +94,7 @@ class _Memo:
         self.need_after: dict[tuple[int, bool], tuple[np.ndarray, np.ndarray]] = {}
         self.steps: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
         self.kw_cand: dict[int, np.ndarray] = {}
-        self.stop_cand: dict[tuple[int, int], np.ndarray] = {}
+        self.stop_cand: dict[tuple[int, int, int], np.ndarray] = {}
         self.stop_tokens: dict[int, np.ndarray] = {}
         self.quiet: dict[tuple[int, int], int] = {}
 
@@ -116,6 +116,9 @@ class TokenIndex:
     tables: SpecTables = field(repr=False)
     kw_tokens: np.ndarray = field(repr=False)  # text tokens that contain a whole prompt string
     from_cache: bool = False
+    #: test-only: one masking rule switched off, to show the differential tests catch it
+    #: ("keywords": free text may write forbidden prompt strings; "budget": no steering)
+    mutation: str | None = None
     _memo: _Memo = field(repr=False, default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -197,7 +200,7 @@ class TokenIndex:
         base = memo.masks.get((sid, ends_text))
         if base is None:
             base = memo.masks[(sid, ends_text)] = self._compute_mask(sid, ends_text)
-        if remaining is None or self.tables.infinite:
+        if remaining is None or self.tables.infinite or self.mutation == "budget":
             return base
         if remaining - 1 >= self._max_need(sid, base):
             return base
@@ -266,7 +269,7 @@ class TokenIndex:
             ids, ends = self._walk(sid, cand)
             needs = self._needs(ends)
             good = ids[needs < INF]
-            bad = np.setdiff1d(cand, good)
+            bad = np.setdiff1d(cand, good) if self.mutation != "keywords" else cand[:0]
             forb = np.concatenate([self._nontext, bad])  # type: ignore[attr-defined]
             if eos_ok:
                 forb = np.setdiff1d(forb, eos)
@@ -324,7 +327,7 @@ class TokenIndex:
         stop = self.tables.stops[cur]
         if stop is None:
             return kc
-        sc = memo.stop_cand.get((cur, sn))
+        sc = memo.stop_cand.get((node, cur, sn))
         if sc is None:
             st = memo.stop_tokens.get(cur)
             if st is None:
@@ -335,7 +338,7 @@ class TokenIndex:
                 for j in range(1, min(len(kb), len(pend) + 1)):
                     if pend.endswith(kb[:j]):
                         parts.append(self.buckets.with_prefix(kb[j:]))
-            sc = memo.stop_cand[(cur, sn)] = np.unique(np.concatenate([kc, *parts]))
+            sc = memo.stop_cand[(node, cur, sn)] = np.unique(np.concatenate([kc, *parts]))
         return sc
 
     def _max_need(self, sid: int, base: Mask) -> int:
@@ -375,6 +378,13 @@ class TokenIndex:
         keep = needs < INF
         hit = memo.need_after[(sid, ends_text)] = (ids[keep], needs[keep])
         return hit
+
+    def mutated(self, rule: str) -> TokenIndex:
+        """A fresh copy with one masking rule disabled (tests only; see :attr:`mutation`)."""
+        if rule not in ("keywords", "budget"):
+            raise ValueError(f"unknown mutation {rule!r}")
+        return TokenIndex(self.compiled, self.tool_names, self.vocab, self.buckets, self.tables,
+                          self.kw_tokens, self.from_cache, rule)
 
     def allowed_next_states(self, sid: int) -> tuple[str, ...]:
         """Spec states whose prompt string can come next from machine state ``sid``."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import random
-from functools import lru_cache
+from functools import cache
 
 ACTIONS = ("Search", "Lookup", "Calculator")
 
@@ -52,7 +52,7 @@ def _byte_level_backend(vocab_size: int, use_regex: bool) -> object:
     return tok
 
 
-@lru_cache(maxsize=None)
+@cache
 def byte_level(vocab_size: int = 500) -> object:
     """GPT-2 style byte-level BPE (EOS ``<|endoftext|>`` = id 0)."""
     from transformers import PreTrainedTokenizerFast
@@ -61,7 +61,7 @@ def byte_level(vocab_size: int = 500) -> object:
                                    eos_token="<|endoftext|>", pad_token="<|endoftext|>")
 
 
-@lru_cache(maxsize=None)
+@cache
 def straddle() -> object:
     """Byte-level BPE whose merges cross spaces and newlines, plus added tokens."""
     from transformers import PreTrainedTokenizerFast
@@ -73,7 +73,7 @@ def straddle() -> object:
     return t
 
 
-@lru_cache(maxsize=None)
+@cache
 def sentencepiece() -> object:
     """SentencePiece-style BPE: ``▁`` spaces, byte fallback, ``<s>``/``</s>``/``<unk>``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -104,7 +104,7 @@ def sentencepiece() -> object:
 TOKENIZERS = {"byte-level": byte_level, "sentencepiece": sentencepiece, "straddle": straddle}
 
 
-@lru_cache(maxsize=None)
+@cache
 def tiny_model(kind: str, vocab_size: int, seed: int = 0, extra_rows: int = 11) -> object:
     """A randomly initialised causal LM with ``vocab_size + extra_rows`` logits."""
     import torch
