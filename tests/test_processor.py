@@ -1,0 +1,159 @@
+"""The monitor under plain ``model.generate``: batches with left padding, greedy, sampling, beam
+search, reuse across calls, continuing after an ``:env-input`` state, logits wider than the vocabulary."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltlagent.compiled import compile
+from ltlagent.machine import ENV
+from ltlagent.monitor import build_index
+from ltlagent.processor import LtlLogitsProcessor, logits_processor
+
+from . import tiny
+
+torch.set_num_threads(1)
+
+PROMPTS = ["Question: what is the capital of France?\n", "Q: x\n", "Hello there, how are you today?\n"]
+
+
+def _setup(tok_name: str, spec: str, max_new_tokens: int | None) -> tuple[object, object, LtlLogitsProcessor]:
+    tok = tiny.TOKENIZERS[tok_name]()
+    tok.padding_side = "left"
+    model = tiny.tiny_model("llama" if tok_name == "sentencepiece" else "gpt2", len(tok))
+    proc = logits_processor(compile(spec), tok, tool_names=["Search", "Lookup"],
+                            max_new_tokens=max_new_tokens, cache=False)
+    return tok, model, proc
+
+
+def _traces(tok: object, proc: LtlLogitsProcessor, out: torch.Tensor,
+            start: int) -> list[tuple[list[str], str]]:
+    """Each row's trace (lexed from the token bytes) and its verdict."""
+    c = proc.index.compiled
+    res = []
+    for row in out:
+        gen = row[start:].tolist()
+        assert all(t < len(tok) for t in gen), "an id beyond the vocabulary was generated"
+        data = b"".join(proc.index.vocab.token_bytes(t) for t in gen)
+        trace = [c.spec.states[m.index].name for m in c.lexer.finditer(data)]
+        res.append((trace, c.automaton.run(trace).status))
+    return res
+
+
+@pytest.mark.parametrize("mode", ["greedy", "sample", "beam"])
+@pytest.mark.parametrize("tok_name", ["straddle", "sentencepiece"])
+def test_batch_left_padding(mode: str, tok_name: str) -> None:
+    tok, model, proc = _setup(tok_name, "react-tools", 50)
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    kw = {"greedy": {"do_sample": False}, "sample": {"do_sample": True, "temperature": 1.0, "top_k": 0},
+          "beam": {"num_beams": 3, "do_sample": False}}[mode]
+    torch.manual_seed(1)
+    out = model.generate(**enc, max_new_tokens=50, logits_processor=[proc], stopping_criteria=[proc.stopping],
+                         pad_token_id=tok.pad_token_id, **kw)
+    for trace, status in _traces(tok, proc, out, enc["input_ids"].shape[1]):
+        # complete, or a correct prefix stopped to wait for the environment (Observation)
+        ok = status == "accepted" or (status == "incomplete" and trace[-1] == "Observation")
+        assert ok, (trace, status)
+
+
+def test_finite_spec_without_environment_always_completes() -> None:
+    tok, model, proc = _setup("byte-level", "chain-of-thought", 40)
+    enc = tok(PROMPTS * 2, return_tensors="pt", padding=True)
+    torch.manual_seed(0)
+    out = model.generate(**enc, max_new_tokens=40, logits_processor=[proc], stopping_criteria=[proc.stopping],
+                         do_sample=True, temperature=1.0, top_k=0, pad_token_id=tok.pad_token_id)
+    assert [s for _, s in _traces(tok, proc, out, enc["input_ids"].shape[1])] == ["accepted"] * 6
+
+
+def _tokens_for(index: object, text: str) -> list[int]:
+    """Token ids that write ``text`` under the monitor (longest allowed token at each step)."""
+    from ltlagent.monitor import Monitor
+
+    mon = Monitor(index, eos_ends_text=False)  # type: ignore[arg-type]
+    v = mon.index.vocab
+    data, out = text.encode(), []
+    while data:
+        fits = [t for t in mon.allowed_token_ids().tolist()
+                if v.token_bytes(t) and data.startswith(v.token_bytes(t))]
+        t = max(fits, key=lambda t: len(v.token_bytes(t)))
+        mon.advance(t)
+        out.append(t)
+        data = data[len(v.token_bytes(t)):]
+    return out
+
+
+def test_rows_are_derived_from_their_tokens_not_their_position() -> None:
+    """Rows reordered between steps (as beam search does) get the masks of their own tokens."""
+    tok, model, _ = _setup("straddle", "react", None)
+    index = build_index(compile("react"), tok, cache=False)
+    gens = [_tokens_for(index, g) for g in ("Thought: a b c d e f g h", "Final Thought: b\nAns",
+                                            "Thought: c\nAction: d\nAction Input: e")]
+    n = min(len(g) for g in gens)
+    prompt = tok.encode("Go:")
+    x = torch.tensor([prompt + g[:n] for g in gens])
+    start = len(prompt)
+    vocab_width = model.config.vocab_size
+    perm = [2, 0, 1]
+
+    def run(order_last: list[int]) -> torch.Tensor:
+        proc = LtlLogitsProcessor(index)
+        for k in range(start, x.shape[1]):
+            proc(x[:, :k], torch.zeros(3, vocab_width))
+        return proc(x[order_last], torch.zeros(3, vocab_width))
+
+    straight, shuffled = run([0, 1, 2]), run(perm)
+    assert torch.equal(shuffled, straight[perm])
+    assert not torch.equal(straight[0], straight[1])  # the rows really are in different states
+    assert torch.isinf(straight[:, len(tok):]).all()  # padded embedding rows are never allowed
+
+
+def test_reuse_across_calls_and_continue_after_environment() -> None:
+    tok, model, proc = _setup("straddle", "react-tools", None)
+    ids = tok.encode("Question: what?\n", add_special_tokens=False)
+    for seed in range(20):  # find a run that stops at Observation
+        torch.manual_seed(seed)
+        out = model.generate(torch.tensor([ids]), max_new_tokens=80, logits_processor=[proc],
+                             stopping_criteria=[proc.stopping], do_sample=True, temperature=1.0, top_k=0,
+                             pad_token_id=tok.pad_token_id)
+        (trace, status), = _traces(tok, proc, out, len(ids))
+        assert status != "rejected"
+        if trace[-1:] == ["Observation"]:
+            break
+    else:
+        pytest.fail("no run stopped at Observation")
+    assert proc.index.machine.mode(proc.row_state(out[0])) == ENV
+    gen = out[0, len(ids):].tolist()
+    while gen and gen[-1] == tok.pad_token_id:  # the stopped row's padding
+        gen.pop()
+    env = tok.encode(" Paris\n", add_special_tokens=False)
+    cont = ids + gen + env
+    torch.manual_seed(7)
+    out2 = model.generate(torch.tensor([cont]), max_new_tokens=40, logits_processor=[proc],
+                          stopping_criteria=[proc.stopping], do_sample=True, temperature=1.0, top_k=0,
+                          pad_token_id=tok.pad_token_id)
+    (trace2, status2), = _traces(tok, proc, out2, len(ids))
+    assert trace2[: len(trace)] == trace and len(trace2) > len(trace)
+    assert status2 != "rejected", trace2
+    # a fresh prompt with the same processor starts a new trace
+    out3 = model.generate(torch.tensor([tok.encode("Another one:\n")]), max_new_tokens=40,
+                          logits_processor=[proc], stopping_criteria=[proc.stopping], do_sample=False,
+                          pad_token_id=tok.pad_token_id)
+    (trace3, status3), = _traces(tok, proc, out3, len(tok.encode("Another one:\n")))
+    assert trace3 and trace3[0] in ("Thought", "Final-Thought") and status3 != "rejected"
+
+
+def test_strict_mode_reports_an_overridden_mask() -> None:
+    tok = tiny.straddle()
+    index = build_index(compile("react"), tok, cache=False)
+    proc = LtlLogitsProcessor(index, strict=True)
+    x = torch.tensor([tok.encode("Go:")])
+    proc(x, torch.zeros(1, len(tok)))
+    bad = torch.tensor([[*x[0].tolist(), tok.encode("x", add_special_tokens=False)[0]]])  # START forbids "x"
+    with pytest.raises(Exception, match=r"forbids|overridden"):
+        proc(bad, torch.zeros(1, len(tok)))
+    lenient = LtlLogitsProcessor(index)
+    lenient(x, torch.zeros(1, len(tok)))
+    row = lenient(bad, torch.zeros(1, len(tok)))[0]
+    assert torch.isfinite(row).sum() == len(index.eos_token_ids)  # stopped: EOS only
+    assert bool(lenient.stopping(bad, row[None])[0])
