@@ -24,6 +24,23 @@ SPARSE_LIMIT = 4096
 ALLOWED_LIMIT = 1024
 
 
+def _complement(ids: np.ndarray, size: int) -> np.ndarray:
+    """The sorted ids in ``range(size)`` not in ``ids`` (a bool scatter: far cheaper than setdiff1d)."""
+    keep = np.ones(size, dtype=bool)
+    keep[ids[(ids >= 0) & (ids < size)]] = False
+    return np.nonzero(keep)[0].astype(np.int64)
+
+
+def _normalise(ids: np.ndarray, size: int) -> np.ndarray:
+    """Sorted, unique ids within ``range(size)``."""
+    if ids.size < 64:
+        ids = np.unique(ids.astype(np.int64))
+        return ids[(ids >= 0) & (ids < size)]
+    keep = np.zeros(size, dtype=bool)
+    keep[ids[(ids >= 0) & (ids < size)]] = True
+    return np.nonzero(keep)[0].astype(np.int64)
+
+
 class Mask:
     """Allowed token ids out of ``size``, stored as whichever of allowed/forbidden is smaller.
 
@@ -38,16 +55,16 @@ class Mask:
                  forbidden: np.ndarray | None = None) -> None:
         self.size = size
         if allowed is not None:
-            allowed = np.unique(allowed.astype(np.int64))
+            allowed = _normalise(allowed, size)
             self.n_allowed = int(allowed.size)
             if allowed.size * 2 > size:
-                forbidden, allowed = np.setdiff1d(np.arange(size, dtype=np.int64), allowed), None
+                forbidden, allowed = _complement(allowed, size), None
         else:
             assert forbidden is not None
-            forbidden = np.unique(forbidden.astype(np.int64))
+            forbidden = _normalise(forbidden, size)
             self.n_allowed = size - int(forbidden.size)
             if forbidden.size * 2 > size:
-                allowed, forbidden = np.setdiff1d(np.arange(size, dtype=np.int64), forbidden), None
+                allowed, forbidden = _complement(forbidden, size), None
         self._allowed = allowed
         self._forbidden = forbidden
         self.forced: int | None = int(allowed[0]) if allowed is not None and allowed.size == 1 else None
@@ -60,7 +77,7 @@ class Mask:
         """Sorted allowed ids."""
         if self._allowed is not None:
             return self._allowed
-        return np.setdiff1d(np.arange(self.size, dtype=np.int64), self._forbidden)
+        return _complement(self._forbidden, self.size)  # type: ignore[arg-type]
 
     def allows(self, tok: int) -> bool:
         if tok < 0 or tok >= self.size:

@@ -96,7 +96,9 @@ class _Memo:
         self.kw_cand: dict[int, np.ndarray] = {}
         self.stop_cand: dict[tuple[int, int, int], np.ndarray] = {}
         self.stop_tokens: dict[int, np.ndarray] = {}
-        self.quiet: dict[tuple[int, int], int] = {}
+        self.quiet: dict[tuple[int, int], np.ndarray] = {}
+        self.dfa_final: dict[object, np.ndarray] = {}
+        self.by_length: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,6 +128,9 @@ class TokenIndex:
         object.__setattr__(self, "_flat", np.frombuffer(self.vocab.flat, dtype=np.uint8))
         object.__setattr__(self, "_lengths", self.vocab.lengths.astype(np.int64))
         object.__setattr__(self, "_eos", frozenset(self.vocab.eos_ids))
+        eos_mask = np.zeros(self.vocab.size, dtype=bool)
+        eos_mask[[e for e in self.vocab.eos_ids if 0 <= e < self.vocab.size]] = True
+        object.__setattr__(self, "_eos_mask", eos_mask)
         object.__setattr__(self, "_nontext", np.nonzero(~self.vocab.is_text)[0].astype(np.int64))
 
     @property
@@ -347,18 +352,56 @@ class TokenIndex:
         if not base.quiet:
             return mx
         # a free-text mask: the candidates' bound, and every state a quiet token can lead to
-        m = self._memo.machine
-        _mode, q, cur, _node, _c, _sn, _pre, _sep = m.keys[sid]
-        qb = self._memo.quiet.get((q, cur))
-        if qb is None:
+        _mode, q, cur = self._memo.machine.keys[sid][:3]
+        return max(mx, int(self._quiet_needs(q, cur).max()))
+
+    def _quiet_needs(self, q: int, cur: int) -> np.ndarray:
+        """``need`` of the free-text state (q, cur) for every lexer node × stop-matcher node: where
+        a quiet token (no event inside it) can leave the machine."""
+        hit = self._memo.quiet.get((q, cur))
+        if hit is None:
+            m = self._memo.machine
             stop = self.tables.stops[cur]
             nstop = stop.num_nodes if stop is not None else 1
-            qb = 0
-            for node in range(self.tables.lexer.num_nodes):
-                for sn in range(nstop):
-                    qb = max(qb, m.need(m.intern((FREE, q, cur, node, 0, sn, 0, 0))))
-            self._memo.quiet[(q, cur)] = qb
-        return max(mx, qb)
+            hit = np.asarray([m.need(m.intern((FREE, q, cur, node, 0, sn, 0, 0)))
+                              for node in range(self.tables.lexer.num_nodes) for sn in range(nstop)],
+                             dtype=np.int64)
+            self._memo.quiet[(q, cur)] = hit
+        return hit
+
+    def _by_length(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Text tokens longest first, their offsets, and how many are longer than j bytes (per j)."""
+        hit = self._memo.by_length
+        if hit is None:
+            lengths = self._lengths  # type: ignore[attr-defined]
+            ids = np.nonzero(lengths > 0)[0]
+            ids = ids[np.argsort(-lengths[ids], kind="stable")]
+            ln = lengths[ids]
+            counts = np.bincount(ln, minlength=int(ln.max(initial=0)) + 1)
+            active = np.concatenate([ln.size - np.cumsum(counts), [0]])  # active[j]: longer than j
+            hit = self._memo.by_length = (ids, self.vocab.offsets[ids], active)
+        return hit
+
+    def _dfa_final(self, key: object, goto: Sequence[Sequence[int]], start: int) -> np.ndarray:
+        """For every token: the node of a byte DFA after its bytes from ``start`` (vectorised; only
+        meaningful for tokens that trigger nothing in it). Cached under ``key``."""
+        memo = self._memo.dfa_final
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        table = np.asarray(goto, dtype=np.int32)
+        flat = self._flat  # type: ignore[attr-defined]
+        ids, off, active = self._by_length()
+        out = np.zeros(self.vocab.size, dtype=np.int32)
+        st = np.full(ids.size, start, dtype=np.int32)
+        # tokens sorted by length, longest first: at byte j the live ones are a prefix, no compaction
+        for j in range(active.size - 1):
+            n, n_next = active[j], active[j + 1]
+            st = table[st[:n], flat[off[:n] + j]]
+            if n_next < n:
+                out[ids[n_next:n]] = st[n_next:n]
+        memo[key] = out
+        return out
 
     def _need_after(self, sid: int, ends_text: bool, base: Mask) -> tuple[np.ndarray, np.ndarray]:
         """Every allowed token with the bytes still needed after it (for budget steering)."""
@@ -368,9 +411,24 @@ class TokenIndex:
             return hit
         m = memo.machine
         allowed = base.allowed_ids()
-        is_eos = np.isin(allowed, np.asarray(self.vocab.eos_ids, dtype=np.int64))
-        ids, ends = self._walk(sid, allowed[~is_eos])
-        needs = self._needs(ends)
+        is_eos = self._eos_mask[allowed]  # type: ignore[attr-defined]
+        if base.quiet:  # free text: walk only the candidates; quiet tokens by where they leave the lexer
+            _mode, q, cur, node, _c, sn = m.keys[sid][:6]
+            cand = self._free_candidates(sid)
+            ids, ends = self._walk(sid, cand)
+            needs = self._needs(ends)
+            quiet = self.vocab.is_text.copy()
+            quiet[cand] = False
+            qids = np.nonzero(quiet)[0].astype(np.int64)
+            where = self._dfa_final(("lex", node), self.tables.lexer.goto, node)[qids].astype(np.int64)
+            stop = self.tables.stops[cur]
+            if stop is not None:
+                where = where * stop.num_nodes + self._dfa_final(("stop", cur, sn), stop.goto, sn)[qids]
+            ids = np.concatenate([ids, qids])
+            needs = np.concatenate([needs, self._quiet_needs(q, cur)[where]])
+        else:
+            ids, ends = self._walk(sid, allowed[~is_eos])
+            needs = self._needs(ends)
         if is_eos.any():
             e = m.need(m.eos(sid, ends_text)[0])
             ids = np.concatenate([ids, allowed[is_eos]])

@@ -469,9 +469,10 @@ def test_budget_always_completes(spec: str, tok_name: str) -> None:
         assert index.compiled.automaton.run(mon.trace).accepted
 
 
-def _brute_force_allowed(index: TokenIndex, sid: int, ends_text: bool) -> set[int]:
+def _brute_force_allowed(index: TokenIndex, sid: int, ends_text: bool,
+                         remaining: int | None = None) -> set[int]:
     m = index.machine
-    out = set()
+    needs = {}
     for t in range(index.vocab.size):
         if index.is_eos(t):
             s2, _ = m.eos(sid, ends_text)
@@ -480,8 +481,11 @@ def _brute_force_allowed(index: TokenIndex, sid: int, ends_text: bool) -> set[in
         else:
             continue
         if s2 >= 0 and m.need(s2) < INF:
-            out.add(t)
-    return out
+            needs[t] = m.need(s2)
+    if remaining is None or not needs:
+        return set(needs)
+    thr = max(remaining - 1, min(needs.values()))
+    return {t for t, n in needs.items() if n <= thr}
 
 
 @pytest.mark.parametrize("tok_name", sorted(tiny.TOKENIZERS))
@@ -507,6 +511,12 @@ def test_masks_equal_brute_force(tok_name: str) -> None:
                 assert got <= brute and m_forced
             else:
                 assert got == brute, (index.machine.describe(sid), sorted(got ^ brute)[:10])
+            need = index.machine.need(sid)
+            for rem in (need, need + 2):  # budget steering: exactly the tokens after which the rest fits
+                steer = index.mask(sid, True, rem)
+                if steer.forced is None or index.machine.mode(sid) != END:
+                    assert set(steer.allowed_ids().tolist()) == _brute_force_allowed(index, sid, True, rem), (
+                        index.machine.describe(sid), rem)
             checked += 1
             mon.advance(int(rnd.choice(mask.allowed_ids())))
     assert checked > 50
