@@ -376,9 +376,14 @@ class FirstByteIndex:
         off = self.vocab.offsets[ids]
         ln = self.vocab.offsets[ids + 1] - off
         ok = np.ones(ids.size, dtype=bool)
+        live = np.nonzero(ln > 1)[0]  # positions still being compared
         for j in range(1, len(prefix)):
-            has = ln > j
-            ok &= ~has | (flat[np.minimum(off + j, flat.size - 1)] == prefix[j])
+            live = live[ln[live] > j]
+            if live.size == 0:
+                break
+            bad = flat[off[live] + j] != prefix[j]
+            ok[live[bad]] = False
+            live = live[~bad]
         return ok
 
     def with_prefix(self, prefix: bytes) -> np.ndarray:
