@@ -579,7 +579,6 @@ class Monitor:
         if not self._mask().allows(tok):
             raise UsageError(f"token {tok} ({idx.vocab.token_bytes(tok)!r}) is not allowed here "
                              f"({idx.machine.describe(self._sid)})")
-        before = self._sid
         sid, count, evs, reason = idx.advance(self._sid, self._count, tok, self.eos_ends_text)
         self._ngen += 1
         out: list[Event] = []
@@ -609,9 +608,9 @@ class Monitor:
             out.append(Event("enter", state=names[k], forced=forced))
             if idx.tables.env[k]:
                 out.append(Event("env", state=names[k]))
-        if reason is not None and idx.machine.mode(sid) == END and idx.machine.mode(before) == FREE:
-            out.append(Event("end", state=self.state if self._segs else cur, reason=reason))
         self._sid, self._count = sid, count
+        if reason is not None and idx.machine.mode(sid) == END:
+            out.append(Event("end", state=self.state, reason=reason))
         return out
 
     def _close(self, end: int) -> None:
