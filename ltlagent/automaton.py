@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -264,7 +265,7 @@ def compile_spec(spec: Spec, formulas: Formulas | None = None) -> Automaton:
         live = frozenset(q for q in range(n) if not _empty_from(aut, q))
     else:
         accepting = frozenset(q for q in range(n) if aut.state_is_accepting(q))
-        live = _coreachable(delta, accepting)
+        live = coreachable(delta, accepting)
     table = Automaton(spec.names, init, tuple(tuple(r) for r in delta), accepting, live,
                       spec.is_infinite, formulas, aut.to_str("hoa"), seconds)
     if init not in live or not table.allowed(init):
@@ -282,7 +283,8 @@ def _empty_from(aut: spot.twa_graph, q: int) -> bool:
     return bool(a.is_empty())
 
 
-def _coreachable(delta: list[list[int]], accepting: frozenset[int]) -> frozenset[int]:
+def coreachable(delta: Sequence[Sequence[int]], accepting: Iterable[int]) -> frozenset[int]:
+    """States of a transition table (``delta[q][letter]``, -1 = none) that can reach ``accepting``."""
     rev: dict[int, list[int]] = {}
     for q, row in enumerate(delta):
         for r in row:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .automaton import coreachable
 from .errors import UsageError
 
 __all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "DEAD"]
@@ -69,30 +70,13 @@ class ContentDFA:
         return s >= 0 and s in self.accepting
 
 
-def _live(trans: list[list[int]], accepting: set[int]) -> frozenset[int]:
-    rev: dict[int, set[int]] = {}
-    for s, row in enumerate(trans):
-        for r in set(row):
-            if r >= 0:
-                rev.setdefault(r, set()).add(s)
-    seen = set(accepting)
-    todo = list(accepting)
-    while todo:
-        r = todo.pop()
-        for s in rev.get(r, ()):
-            if s not in seen:
-                seen.add(s)
-                todo.append(s)
-    return frozenset(seen)
-
-
 def _strip_wrap(core: list[list[int]], core_acc: set[int], source: str) -> ContentDFA:
     """The DFA of ``{w : w.strip() ∈ L(core)}``.
 
     States: LEAD (only whitespace so far) and pairs (core state after everything since the first
     non-whitespace byte, whether the core accepted at the last non-whitespace byte).
     """
-    core_live = _live(core, core_acc)
+    core_live = coreachable(core, core_acc)
     ids: dict[object, int] = {"lead": 0}
     order: list[object] = ["lead"]
     trans: list[list[int]] = []
@@ -141,7 +125,7 @@ def _strip_wrap(core: list[list[int]], core_acc: set[int], source: str) -> Conte
         trans.append(row)
         i += 1
     return ContentDFA(tuple(tuple(r) for r in trans), frozenset(accepting),
-                      _live(trans, accepting), source)
+                      coreachable(trans, accepting), source)
 
 
 def choices_dfa(choices: tuple[str, ...] | list[str]) -> ContentDFA:
