@@ -422,19 +422,23 @@ class Agent:
     def run(self, task: str = "", *, stream: bool = False, max_steps: int = 64, max_new_tokens: int = 512,
             max_state_tokens: int | None = 256, seed: int | None = None, temperature: float = 0.0,
             top_k: int | None = None, top_p: float | None = None,
-            on_text: Callable[[str, str], None] | None = None) -> RunResult | RunStream:
+            on_text: Callable[[str, str], None] | None = None, newline: bool = True) -> RunResult | RunStream:
         """Solve ``task``. Greedy by default (``temperature=0``, as in the paper); with a temperature,
         sampling seeded by ``seed``. ``stream=True`` returns a :class:`RunStream` of steps as they
         complete. ``on_text(text, kind)`` sees every piece of text as it is written (kind ``model``,
-        ``forced`` or ``env``). ``max_new_tokens`` bounds the model's tokens: the monitor steers onto
-        a shortest completion so that finite specs still end complete. ``max_state_tokens`` ends a
-        state's text after that many tokens (as EOS would: the model then picks the next state)."""
+        ``forced`` or ``env``). ``max_new_tokens`` bounds the model's tokens and ``max_steps`` the
+        states visited: the monitor steers onto a shortest completion when either only just
+        suffices (environment text counts against the model's context), so finite specs still end
+        complete. ``max_state_tokens`` ends a state's text after that many tokens (as EOS would: the
+        model then picks the next state). ``newline``: a text that ended without a newline gets one
+        before the next prompt string (so prompt strings begin lines, as ``validate --strict``
+        wants)."""
         if max_steps < 1 or max_new_tokens < 1 or (max_state_tokens is not None and max_state_tokens < 1):
             raise UsageError("max_steps, max_new_tokens and max_state_tokens must be at least 1")
         if temperature < 0 or (top_p is not None and not 0 < top_p <= 1) or (top_k is not None and top_k < 1):
             raise UsageError("temperature must be >= 0, top_p in (0, 1], top_k >= 1")
         gen = self._generate(task, max_steps, max_new_tokens, max_state_tokens, seed, temperature, top_k,
-                             top_p, on_text)
+                             top_p, on_text, newline)
         rs = RunStream(gen)
         if stream:
             return rs
@@ -507,7 +511,8 @@ class Agent:
 
     def _generate(self, task: str, max_steps: int, max_new_tokens: int, max_state_tokens: int | None,
                   seed: int | None, temperature: float, top_k: int | None, top_p: float | None,
-                  on_text: Callable[[str, str], None] | None) -> Generator[Step, None, RunResult]:
+                  on_text: Callable[[str, str], None] | None, newline: bool = True
+                  ) -> Generator[Step, None, RunResult]:
         import torch
 
         from .monitor import Monitor
@@ -523,7 +528,7 @@ class Agent:
         if n_ctx is not None and len(prompt_ids) >= n_ctx:
             raise UsageError(f"the prompt has {len(prompt_ids)} tokens; the model's context holds {n_ctx}")
         budget = max_new_tokens if n_ctx is None else min(max_new_tokens, n_ctx - len(prompt_ids))
-        mon: Monitor = Monitor(index, max_new_tokens=budget)
+        mon: Monitor = Monitor(index, max_new_tokens=budget, max_steps=max_steps, newline=newline)
         eos = set(index.eos_token_ids)
         rec = _Recorder(self.compiled)
         gen = torch.Generator(device=self.device)
@@ -537,6 +542,10 @@ class Agent:
         t_prefill = t_env = 0.0
         stop: str | None = None
         in_state = [0, 0]  # tokens in the current state's text; 1 once its text has ended
+
+        def spent() -> str:
+            """Why the model may write no more: its own token budget, or the context."""
+            return "max_new_tokens" if mon.tokens_generated >= max_new_tokens else "context_full"
 
         def consume(events: Sequence[Any], kind: str) -> None:
             for e in events:
@@ -555,8 +564,8 @@ class Agent:
             if mon.is_finished:
                 if mon.is_complete and not self.spec.is_infinite:
                     stop = "complete"
-                elif mon.tokens_generated >= budget:
-                    stop = "max_new_tokens" if budget == max_new_tokens else "context_full"
+                elif (mon.remaining_tokens or 0) <= 0:
+                    stop = spent()
                 else:
                     stop = "finished"
                 break
@@ -578,8 +587,8 @@ class Agent:
                     stop = "env_ended"
                     break
                 ids = self._encode(self._env_text(reply), special=False)
-                if n_ctx is not None and cached + len(pending) + len(ids) + 1 >= n_ctx:
-                    stop = "context_full"
+                if n_ctx is not None and cached + len(pending) + len(ids) >= n_ctx:
+                    stop = "context_full"  # not even one more token would fit
                     break
                 try:
                     events = mon.feed_env(ids)
@@ -591,11 +600,14 @@ class Agent:
                 rec.count(len(ids))
                 env_tokens += len(ids)
                 pending += ids
+                if n_ctx is not None:  # the environment's text used up context: steer by what is left
+                    left = n_ctx - cached - len(pending)
+                    mon.set_remaining(min(max_new_tokens - mon.tokens_generated, left))
                 rec.info[i] = (reply.tool, reply.error, time.perf_counter() - te)
                 t_env += time.perf_counter() - te
                 continue
-            if mon.tokens_generated >= budget:
-                stop = "max_new_tokens" if budget == max_new_tokens else "context_full"
+            if (mon.remaining_tokens or 0) <= 0:
+                stop = spent()
                 break
             if n_ctx is not None and cached + len(pending) >= n_ctx:
                 stop = "context_full"

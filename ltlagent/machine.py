@@ -13,7 +13,14 @@ A machine state combines everything the monitor tracks between two bytes:
 * ``content``: the state of ``cur``'s content DFA (``:choices``/``:regex``), fed with the bytes the
   lexer releases from its pending keyword prefix; ``stop``: the node of ``cur``'s ``:stop`` matcher;
 * ``pre``, ``sep`` (END only): how many pending bytes were written before the text ended (they may
-  still turn out to be content), and whether the one allowed whitespace separator was used.
+  still turn out to be content), and whether the one allowed whitespace separator was used
+  (``SEP_NEWLINE``: not yet, and it must be a newline, written next). In FREE mode ``sep`` is 1 when
+  the last byte written was a newline (tracked only with ``SpecTables.newline``).
+
+With ``newline`` (the runner's default), a text that ends (EOS, ``:stop``, ``:max-tokens``, or
+environment text) without a newline is followed by one before the next prompt string, so every
+prompt string begins a line. It is switched off for specs whose prompt strings contain a newline
+(the separator could change what the lexer reads) and for tokenizers without a ``"\n"`` token.
 
 Bytes that behave the same everywhere form a class; rows are computed per class, lazily, for the
 states actually reached, and cached in a numpy table (``T[state, byte]``) for vectorised walks
@@ -35,13 +42,17 @@ from .content import WHITESPACE, ContentDFA, choices_dfa, regex_dfa
 from .errors import UsageError
 from .lexer import ROOT, Lexer, build_lexer
 
-__all__ = ["FREE", "END", "ENV", "DONE", "INF", "SpecTables", "Machine", "build_tables", "STOP_EVENT"]
+__all__ = ["FREE", "END", "ENV", "DONE", "INF", "SpecTables", "Machine", "build_tables", "STOP_EVENT",
+           "SEP_NEWLINE"]
 
 FREE, END, ENV, DONE = 0, 1, 2, 3
 INF = 1 << 30
 #: Event codes: 0 nothing, STOP_EVENT the text ended at a :stop string, 1 + 2k (+1 when forced)
 #: state k entered.
 STOP_EVENT = -1
+#: END ``sep`` value: the text ended without a newline; a newline separator must be written next.
+SEP_NEWLINE = 2
+NL = 0x0A
 
 Key = tuple[int, int, int, int, int, int, int, int]
 
@@ -64,11 +75,19 @@ class SpecTables:
     node_bytes: tuple[bytes, ...]
     cls_of: tuple[int, ...]  # byte → class
     reps: tuple[int, ...]  # class → representative byte (-1: no single-byte token in the class)
+    newline: bool = False  # a newline separator before a prompt string that follows an ended text
+
+
+def _newline_possible(lexer: Lexer, single_bytes: set[int] | frozenset[int]) -> bool:
+    """The newline separator cannot change what the lexer reads: no prompt string contains a
+    newline, and ``"\\n"`` is a token by itself."""
+    return NL in single_bytes and not any(b"\n" in kb for kb in lexer.keyword_bytes)
 
 
 def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
-                 single_bytes: set[int] | frozenset[int]) -> SpecTables:
-    """Flatten ``compiled`` for the machine; ``single_bytes``: bytes that are a token by themselves."""
+                 single_bytes: set[int] | frozenset[int], newline: bool = False) -> SpecTables:
+    """Flatten ``compiled`` for the machine; ``single_bytes``: bytes that are a token by themselves.
+    ``newline``: separate an ended text from the next prompt string by a newline (where possible)."""
     spec, aut, lexer = compiled.spec, compiled.automaton, compiled.lexer
     live = aut.live
     delta = tuple(tuple(r if r in live else -1 for r in row) for row in aut.delta)
@@ -87,13 +106,14 @@ def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
             content.append(None)
     stops = tuple(build_lexer(list(st.stop)) if st.stop else None for st in spec.states)
     node_bytes = tuple(lexer.pending(n) for n in range(lexer.num_nodes))
+    newline = newline and _newline_possible(lexer, single_bytes)
     # byte classes: same lexer column, same column in every content DFA and stop matcher, same
     # whitespace-ness
     sig: dict[tuple[object, ...], int] = {}
     cls_of: list[int] = []
     members: list[list[int]] = []
     for b in range(256):
-        parts: list[object] = [b in WHITESPACE, tuple(row[b] for row in lexer.goto)]
+        parts: list[object] = [b in WHITESPACE, newline and b == NL, tuple(row[b] for row in lexer.goto)]
         for d in content:
             if d is not None:
                 parts.append(tuple(row[b] for row in d.trans))
@@ -115,7 +135,8 @@ def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
     return SpecTables(spec.names, delta, frozenset(aut.accepting), aut.initial, aut.infinite,
                       tuple(st.env_input for st in spec.states), tuple(content), stops,
                       tuple(st.max_tokens for st in spec.states), lexer,
-                      tuple(len(k) for k in lexer.keyword_bytes), node_bytes, tuple(cls_of), tuple(reps))
+                      tuple(len(k) for k in lexer.keyword_bytes), node_bytes, tuple(cls_of), tuple(reps),
+                      newline)
 
 
 class Machine:
@@ -131,8 +152,10 @@ class Machine:
         self.ids: dict[Key, int] = {}
         self.rows: list[list[tuple[int, int]] | None] = []
         self.T = np.full((256, 256), -1, dtype=np.int32)
+        self.E = np.zeros((256, 256), dtype=np.int8)  # 1 where the byte enters a state
         self.ready = np.zeros(256, dtype=bool)
         self._need: dict[int, int] = {}
+        self._need_steps: dict[int, int] = {}
         self._next: dict[int, frozenset[int]] = {}
         self._eos: dict[tuple[int, bool], tuple[int, int]] = {}
         self._paths: dict[int, bytes] = {}
@@ -150,9 +173,11 @@ class Machine:
                 n = self.T.shape[0] * 2
                 T = np.full((n, 256), -1, dtype=np.int32)
                 T[: self.T.shape[0]] = self.T
+                E = np.zeros((n, 256), dtype=np.int8)
+                E[: self.E.shape[0]] = self.E
                 ready = np.zeros(n, dtype=bool)
                 ready[: self.ready.shape[0]] = self.ready
-                self.T, self.ready = T, ready
+                self.T, self.E, self.ready = T, E, ready
         return sid
 
     def mode(self, sid: int) -> int:
@@ -220,15 +245,19 @@ class Machine:
                 if stop.emit[sn] >= 0:
                     if cd is not None and not self._can_close(cd, c, node2):
                         return None, 0
-                    return (END, q, cur, node2, c, 0, lx.depth[node2], 0), STOP_EVENT
-            return (FREE, q, cur, node2, c, sn, 0, 0), 0
+                    return self._end_key(q, cur, node2, c, b == NL), STOP_EVENT
+            return (FREE, q, cur, node2, c, sn, 0, int(t.newline and b == NL)), 0
         # END: bytes leaving the pending window must be ones written before the end, or one
-        # whitespace separator
+        # whitespace separator (with ``newline`` always a newline; written first with SEP_NEWLINE)
+        if sep == SEP_NEWLINE:
+            if b != NL:
+                return None, 0
+            sep = 0
         if fl:
             npre = min(pre, nflush)
             post = fl[npre:]
             if post:
-                if len(post) + sep > 1 or post[0] not in WHITESPACE:
+                if len(post) + sep > 1 or post[0] not in WHITESPACE or (t.newline and post[0] != NL):
                     return None, 0
                 sep += len(post)
             if cd is not None:
@@ -239,6 +268,19 @@ class Machine:
         if k >= 0:
             return self._enter(q, cur, c, k, True)
         return (END, q, cur, node2, c, 0, pre, sep), 0
+
+    def _end_key(self, q: int, cur: int, node: int, c: int, last_nl: bool) -> Key:
+        """The END state after the text of ``cur`` ended at lexer ``node`` with content ``c``:
+        with ``newline``, a newline must come next unless the text ends in one (or the content
+        would not stay valid with the pending bytes and the newline added to it)."""
+        t = self.t
+        sep = 0
+        if t.newline and not last_nl:
+            d = t.content[cur] if cur >= 0 else None
+            c2 = d.feed(c, t.node_bytes[node] + b"\n") if d is not None else 0
+            if d is None or (c2 >= 0 and c2 in d.accepting):
+                sep = SEP_NEWLINE
+        return (END, q, cur, node, c, 0, self.t.lexer.depth[node], sep)
 
     def _viable(self, cur: int, c: int, node: int) -> bool:
         """Content ``c`` with pending bytes ``p``: either all of ``p`` becomes content, or a prompt
@@ -272,7 +314,9 @@ class Machine:
             k2, ev = self._step_key(key, b)
             out.append((self.intern(k2), ev) if k2 is not None else (-1, 0))
         self.rows[sid] = out
-        self.T[sid] = np.asarray([s for s, _ in out], dtype=np.int32)[np.asarray(self.t.cls_of)]
+        cls = np.asarray(self.t.cls_of)
+        self.T[sid] = np.asarray([s for s, _ in out], dtype=np.int32)[cls]
+        self.E[sid] = np.asarray([1 if s >= 0 and ev > 0 else 0 for s, ev in out], dtype=np.int8)[cls]
         self.ready[sid] = True
         return out
 
@@ -324,10 +368,12 @@ class Machine:
 
     def end_text(self, sid: int) -> int:
         """The state after the text of the current state ends here (``sid`` if it cannot)."""
-        mode, q, cur, node, c, _sn, _pre, _sep = self.keys[sid]
+        mode, q, cur, node, c, _sn, _pre, nl = self.keys[sid]
         if mode != FREE:
             return sid
-        e = self.intern((END, q, cur, node, c, 0, self.t.lexer.depth[node], 0))
+        e = self.intern(self._end_key(q, cur, node, c, bool(nl)))
+        if self.need(e) >= INF and self.keys[e][7] == SEP_NEWLINE:  # no separator where it cannot be
+            e = self.intern((END, q, cur, node, c, 0, self.t.lexer.depth[node], 0))
         return e if self.need(e) < INF else sid
 
     def after_env(self, sid: int, data: bytes) -> int:
@@ -341,7 +387,10 @@ class Machine:
             kw = lx.keywords[events[0][0]]
             raise UsageError(f"environment text contains the prompt string {kw!r}; the lexer would "
                              "read it as a new state (escape or rephrase it)")
-        return self.intern((END, q, cur, node, 0, 0, lx.depth[node], 0))
+        e = self.intern(self._end_key(q, cur, node, 0, data.endswith(b"\n")))
+        if self.need(e) >= INF:
+            e = self.intern((END, q, cur, node, 0, 0, lx.depth[node], 0))
+        return e
 
     # -- distances
     def _edges(self, sid: int) -> list[tuple[int, int, int]]:
@@ -366,6 +415,19 @@ class Machine:
         v = self._need.get(sid)
         if v is not None:
             return v
+        return self._dist(sid, self._need, False)
+
+    def need_steps(self, sid: int) -> int:
+        """Fewest states still to enter from ``sid`` to a complete trace (INF: dead end; the
+        automaton's ``distance_to_accept`` refined by the content and pending bytes)."""
+        v = self._need_steps.get(sid)
+        if v is not None:
+            return v
+        return self._dist(sid, self._need_steps, True)
+
+    def _dist(self, sid: int, memo: dict[int, int], steps: bool) -> int:
+        """Dijkstra backwards from the targets; edge cost one per byte, or (``steps``) one per
+        state entered."""
         succ: dict[int, list[tuple[int, int, int]]] = {}
         stack = [sid]
         while stack:
@@ -374,17 +436,17 @@ class Machine:
                 continue
             succ[u] = [] if self._target(u) else self._edges(u)
             for w, _c, _e in succ[u]:
-                if w not in succ and w not in self._need:
+                if w not in succ and w not in memo:
                     stack.append(w)
         rev: dict[int, list[tuple[int, int]]] = {}
         heap: list[tuple[int, int]] = []
         for u, edges in succ.items():
             if self._target(u):
                 heap.append((0, u))
-            for w, cost, _e in edges:
-                rev.setdefault(w, []).append((u, cost))
+            for w, cost, ev in edges:
+                rev.setdefault(w, []).append((u, (1 if ev > 0 else 0) if steps else cost))
                 if w not in succ:
-                    heap.append((self._need[w], w))
+                    heap.append((memo[w], w))
         heapq.heapify(heap)
         dist: dict[int, int] = {}
         while heap:
@@ -396,8 +458,8 @@ class Machine:
                 if p not in dist and p in succ:
                     heapq.heappush(heap, (d + cost, p))
         for u in succ:
-            self._need[u] = dist.get(u, INF)
-        return self._need[sid]
+            memo[u] = dist.get(u, INF)
+        return memo[sid]
 
     def allowed_next(self, sid: int) -> frozenset[int]:
         """Spec states (indices) that can be entered next from ``sid`` on a path that can still

@@ -14,8 +14,9 @@ prompt string of a state the automaton forbids next, or break the state's conten
 When the state's text ends without a prompt string (EOS, a ``:stop`` string, ``:max-tokens``)
 only tokens that begin an allowed prompt string are allowed; once one prompt string is determined
 the rest is forced. ``:env-input`` states pause. A complete trace lets EOS through and finishes.
-With ``max_new_tokens`` the monitor steers onto a shortest completion when the budget only just
-suffices, so finite specs always end complete.
+With ``max_new_tokens`` (and/or ``max_steps``, states visited) the monitor steers onto a shortest
+completion when the budget only just suffices, so finite specs always end complete. With
+``newline`` a text that ended without a newline gets one before the next prompt string.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .compiled import CompiledSpec
 from .compiled import compile as compile_spec
 from .errors import CompileError, UsageError
 from .machine import DONE, END, ENV, FREE, INF, STOP_EVENT, Machine, SpecTables, build_tables
-from .masks import Mask
+from .masks import Mask, Steering
 from .spec import Spec
 from .vocab import (
     FirstByteIndex,
@@ -90,19 +91,23 @@ class _Memo:
     def __init__(self, machine: Machine) -> None:
         self.machine = machine
         self.masks: dict[tuple[int, bool], Mask] = {}
-        self.steer: dict[tuple[int, bool, int], Mask] = {}
-        self.need_after: dict[tuple[int, bool], tuple[np.ndarray, np.ndarray]] = {}
+        self.steer: dict[tuple[int, bool, bool, int, int], Mask] = {}
+        self.after: dict[tuple[int, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.metric: dict[tuple[int, bool, bool], tuple[np.ndarray, np.ndarray]] = {}
+        self.step_max: dict[tuple[int, bool], int] = {}
+        self.variants: dict[bool, TokenIndex] = {}
         self.steps: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
         self.kw_cand: dict[int, np.ndarray] = {}
         self.stop_cand: dict[tuple[int, int, int], np.ndarray] = {}
         self.stop_tokens: dict[int, np.ndarray] = {}
-        self.quiet: dict[tuple[int, int], np.ndarray] = {}
+        self.quiet: dict[tuple[int, int, bool], np.ndarray] = {}
+        self.quiet_sids: dict[tuple[int, int], np.ndarray] = {}
         self.dfa_final: dict[object, np.ndarray] = {}
         self.by_length: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 @dataclass(frozen=True, eq=False)
-class TokenIndex:
+class TokenIndex(Steering):
     """Spec × tokenizer, compiled: token bytes, candidate sets, the byte machine.
 
     Immutable as far as its users can tell; the machine rows and masks for the (automaton state,
@@ -119,7 +124,8 @@ class TokenIndex:
     kw_tokens: np.ndarray = field(repr=False)  # text tokens that contain a whole prompt string
     from_cache: bool = False
     #: test-only: one masking rule switched off, to show the differential tests catch it
-    #: ("keywords": free text may write forbidden prompt strings; "budget": no steering)
+    #: ("keywords": free text may write forbidden prompt strings; "budget": no token-budget steering;
+    #: "steps": no step-limit steering)
     mutation: str | None = None
     _memo: _Memo = field(repr=False, default=None)  # type: ignore[assignment]
 
@@ -198,64 +204,51 @@ class TokenIndex:
         return s2, count, evs, reason
 
     # -- masks
-    def mask(self, sid: int, ends_text: bool = False, remaining: int | None = None) -> Mask:
-        """The allowed tokens in machine state ``sid``; with ``remaining`` (tokens the model may
-        still generate), only those after which a complete trace still fits."""
+    def mask(self, sid: int, ends_text: bool = False, remaining: int | None = None,
+             steps_left: int | None = None, count: int | None = None) -> Mask:
+        """The allowed tokens in machine state ``sid``. With ``remaining`` (tokens the model may still
+        generate), only those after which a complete trace still fits; with ``steps_left`` (states
+        that may still be entered), only those after which a complete trace needs no more states —
+        each falls back to the tokens on a shortest way when nothing fits (steps first, then
+        tokens). ``count``: tokens already in the current state's text, so that a token that ends
+        it by ``:max-tokens`` is judged by the state after that end."""
         memo = self._memo
         base = memo.masks.get((sid, ends_text))
         if base is None:
             base = memo.masks[(sid, ends_text)] = self._compute_mask(sid, ends_text)
-        if remaining is None or self.tables.infinite or self.mutation == "budget":
+        if self.tables.infinite or (remaining is None and steps_left is None):
             return base
-        if remaining - 1 >= self._max_need(sid, base):
+        ending = count is not None and self._ends_next(sid, count)
+        slack = 1 + max(self.tables.kw_len) if ending else 0  # an ended text may need a separator
+        b_on = (remaining is not None and self.mutation != "budget"
+                and remaining - 1 < self._max_need(sid, base) + slack)
+        s_on = (steps_left is not None and self.mutation != "steps"
+                and (ending or steps_left < self._max_step_cost(sid, ends_text, base)))
+        if not (b_on or s_on):
             return base
-        ids, needs = self._need_after(sid, ends_text, base)
+        ids = self._after(sid, ends_text, base)[0]
         if ids.size == 0:
             return base
-        thr = max(remaining - 1, int(needs.min()))
-        hit = memo.steer.get((sid, ends_text, thr))
+        sel = np.ones(ids.size, dtype=bool)
+        s_thr = b_thr = -1
+        if s_on:
+            costs = self._metric(sid, ends_text, base, ending)[1]
+            s_thr = max(int(steps_left), int(costs.min()))  # type: ignore[arg-type]
+            sel = costs <= s_thr
+        if b_on:
+            needs = self._metric(sid, ends_text, base, ending)[0]
+            b_thr = max(int(remaining) - 1, int(needs[sel].min()))  # type: ignore[arg-type]
+            sel &= needs <= b_thr
+        key = (sid, ends_text, ending, b_thr, s_thr)
+        hit = memo.steer.get(key)
         if hit is None:
-            hit = memo.steer[(sid, ends_text, thr)] = Mask(self.vocab.size, allowed=ids[needs <= thr])
+            hit = memo.steer[key] = Mask(self.vocab.size, allowed=ids[sel])
         return hit
 
     def _eos_allowed(self, sid: int, ends_text: bool) -> bool:
         m = self._memo.machine
         s2, _kind = m.eos(sid, ends_text)
         return s2 >= 0 and m.need(s2) < INF
-
-    def _walk(self, sid: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Feed every candidate token from ``sid`` at once: (surviving ids, their end states)."""
-        m = self._memo.machine
-        flat, lengths = self._flat, self._lengths  # type: ignore[attr-defined]
-        ids = cand.astype(np.int64)
-        st = np.full(ids.size, sid, dtype=np.int64)
-        off = self.vocab.offsets[ids]
-        ln = lengths[ids]
-        out_i: list[np.ndarray] = []
-        out_s: list[np.ndarray] = []
-        j = 0
-        while ids.size:
-            m.ensure(st)
-            st = m.T[st, flat[off + j]].astype(np.int64)
-            j += 1
-            keep = st >= 0
-            fin = keep & (ln == j)
-            if fin.any():
-                out_i.append(ids[fin])
-                out_s.append(st[fin])
-                keep &= ~fin
-            ids, st, off, ln = ids[keep], st[keep], off[keep], ln[keep]
-        if not out_i:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        return np.concatenate(out_i), np.concatenate(out_s)
-
-    def _needs(self, ends: np.ndarray) -> np.ndarray:
-        m = self._memo.machine
-        if ends.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        uniq, inv = np.unique(ends, return_inverse=True)
-        nu = np.fromiter((m.need(s) for s in uniq.tolist()), dtype=np.int64, count=uniq.size)
-        return nu[inv]
 
     def _compute_mask(self, sid: int, ends_text: bool) -> Mask:
         m = self._memo.machine
@@ -271,7 +264,7 @@ class TokenIndex:
         eos_need = m.need(m.eos(sid, ends_text)[0]) if eos_ok else 0
         if mode == FREE and self.tables.content[cur] is None:
             cand = self._free_candidates(sid)
-            ids, ends = self._walk(sid, cand)
+            ids, ends, _ent = self._walk(sid, cand)
             needs = self._needs(ends)
             good = ids[needs < INF]
             bad = np.setdiff1d(cand, good) if self.mutation != "keywords" else cand[:0]
@@ -293,7 +286,7 @@ class TokenIndex:
             m.row(sid)
             live = m.T[sid] >= 0
         cand = self.buckets.first_bytes(live)
-        ids, ends = self._walk(sid, cand)
+        ids, ends, _ent = self._walk(sid, cand)
         needs = self._needs(ends)
         ok = needs < INF
         allowed = ids[ok]
@@ -355,94 +348,33 @@ class TokenIndex:
         _mode, q, cur = self._memo.machine.keys[sid][:3]
         return max(mx, int(self._quiet_needs(q, cur).max()))
 
-    def _quiet_needs(self, q: int, cur: int) -> np.ndarray:
-        """``need`` of the free-text state (q, cur) for every lexer node × stop-matcher node: where
-        a quiet token (no event inside it) can leave the machine."""
-        hit = self._memo.quiet.get((q, cur))
-        if hit is None:
-            m = self._memo.machine
-            stop = self.tables.stops[cur]
-            nstop = stop.num_nodes if stop is not None else 1
-            hit = np.asarray([m.need(m.intern((FREE, q, cur, node, 0, sn, 0, 0)))
-                              for node in range(self.tables.lexer.num_nodes) for sn in range(nstop)],
-                             dtype=np.int64)
-            self._memo.quiet[(q, cur)] = hit
-        return hit
-
-    def _by_length(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Text tokens longest first, their offsets, and how many are longer than j bytes (per j)."""
-        hit = self._memo.by_length
-        if hit is None:
-            lengths = self._lengths  # type: ignore[attr-defined]
-            ids = np.nonzero(lengths > 0)[0]
-            ids = ids[np.argsort(-lengths[ids], kind="stable")]
-            ln = lengths[ids]
-            counts = np.bincount(ln, minlength=int(ln.max(initial=0)) + 1)
-            active = np.concatenate([ln.size - np.cumsum(counts), [0]])  # active[j]: longer than j
-            hit = self._memo.by_length = (ids, self.vocab.offsets[ids], active)
-        return hit
-
-    def _dfa_final(self, key: object, goto: Sequence[Sequence[int]], start: int) -> np.ndarray:
-        """For every token: the node of a byte DFA after its bytes from ``start`` (vectorised; only
-        meaningful for tokens that trigger nothing in it). Cached under ``key``."""
-        memo = self._memo.dfa_final
-        hit = memo.get(key)
-        if hit is not None:
-            return hit
-        table = np.asarray(goto, dtype=np.int32)
-        flat = self._flat  # type: ignore[attr-defined]
-        ids, off, active = self._by_length()
-        out = np.zeros(self.vocab.size, dtype=np.int32)
-        st = np.full(ids.size, start, dtype=np.int32)
-        # tokens sorted by length, longest first: at byte j the live ones are a prefix, no compaction
-        for j in range(active.size - 1):
-            n, n_next = active[j], active[j + 1]
-            st = table[st[:n], flat[off[:n] + j]]
-            if n_next < n:
-                out[ids[n_next:n]] = st[n_next:n]
-        memo[key] = out
-        return out
-
-    def _need_after(self, sid: int, ends_text: bool, base: Mask) -> tuple[np.ndarray, np.ndarray]:
-        """Every allowed token with the bytes still needed after it (for budget steering)."""
-        memo = self._memo
-        hit = memo.need_after.get((sid, ends_text))
-        if hit is not None:
-            return hit
-        m = memo.machine
-        allowed = base.allowed_ids()
-        is_eos = self._eos_mask[allowed]  # type: ignore[attr-defined]
-        if base.quiet:  # free text: walk only the candidates; quiet tokens by where they leave the lexer
-            _mode, q, cur, node, _c, sn = m.keys[sid][:6]
-            cand = self._free_candidates(sid)
-            ids, ends = self._walk(sid, cand)
-            needs = self._needs(ends)
-            quiet = self.vocab.is_text.copy()
-            quiet[cand] = False
-            qids = np.nonzero(quiet)[0].astype(np.int64)
-            where = self._dfa_final(("lex", node), self.tables.lexer.goto, node)[qids].astype(np.int64)
-            stop = self.tables.stops[cur]
-            if stop is not None:
-                where = where * stop.num_nodes + self._dfa_final(("stop", cur, sn), stop.goto, sn)[qids]
-            ids = np.concatenate([ids, qids])
-            needs = np.concatenate([needs, self._quiet_needs(q, cur)[where]])
-        else:
-            ids, ends = self._walk(sid, allowed[~is_eos])
-            needs = self._needs(ends)
-        if is_eos.any():
-            e = m.need(m.eos(sid, ends_text)[0])
-            ids = np.concatenate([ids, allowed[is_eos]])
-            needs = np.concatenate([needs, np.full(int(is_eos.sum()), e, dtype=np.int64)])
-        keep = needs < INF
-        hit = memo.need_after[(sid, ends_text)] = (ids[keep], needs[keep])
-        return hit
-
     def mutated(self, rule: str) -> TokenIndex:
         """A fresh copy with one masking rule disabled (tests only; see :attr:`mutation`)."""
-        if rule not in ("keywords", "budget"):
+        if rule not in ("keywords", "budget", "steps"):
             raise ValueError(f"unknown mutation {rule!r}")
         return TokenIndex(self.compiled, self.tool_names, self.vocab, self.buckets, self.tables,
                           self.kw_tokens, self.from_cache, rule)
+
+    @property
+    def newline(self) -> bool:
+        """A text that ends without a newline gets one before the next prompt string."""
+        return self.tables.newline
+
+    def variant(self, newline: bool) -> TokenIndex:
+        """This index with the newline separator switched on or off (built once, then shared).
+        It stays off where it could change what the lexer reads (see :mod:`ltlagent.machine`)."""
+        if newline == self.tables.newline:
+            return self
+        hit = self._memo.variants.get(newline)
+        if hit is None:
+            tables = build_tables(self.compiled, self.tool_names, frozenset(self.vocab.single_byte_tokens()),
+                                  newline)
+            hit = TokenIndex(self.compiled, self.tool_names, self.vocab, self.buckets, tables, self.kw_tokens,
+                             self.from_cache, self.mutation)
+            if tables.newline != newline:  # not possible for this spec and tokenizer
+                hit = self
+            self._memo.variants[newline] = hit
+        return hit
 
     def allowed_next_states(self, sid: int) -> tuple[str, ...]:
         """Spec states whose prompt string can come next from machine state ``sid``."""
@@ -461,7 +393,7 @@ def spec_fingerprint(compiled: CompiledSpec, tool_names: Sequence[str] | None) -
 
 def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *,
                 tool_names: Sequence[str] | None = None, cache: bool = True,
-                eos_token_ids: int | Sequence[int] | None = None) -> TokenIndex:
+                eos_token_ids: int | Sequence[int] | None = None, newline: bool = False) -> TokenIndex:
     """Compile ``compiled`` (a :class:`CompiledSpec`; a spec, spec path or bundled name also works)
     for ``tokenizer`` (any Hugging Face tokenizer, a ``tokenizers.Tokenizer``, or a
     :class:`~ltlagent.vocab.Vocab`).
@@ -469,7 +401,8 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
     ``tool_names`` fills states declared ``(:choices :tools)``. With ``cache`` the vocabulary
     reading is read from / written to the on-disk cache (:mod:`ltlagent.cache`), keyed by the spec,
     the vocabulary hash and the ltlagent and Spot versions. ``eos_token_ids`` overrides the
-    tokenizer's EOS (a model's generation config may list several).
+    tokenizer's EOS (a model's generation config may list several). ``newline``: see
+    :meth:`TokenIndex.variant`.
     """
     from . import cache as disk
 
@@ -492,7 +425,7 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
         if vocab is None:
             vocab = vocab_from_reading(reading)  # type: ignore[arg-type]
         kw = tokens_containing(vocab, compiled.lexer.keyword_bytes)
-    tables = build_tables(compiled, tools, frozenset(vocab.single_byte_tokens()))
+    tables = build_tables(compiled, tools, frozenset(vocab.single_byte_tokens()), newline)
     index = TokenIndex(compiled, tools, vocab, first_byte_index(vocab), tables, kw,
                        from_cache=entry is not None)
     if index.machine.need(index.start) >= INF:
@@ -512,16 +445,22 @@ class Monitor:
     """Runtime cursor over a :class:`TokenIndex`: one per generated sequence.
 
     ``max_new_tokens``: the number of tokens the model may generate (environment text does not
-    count); when given, the monitor keeps enough room to reach a complete trace.
-    ``eos_ends_text``: EOS in a state that is not complete ends that state's text (the model then
-    picks the next prompt string) instead of being forbidden; that EOS is not text and the caller
-    should not append it to the model input (``advance`` returns an ``"end"`` event for it).
+    count; :meth:`set_remaining` updates it when something else uses up the context); when given,
+    the monitor keeps enough room to reach a complete trace. ``max_steps``: the most states the
+    trace may visit; when given, the monitor steers onto a shortest way to acceptance once the
+    states left only just suffice. ``eos_ends_text``: EOS in a state that is not complete ends that
+    state's text (the model then picks the next prompt string) instead of being forbidden; that
+    EOS is not text and the caller should not append it to the model input (``advance`` returns an
+    ``"end"`` event for it). ``newline``: True/False switches the newline separator before a prompt
+    string that follows an ended text on or off (:meth:`TokenIndex.variant`); None keeps the index's.
     """
 
     def __init__(self, index: TokenIndex, *, max_new_tokens: int | None = None,
-                 eos_ends_text: bool = True) -> None:
-        self.index = index
+                 eos_ends_text: bool = True, max_steps: int | None = None,
+                 newline: bool | None = None) -> None:
+        self.index = index if newline is None else index.variant(newline)
         self.max_new_tokens = max_new_tokens
+        self.max_steps = max_steps
         self.eos_ends_text = eos_ends_text
         self.reset()
 
@@ -537,8 +476,20 @@ class Monitor:
 
     # -- what may come next
     def _mask(self) -> Mask:
-        rem = None if self.max_new_tokens is None else self.max_new_tokens - self._ngen
-        return self.index.mask(self._sid, self.eos_ends_text, rem)
+        steps = None if self.max_steps is None else self.max_steps - len(self._segs)
+        return self.index.mask(self._sid, self.eos_ends_text, self.remaining_tokens, steps, self._count)
+
+    @property
+    def remaining_tokens(self) -> int | None:
+        """Tokens the model may still generate (None: no budget)."""
+        return None if self.max_new_tokens is None else self.max_new_tokens - self._ngen
+
+    def set_remaining(self, n: int | None) -> None:
+        """From now on the model may generate at most ``n`` more tokens (None: no budget). For a
+        runner whose context is also used by environment text the monitor does not count."""
+        if n is not None and n < 0:
+            raise UsageError(f"set_remaining({n}): the budget cannot be negative")
+        self.max_new_tokens = None if n is None else self._ngen + int(n)
 
     def allowed_token_ids(self) -> np.ndarray:
         """Sorted ids of the tokens allowed now (for tests and debugging)."""

@@ -149,7 +149,7 @@ class LtlLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
             raise ValueError(f"expected scores of shape ({ids.shape[0]}, vocab), got {tuple(scores.shape)}")
         remaining = None if self.max_new_tokens is None else self.max_new_tokens - (length - self._start)
         states = [self._state(ids[i]) for i in range(ids.shape[0])]
-        for i, (sid, _count) in enumerate(states):
+        for i, (sid, count) in enumerate(states):
             if sid < 0:
                 # a token the mask forbids: beam search keeps -inf candidates when too few are
                 # allowed; anything else means another processor overrode the mask
@@ -158,7 +158,7 @@ class LtlLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
                                      "processor may have overridden the mask")
                 self._dead_mask().apply(scores[i])
                 continue
-            self.index.mask(sid, False, remaining).apply(scores[i])
+            self.index.mask(sid, False, remaining, None, count).apply(scores[i])
         # keep only the current rows (their children are looked up next step)
         self._states = {ids[i].tobytes(): st for i, st in enumerate(states)}
         return scores

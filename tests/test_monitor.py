@@ -470,29 +470,36 @@ def test_budget_always_completes(spec: str, tok_name: str) -> None:
 
 
 def _brute_force_allowed(index: TokenIndex, sid: int, ends_text: bool,
-                         remaining: int | None = None) -> set[int]:
+                         remaining: int | None = None, steps_left: int | None = None) -> set[int]:
     m = index.machine
-    needs = {}
+    needs, costs = {}, {}
     for t in range(index.vocab.size):
+        evs: list[tuple[int, int]] = []
         if index.is_eos(t):
             s2, _ = m.eos(sid, ends_text)
         elif index.vocab.is_text[t]:
-            s2, _ = m.feed(sid, index.vocab.token_bytes(t))
+            s2, evs = m.feed(sid, index.vocab.token_bytes(t))
         else:
             continue
         if s2 >= 0 and m.need(s2) < INF:
             needs[t] = m.need(s2)
+            costs[t] = sum(1 for ev, _ in evs if ev > 0) + m.need_steps(s2)
+    if steps_left is not None and needs:  # steps first: the fewest states entered still fit
+        thr = max(steps_left, min(costs.values()))
+        needs = {t: n for t, n in needs.items() if costs[t] <= thr}
     if remaining is None or not needs:
         return set(needs)
     thr = max(remaining - 1, min(needs.values()))
     return {t for t, n in needs.items() if n <= thr}
 
 
+@pytest.mark.parametrize("newline", [False, True])
 @pytest.mark.parametrize("tok_name", sorted(tiny.TOKENIZERS))
-def test_masks_equal_brute_force(tok_name: str) -> None:
+def test_masks_equal_brute_force(tok_name: str, newline: bool) -> None:
     """The vectorised masks (free-text candidates, trie walks) equal feeding every token one by one."""
     tok = tiny.TOKENIZERS[tok_name]()
-    index = build_index(compile("react-tools"), tok, cache=False)
+    index = build_index(compile("react-tools"), tok, cache=False, newline=newline)
+    assert index.newline == newline
     rnd = random.Random(1)
     checked = 0
     for _seed in range(4):
@@ -517,6 +524,12 @@ def test_masks_equal_brute_force(tok_name: str) -> None:
                 if steer.forced is None or index.machine.mode(sid) != END:
                     assert set(steer.allowed_ids().tolist()) == _brute_force_allowed(index, sid, True, rem), (
                         index.machine.describe(sid), rem)
+            steps = index.machine.need_steps(sid)
+            for left, rem in ((steps, None), (steps + 1, None), (steps, need + 1)):  # step-limit steering
+                steer = index.mask(sid, True, rem, left)
+                if steer.forced is None or index.machine.mode(sid) != END:
+                    want = _brute_force_allowed(index, sid, True, rem, left)
+                    assert set(steer.allowed_ids().tolist()) == want, (index.machine.describe(sid), left, rem)
             checked += 1
             mon.advance(int(rnd.choice(mask.allowed_ids())))
     assert checked > 50
@@ -620,3 +633,123 @@ def test_tools_choices_need_tool_names() -> None:
 def test_modes_are_consistent() -> None:
     """Sanity of the machine's mode constants (used by the processor)."""
     assert len({FREE, END, DONE}) == 3
+
+
+# --- step limit, budget updates, newline separator --------------------------------------------------
+
+def _random_run(mon: Monitor, seed: int, env: str = ENV_TEXT) -> Monitor:
+    """Uniformly random allowed tokens until the monitor finishes."""
+    rnd = random.Random(seed)
+    while not mon.is_finished:
+        if mon.waiting_for_env:
+            mon.feed_env(env)
+            continue
+        f = mon.forced_token()
+        mon.advance(f if f is not None else int(rnd.choice(mon.allowed_token_ids())))
+    return mon
+
+
+@pytest.mark.parametrize("spec", ["react", "reflexion", "react-tools"])
+def test_step_limit_always_completes(spec: str) -> None:
+    """max_steps at or above the shortest accepted trace: random tokens always end accepted within
+    it; with the step steering switched off, some run does not."""
+    index = build_index(compile(spec), tiny.straddle(), tool_names=["Search"], cache=False)
+    aut = index.compiled.automaton
+    shortest = aut.distance_to_accept[aut.initial]
+    broken = 0
+    for seed in range(12):
+        n = shortest + seed % 3
+        for idx, newline in ((index, False), (index, True)):
+            mon = _random_run(Monitor(idx, max_steps=n, max_new_tokens=400, newline=newline), seed)
+            assert mon.is_complete and len(mon.trace) <= n, (spec, seed, n, mon.trace)
+            assert aut.run(mon.trace).accepted
+        mon = _random_run(Monitor(index.mutated("steps"), max_steps=n, max_new_tokens=400), seed)
+        broken += not (mon.is_complete and len(mon.trace) <= n)
+    assert broken > 0  # the steering is what keeps the runs within the limit
+
+
+def test_set_remaining_steers_by_the_new_budget() -> None:
+    tok = tiny.straddle()
+    index = build_index(compile("react"), tok, cache=False)
+    mon = Monitor(index, max_new_tokens=1000)
+    _drive(mon, tok, "Thought: a")
+    wide = mon.allowed_token_ids().size
+    assert mon.remaining_tokens == 1000 - mon.tokens_generated
+    need = index.machine.need(mon.machine_state)
+    mon.set_remaining(need)
+    assert mon.remaining_tokens == need and mon.allowed_token_ids().size < wide
+    _random_run(mon, 0)
+    assert mon.is_complete and mon.tokens_generated <= 1000
+    with pytest.raises(UsageError):
+        mon.set_remaining(-1)
+    mon.reset()
+    mon.set_remaining(None)
+    assert mon.remaining_tokens is None
+
+
+def test_newline_before_forced_prompt_string() -> None:
+    tok = tiny.straddle()
+    spec = compiled_of(Spec("m", (State("A", "Plan:", max_tokens=3), State("B", "Answer:")),
+                            Next((Step("A"), Step("B")))))
+    index = build_index(spec, tok, cache=False)
+    x = tok.convert_tokens_to_ids("x")
+    for newline, want in ((False, "Plan:xxxAnswer:"), (True, "Plan:xxx\nAnswer:")):
+        mon = Monitor(index, newline=newline)
+        _drive(mon, tok, "Plan:")
+        for _ in range(3):
+            mon.advance(x)
+        while mon.state == "A":
+            f = mon.forced_token()
+            assert f is not None
+            mon.advance(f)
+        assert mon.text == want and mon.steps[0].text == "xxx"
+    # a text that already ends in a newline gets no second one; EOS ends a text like :max-tokens
+    mon = Monitor(index, newline=True)
+    _drive(mon, tok, "Plan:\n")
+    mon.advance(tok.eos_token_id)
+    while mon.state == "A":
+        mon.advance(mon.forced_token())  # type: ignore[arg-type]
+    assert mon.text == "Plan:\nAnswer:"
+    # environment text without a closing newline gets one too
+    react = build_index(compile("react"), tok, cache=False)
+    mon = Monitor(react, newline=True)
+    _drive(mon, tok, "Thought: a\nAction: Search\nAction Input: b\nObservation:")
+    mon.feed_env(" found")
+    assert set(mon.allowed_next_states()) == {"Thought", "Final-Thought"}
+    assert all(react.vocab.token_bytes(t).startswith(b"\n") for t in mon.allowed_token_ids())
+    # the budget counts the separator: a tight budget still ends complete
+    for seed in range(10):
+        mon = _random_run(Monitor(index, max_new_tokens=index.machine.need(index.start) + seed % 3,
+                                  newline=True), seed)
+        assert mon.is_complete and "\nAnswer:" in mon.text, mon.text
+
+
+def test_newline_falls_back_where_it_could_change_the_lexing() -> None:
+    tok = tiny.straddle()
+    odd = compiled_of(Spec("odd", (State("A", "Plan:"), State("B", "\nAnswer:")),
+                           Next((Step("A"), Step("B")))))
+    assert not build_index(odd, tok, cache=False).variant(True).newline  # a prompt string holds "\n"
+    no_nl = vocab_from_bytes([bytes([b]) for b in range(256) if b != 0x0A] + [None], eos_ids=[255])
+    assert not build_index(compile("react"), no_nl, cache=False, newline=True).newline
+    index = build_index(compile("react"), tok, cache=False)
+    assert index.variant(True).newline and index.variant(True) is index.variant(True)
+    assert index.variant(True).variant(False) is not None and index.variant(False) is index
+
+
+SMALL = settings(SETTINGS, max_examples=30)
+
+
+@SMALL
+@given(spec=random_specs(), seed=st.integers(0, 2**16),
+       tok_name=st.sampled_from(sorted(tiny.TOKENIZERS)), budget=st.sampled_from((None, 30, 60)))
+def test_differential_with_newline_separator(spec: Spec, seed: int, tok_name: str,
+                                             budget: int | None) -> None:
+    """The differential property with the newline separator on: every trace accepted, the allowed
+    next states equal Spot's, budgets still end complete."""
+    try:
+        compiled = compiled_of(spec)
+    except SpecError:
+        return
+    tok = tiny.TOKENIZERS[tok_name]()
+    index = build_index(compiled, tok, cache=False, newline=True)
+    check_generation(index, build_index(compiled, tok, cache=False, newline=True), tok_name, seed, budget)
