@@ -30,7 +30,7 @@ class Episode:
     tokens: int = 0
     finished: bool = False
     complete: bool = False
-    error: str = ""
+    error: str = ""               # "context_full" when the model's context ran out (the runner's stop)
 
 
 def run_batch(model, tokenizer, index, prompts: Sequence[str],
@@ -52,7 +52,10 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
         ids[r, width - len(e):] = torch.tensor(e)
         att[r, width - len(e):] = 1
     pos = (att.cumsum(-1) - 1).clamp(min=0)
-    monitors = [Monitor(index, max_new_tokens=max_new_tokens) for _ in range(n)]
+    n_ctx = int(getattr(model.config, "n_positions", 0) or getattr(model.config, "max_position_embeddings", 0)
+                or 1 << 30)
+    # as the agent runner: the budget is what the context leaves after the prompt
+    monitors = [Monitor(index, max_new_tokens=max(1, min(max_new_tokens, n_ctx - len(e)))) for e in enc]
     episodes = [Episode() for _ in range(n)]
     queues: list[list[int]] = [[] for _ in range(n)]
     live = [True] * n
@@ -70,11 +73,16 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
                 if not live[r]:
                     continue
                 if not queues[r]:
+                    room = n_ctx - int(next_pos[r]) - 1
                     _choose(r, monitors[r], logits[r], queues[r], episodes[r], env, env_budget,
-                            tokenizer, eos)
+                            tokenizer, eos, room)
                     if monitors[r].is_finished or episodes[r].error or not queues[r]:
                         live[r] = False
                         continue
+                if int(next_pos[r]) >= n_ctx:
+                    episodes[r].error = "context_full"
+                    live[r] = False
+                    continue
                 feed[r, 0] = queues[r].pop(0)
                 feed_att[r, 0] = 1
             if not any(live):
@@ -97,7 +105,7 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
 
 
 def _choose(r: int, mon, row, queue: list[int], ep: Episode, env, env_budget: list[int], tokenizer,
-            eos: int) -> None:
+            eos: int, room: int) -> None:
     """Pick this row's next token(s) from its logits under the monitor; queue what must be fed."""
     import torch
 
@@ -122,6 +130,10 @@ def _choose(r: int, mon, row, queue: list[int], ep: Episode, env, env_budget: li
             text = env(r, mon)
             toks = tokenizer(text, add_special_tokens=False)["input_ids"][: max(0, env_budget[r])]
             env_budget[r] -= len(toks)
+            if len(queue) + len(toks) + 1 >= room:
+                ep.error = "context_full"
+                queue.clear()
+                return
             mon.feed_env(toks)
             queue.extend(toks)
         if queue or mon.is_finished:

@@ -68,6 +68,7 @@ class ExpConfig:
     max_new_tokens: int = 256
     batch: int = 50
     decoding: str = "greedy"
+    engine: str = "batch"
 
 
 # --- scoring and spec checks ------------------------------------------------------------------
@@ -177,12 +178,25 @@ def make_env_fn(agent: str, task: str, envs: list[ToolEnv], compiled):
     return env_fn
 
 
+def make_record(model_name: str, task: str, k: int, agent: str, q, steps: list[tuple[str, str, bool]],
+                text: str, tokens: int, complete: bool, error: str, react, react_paper) -> dict:
+    """One episode's line: answer, correctness, spec breaks, the trace."""
+    pred = extract_answer(agent, steps)
+    brk = spec_breaks(text, TASK_TOOLS[task], react, react_paper)
+    if agent == "ablated":
+        # the ablated agent's answer lives in its Final Thought, so "no answer" means that
+        brk["no_answer"] = not pred
+    return {"model": model_name, "task": task, "k": k, "agent": agent, "uid": q.uid, "gold": q.answer,
+            "pred": pred, "correct": is_correct(task, pred, q.answer), "states": [s for s, _, _ in steps],
+            "tokens": tokens, "complete": complete, "error": error, "text": text, **brk}
+
+
 def run_config(cfg: ExpConfig, model_name: str, model, tokenizer, index_for, compiled_for, task: str, k: int,
                agent: str, shots, questions, base_env: ToolEnv, react, react_paper) -> list[dict]:
+    """All questions of one (model, task, k, agent) cell through the batched engine."""
     from validation.batch_agent import run_batch
 
     records: list[dict] = []
-    tools = TASK_TOOLS[task]
     for start in range(0, len(questions), cfg.batch):
         chunk = questions[start:start + cfg.batch]
         envs = [base_env.fork() for _ in chunk]
@@ -191,15 +205,29 @@ def run_config(cfg: ExpConfig, model_name: str, model, tokenizer, index_for, com
                         make_env_fn(agent, task, envs, compiled_for(agent)),
                         max_new_tokens=cfg.max_new_tokens)
         for q, ep in zip(chunk, eps, strict=True):
-            pred = extract_answer(agent, ep.steps)
-            brk = spec_breaks(ep.text, tools, react, react_paper)
-            if agent == "ablated":
-                # the ablated agent's answer lives in its Final Thought, so "no answer" means that
-                brk["no_answer"] = pred is None or not pred
-            records.append({"model": model_name, "task": task, "k": k, "agent": agent, "uid": q.uid,
-                            "gold": q.answer, "pred": pred, "correct": is_correct(task, pred, q.answer),
-                            "states": ep.states, "tokens": ep.tokens, "complete": ep.complete,
-                            "error": ep.error, "text": ep.text, **brk})
+            records.append(make_record(model_name, task, k, agent, q, ep.steps, ep.text, ep.tokens,
+                                       ep.complete, ep.error, react, react_paper))
+    return records
+
+
+def run_config_agent(cfg: ExpConfig, model_name: str, model, tokenizer, compiled_for, task: str, k: int,
+                     agent: str, shots, questions, base_env: ToolEnv, react, react_paper) -> list[dict]:
+    """The same cell through the product's runner, one question at a time:
+    ``Agent.from_spec(spec, model, tokenizer, tools=..., prompt=...).run(question)``."""
+    from ltlagent.agent import Agent
+
+    env = base_env.fork()
+    runner = Agent.from_spec(compiled_for(agent), model, tokenizer,
+                             tools=[env.tools[n] for n in TASK_TOOLS[task]],
+                             prompt=build_prompt(task, shots[:k], "{{task}}"))
+    records: list[dict] = []
+    for q in questions:
+        res = runner.run(q.question, max_new_tokens=cfg.max_new_tokens, max_steps=64)
+        steps = [(st.state, st.text, st.source == "env") for st in res.steps]
+        error = "" if res.stop_reason in ("complete", "finished", "max_new_tokens") else res.stop_reason
+        records.append(make_record(model_name, task, k, agent, q, steps, res.transcript,
+                                   int(res.usage.get("generated_tokens", 0)), res.accepted, error,
+                                   react, react_paper))
     return records
 
 
@@ -213,10 +241,10 @@ def summarize(records: list[dict]) -> dict[str, object]:
             "errors": sum(1 for r in records if r["error"])}
 
 
-def load_model(name: str):
+def load_model(name: str, models_dir: Path = MODELS_DIR):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = MODELS_DIR / name
+    path = models_dir / name
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
     model.eval()
@@ -231,8 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=["react-tiny-early", "react-tiny"])
     ap.add_argument("--agents", nargs="+", default=["constrained", "ablated"], choices=list(SPECS))
     ap.add_argument("--batch", type=int, default=50)
+    ap.add_argument("--engine", choices=("batch", "agent"), default="batch",
+                    help="batch: many episodes per forward pass (validation/batch_agent.py, on the monitor); "
+                         "agent: ltlagent.agent.Agent.run one question at a time (slower; same decoding)")
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--out", default=str(ROOT / "validation" / "results"))
+    ap.add_argument("--models-dir", default=str(MODELS_DIR),
+                    help="where the models are (default: %(default)s)")
     args = ap.parse_args(argv)
 
     import torch
@@ -243,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     cfg = ExpConfig(tasks=tuple(args.tasks), ks=tuple(args.ks), agents=tuple(args.agents),
-                    models=tuple(args.models), n=args.n, batch=args.batch, max_new_tokens=args.max_new_tokens)
+                    models=tuple(args.models), n=args.n, batch=args.batch, max_new_tokens=args.max_new_tokens,
+                    engine=args.engine)
     out = Path(args.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     world = make_world(cfg.seed)
@@ -256,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: list[dict] = []
     t_all = time.time()
     for model_name in cfg.models:
-        model, tok = load_model(model_name)
+        model, tok = load_model(model_name, Path(args.models_dir))
         indexes: dict[tuple[str, str], object] = {}
 
         def index_for(agent: str, task: str, _tok=tok, _ix=indexes):
@@ -269,8 +303,14 @@ def main(argv: list[str] | None = None) -> int:
             for k in cfg.ks:
                 for agent in cfg.agents:
                     t0 = time.time()
-                    recs = run_config(cfg, model_name, model, tok, index_for, compiled.__getitem__, task, k,
-                                      agent, shots[task], questions[task], base_env, react, react_paper)
+                    if args.engine == "agent":
+                        recs = run_config_agent(cfg, model_name, model, tok, compiled.__getitem__, task, k,
+                                                agent, shots[task], questions[task], base_env, react,
+                                                react_paper)
+                    else:
+                        recs = run_config(cfg, model_name, model, tok, index_for, compiled.__getitem__, task,
+                                          k, agent, shots[task], questions[task], base_env, react,
+                                          react_paper)
                     s = {"model": model_name, "task": task, "k": k, "agent": agent, **summarize(recs),
                          "seconds": round(time.time() - t0, 1)}
                     summary.append(s)
@@ -280,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
                     print(json.dumps(s), flush=True)
     meta = {"config": asdict(cfg), "specs": {a: str(SPECS[a].relative_to(ROOT)) for a in cfg.agents},
-            "models": {m: model_files_hash(MODELS_DIR / m) for m in cfg.models},
+            "models": {m: model_files_hash(Path(args.models_dir) / m) for m in cfg.models},
             "kb_sha256": hashlib.sha256(KB.read_bytes()).hexdigest()[:16],
             "exemplars": {t: [e.uid for e in shots[t]] for t in cfg.tasks},
             "python": platform.python_version(), "torch": torch.__version__,

@@ -39,23 +39,26 @@ class TrainConfig:
 
     seed: int = 0
     vocab_size: int = 3072
-    n_layer: int = 4
-    n_embd: int = 192
-    n_head: int = 6
+    arch: str = "llama"            # rotary positions: in-context copying is learned far sooner than
+    n_layer: int = 6               # with GPT-2's learned absolute positions (measured here)
+    n_embd: int = 160
+    n_head: int = 5
+    n_inner: int = 432             # Llama MLP width (3 matrices: about GPT-2's 4x with 2)
     n_positions: int = 1024
-    batch_tokens: int = 8192       # padded tokens per optimizer step
+    batch_tokens: int = 2048       # padded tokens per optimizer step
     lr: float = 2e-3
     min_lr_ratio: float = 0.1
-    warmup: int = 30
+    warmup: int = 100
     weight_decay: float = 0.01
     epochs: int = 1
-    early_step: int = 150          # the weak model: this optimizer step's weights
-    data: DatasetConfig = field(default_factory=DatasetConfig)
+    early_step: int = 1800         # the weak model: this optimizer step's weights
+    data: DatasetConfig = field(default_factory=lambda: DatasetConfig(copy_docs=8000))
 
 
-TINY = TrainConfig(vocab_size=600, n_layer=2, n_embd=64, n_head=2, n_positions=1024, batch_tokens=4096,
+TINY = TrainConfig(vocab_size=600, n_layer=2, n_embd=64, n_head=2, n_inner=160, n_positions=1024,
+                   batch_tokens=4096,
                    warmup=2, early_step=3,
-                   data=DatasetConfig(n_train=(("arithmetic", 40), ("kbqa", 40), ("fever", 20))))
+                   data=DatasetConfig(n_train=(("arithmetic", 40), ("kbqa", 40), ("fever", 20)), copy_docs=20))
 
 
 def log(msg: str) -> None:
@@ -77,6 +80,24 @@ def train_tokenizer(texts: list[str], vocab_size: int):  # -> PreTrainedTokenize
                                    unk_token=EOS, model_max_length=1024, clean_up_tokenization_spaces=False)
 
 
+def build_model(cfg: TrainConfig, vocab: int, eos: int):
+    """A randomly initialised causal LM of the configured architecture (no dropout)."""
+    if cfg.arch == "gpt2":
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        return GPT2LMHeadModel(GPT2Config(
+            vocab_size=vocab, n_positions=cfg.n_positions, n_embd=cfg.n_embd, n_layer=cfg.n_layer,
+            n_head=cfg.n_head, n_inner=4 * cfg.n_embd, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            bos_token_id=eos, eos_token_id=eos, pad_token_id=eos))
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=vocab, hidden_size=cfg.n_embd, intermediate_size=cfg.n_inner,
+        num_hidden_layers=cfg.n_layer, num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head,
+        max_position_embeddings=cfg.n_positions, tie_word_embeddings=True, attention_dropout=0.0,
+        bos_token_id=eos, eos_token_id=eos, pad_token_id=eos))
+
+
 def encode_document(tokenizer, segments: list[tuple[str, bool]]) -> tuple[list[int], list[int]]:
     """Token ids and labels (-100 where the text is context: instructions, questions, Observations)."""
     text = "".join(s for s, _ in segments)
@@ -94,20 +115,26 @@ def encode_document(tokenizer, segments: list[tuple[str, bool]]) -> tuple[list[i
     return ids, labels
 
 
-def make_batches(lengths: list[int], batch_tokens: int, seed: int) -> list[list[int]]:
-    """Length-bucketed batches (little padding) in a seeded shuffled order."""
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    batches: list[list[int]] = []
-    cur: list[int] = []
+def pack_rows(encoded: list[tuple[list[int], list[int]]], row_len: int, seed: int
+              ) -> list[tuple[list[int], list[int]]]:
+    """Whole documents, in a seeded random order, packed one after another into rows of at most
+    ``row_len`` tokens (a document is never split, so every one starts at a row start or right
+    after another's EOS). Rows mix tasks and few-shot contexts; little padding is left."""
+    order = list(range(len(encoded)))
+    random.Random(f"pack:{seed}").shuffle(order)
+    rows: list[tuple[list[int], list[int]]] = []
+    ids: list[int] = []
+    labels: list[int] = []
     for i in order:
-        if cur and (len(cur) + 1) * lengths[i] > batch_tokens:
-            batches.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        batches.append(cur)
-    random.Random(f"batches:{seed}").shuffle(batches)
-    return batches
+        x, y = encoded[i]
+        if ids and len(ids) + len(x) > row_len:
+            rows.append((ids, labels))
+            ids, labels = [], []
+        ids = ids + x
+        labels = labels + y
+    if ids:
+        rows.append((ids, labels))
+    return rows
 
 
 def sha256_dir(path: Path) -> dict[str, str]:
@@ -140,7 +167,6 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = TINY if args.tiny else TrainConfig()
     cfg = replace(cfg, seed=args.seed, data=replace(cfg.data, seed=args.seed))
@@ -168,15 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     log(f"tokenizer: {len(tokenizer)} tokens; {len(encoded)} documents, {n_tok} tokens "
         f"({n_loss} with loss), longest {max(lengths)}")
 
-    batches = [b for _ in range(cfg.epochs) for b in make_batches(lengths, cfg.batch_tokens, cfg.seed + _)]
+    rows = [r for ep in range(cfg.epochs) for r in pack_rows(encoded, cfg.n_positions, cfg.seed + ep)]
+    per_batch = max(1, cfg.batch_tokens // cfg.n_positions)
+    batches = [rows[i:i + per_batch] for i in range(0, len(rows), per_batch)]
     total = len(batches) if not args.max_steps else min(args.max_steps, len(batches))
-    mconf = GPT2Config(vocab_size=len(tokenizer), n_positions=cfg.n_positions, n_embd=cfg.n_embd,
-                       n_layer=cfg.n_layer, n_head=cfg.n_head, n_inner=4 * cfg.n_embd, resid_pdrop=0.0,
-                       embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=tokenizer.eos_token_id,
-                       eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
-    model = GPT2LMHeadModel(mconf)
+    model = build_model(cfg, len(tokenizer), tokenizer.eos_token_id)
     n_params = sum(p.numel() for p in model.parameters())
-    log(f"model: GPT-2 {cfg.n_layer} layers x {cfg.n_embd}, {n_params} parameters; {total} steps")
+    log(f"model: {cfg.arch} {cfg.n_layer} layers x {cfg.n_embd}, {n_params} parameters; {total} steps")
 
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -190,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
 
     meta = {"config": asdict(cfg), "documents": len(encoded), "tokens": n_tok, "loss_tokens": n_loss,
+            "rows": len(rows),
             "parameters": n_params, "steps": total, "command": "python validation/train_model.py"
             + (" --tiny" if args.tiny else "")}
     out = Path(args.out)
@@ -197,13 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     model.train()
     ema = None
     for step in range(total):
-        idx = batches[step]
-        width = max(lengths[i] for i in idx)
-        ids = torch.full((len(idx), width), tokenizer.eos_token_id, dtype=torch.long)
-        lab = torch.full((len(idx), width), -100, dtype=torch.long)
-        att = torch.zeros((len(idx), width), dtype=torch.long)
-        for r, i in enumerate(idx):
-            x, y = encoded[i]
+        batch = batches[step]
+        width = max(len(x) for x, _ in batch)
+        ids = torch.full((len(batch), width), tokenizer.eos_token_id, dtype=torch.long)
+        lab = torch.full((len(batch), width), -100, dtype=torch.long)
+        att = torch.zeros((len(batch), width), dtype=torch.long)
+        for r, (x, y) in enumerate(batch):
             ids[r, :len(x)] = torch.tensor(x)
             lab[r, :len(y)] = torch.tensor(y)
             att[r, :len(x)] = 1

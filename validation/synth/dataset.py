@@ -27,9 +27,10 @@ class DatasetConfig:
     """How many training examples of each task, and how the few-shot contexts are drawn."""
 
     seed: int = 0
-    n_train: tuple[tuple[str, int], ...] = (("arithmetic", 3200), ("kbqa", 3200), ("fever", 1600))
-    bare_fraction: float = 0.3       # documents with no instruction block at all
+    n_train: tuple[tuple[str, int], ...] = (("arithmetic", 5000), ("kbqa", 5000), ("fever", 2500))
+    bare_fraction: float = 0.5       # documents with no instruction block at all
     max_k: int = 3
+    copy_docs: int = 0               # short copy drills ("Copy: x y z" twice), which teach in-context copying
 
 
 def example_segments(ex: Example, target: bool = True) -> list[Segment]:
@@ -77,6 +78,22 @@ def training_documents(cfg: DatasetConfig, env: ToolEnv, world: World) -> list[l
             k = rng.randrange(cfg.max_k + 1)
             shots = [pool[j] for j in rng.sample(range(len(pool)), k + 1) if j != i][:k]
             docs.append(prompt_segments(task, shots) + example_segments(ex))
+    return docs + copy_drills(cfg, world)
+
+
+def copy_drills(cfg: DatasetConfig, world: World) -> list[list[Segment]]:
+    """Copy drills: a line of training-split names, places and numbers, then the same line again (the
+    second one trained). A tiny model learns to copy from its context (induction) much sooner with
+    them, and copying names and numbers from the question is what the agent's traces need."""
+    rng = random.Random(f"copy:{cfg.seed}")
+    pool = [p.name for p in world.people if p.split == "train"] + [c.name for c in world.cities] + [
+        o.name for o in world.orgs if o.split == "train"]
+    docs: list[list[Segment]] = []
+    for _ in range(cfg.copy_docs):
+        items = [rng.choice(pool) if rng.random() < 0.6 else str(rng.randrange(1, 1000))
+                 for _ in range(rng.randrange(2, 8))]
+        line = " ".join(items)
+        docs.append([(f"Copy: {line}\n", False), (f"Copy: {line}\n", True)])
     return docs
 
 
