@@ -19,7 +19,7 @@ $(STAMP): setup.cfg pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/ltlagent run --spec react --tools calculator "Tom has 17 boxes with 23 apples each and finds 4 more apples. How many apples does he have?"
+	$(VENV)/bin/ltlagent run --spec react --tools calculator "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?"
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
