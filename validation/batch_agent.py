@@ -34,7 +34,7 @@ class Episode:
 
 
 def run_batch(model, tokenizer, index, prompts: Sequence[str],
-              env: Callable[[int, object], str], *, max_new_tokens: int = 256,
+              env: Callable[[int, object], str], *, max_new_tokens: int = 256, max_steps: int = 64,
               max_env_tokens: int = 400) -> list[Episode]:
     """Greedy, monitored generation for each prompt; returns one :class:`Episode` per prompt."""
     import torch
@@ -55,7 +55,9 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
     n_ctx = int(getattr(model.config, "n_positions", 0) or getattr(model.config, "max_position_embeddings", 0)
                 or 1 << 30)
     # as the agent runner: the budget is what the context leaves after the prompt
-    monitors = [Monitor(index, max_new_tokens=max(1, min(max_new_tokens, n_ctx - len(e)))) for e in enc]
+    # and, as the runner does by default, a newline before a prompt string after a text that ended
+    monitors = [Monitor(index, max_new_tokens=max(1, min(max_new_tokens, n_ctx - len(e))),
+                        max_steps=max_steps, newline=True) for e in enc]
     episodes = [Episode() for _ in range(n)]
     queues: list[list[int]] = [[] for _ in range(n)]
     live = [True] * n
@@ -73,7 +75,7 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
                 if not live[r]:
                     continue
                 if not queues[r]:
-                    room = n_ctx - int(next_pos[r]) - 1
+                    room = n_ctx - int(next_pos[r])      # positions left before this row's next token
                     _choose(r, monitors[r], logits[r], queues[r], episodes[r], env, env_budget,
                             tokenizer, eos, room)
                     if monitors[r].is_finished or episodes[r].error or not queues[r]:
@@ -130,11 +132,13 @@ def _choose(r: int, mon, row, queue: list[int], ep: Episode, env, env_budget: li
             text = env(r, mon)
             toks = tokenizer(text, add_special_tokens=False)["input_ids"][: max(0, env_budget[r])]
             env_budget[r] -= len(toks)
-            if len(queue) + len(toks) + 1 >= room:
+            if len(queue) + len(toks) >= room:
                 ep.error = "context_full"
                 queue.clear()
                 return
             mon.feed_env(toks)
+            # the environment's text used up context: steer by what is left (as the runner)
+            mon.set_remaining(min(mon.remaining_tokens, room - len(queue) - len(toks)))
             queue.extend(toks)
         if queue or mon.is_finished:
             return

@@ -118,9 +118,11 @@ def parse_tool_call(thought: str) -> tuple[str | None, str | None]:
 
 def spec_breaks(text: str, tools: tuple[str, ...], react, react_paper) -> dict[str, bool]:
     """Re-read an episode's text with the full ReAct keywords and say how it breaks the spec of the
-    fully constrained agent: a loop without an Action or with a tool that does not exist, a loop
-    without an Action Input, no answer; ``violation`` when the trace (or an Action's content) is
-    not accepted by validation/specs/react-paper.sexp."""
+    fully constrained agent (validation/specs/react-paper.sexp): a loop without an Action or with a
+    tool that does not exist (``bad_tool``), a loop without an Action Input (``missing_input``), no
+    answer; ``violation``: one of the first two or a step order the spec rejects (what the
+    constrained agent makes impossible); ``incomplete``: the trace never reached acceptance (no
+    Answer, or the run stopped early, e.g. when the model's context was full)."""
     lex = react.lexer
     seq: list[tuple[str, str]] = []
     for seg in lex.segments(text):
@@ -140,9 +142,10 @@ def spec_breaks(text: str, tools: tuple[str, ...], react, react_paper) -> dict[s
             loop.append((s, c))
     answers = [c for s, c in seq if s == "Answer"]
     no_answer = not answers or not first_line(answers[-1])
-    accepted = react_paper.automaton.run(names).accepted
+    status = react_paper.automaton.run(names).status
     return {"bad_tool": bad_tool, "missing_input": missing_input, "no_answer": no_answer,
-            "violation": bad_tool or not accepted}
+            "violation": bad_tool or missing_input or status == "rejected",
+            "incomplete": status != "accepted"}
 
 
 # --- running ------------------------------------------------------------------------------------
@@ -237,6 +240,9 @@ def summarize(records: list[dict]) -> dict[str, object]:
         return round(100.0 * sum(1 for r in records if r[key]) / max(1, n), 1)
     return {"n": n, "accuracy": rate("correct"), "violation": rate("violation"), "bad_tool": rate("bad_tool"),
             "missing_input": rate("missing_input"), "no_answer": rate("no_answer"),
+            "incomplete": rate("incomplete"),
+            "context_full": round(100.0 * sum(1 for r in records if r["error"] == "context_full")
+                                  / max(1, n), 1),
             "mean_tokens": round(sum(r["tokens"] for r in records) / max(1, n), 1),
             "errors": sum(1 for r in records if r["error"])}
 

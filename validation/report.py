@@ -50,9 +50,11 @@ def paper_table(tasks: list[str]) -> str:
 
 
 def breaks_table(results: list[dict], models: list[str], tasks: list[str], ks: list[int]) -> str:
-    rows = ["| Model | task | k | ablated: breaks spec | no Action / unknown tool | no Action Input "
-            "| no answer "
-            "| constrained: breaks spec | no answer |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| Model | task | k | Abl.: breaks spec | Abl.: no Action or unknown tool "
+            "| Abl.: no Action Input | Abl.: no answer | Abl.: context full | ReAct: breaks spec "
+            "| ReAct: no answer "
+            "| ReAct: context full |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in models:
         for t in tasks:
             for k in ks:
@@ -60,9 +62,9 @@ def breaks_table(results: list[dict], models: list[str], tasks: list[str], ks: l
                 if not a and not c:
                     continue
                 av = (f"{a['violation']:.1f} | {a['bad_tool']:.1f} | {a['missing_input']:.1f} | "
-                      f"{a['no_answer']:.1f}"
-                      if a else "– | – | – | –")
-                cv = f"{c['violation']:.1f} | {c['no_answer']:.1f}" if c else "– | –"
+                      f"{a['no_answer']:.1f} | {a.get('context_full', 0):.1f}" if a else "– | – | – | – | –")
+                cv = (f"{c['violation']:.1f} | {c['no_answer']:.1f} | {c.get('context_full', 0):.1f}"
+                      if c else "– | – | –")
                 rows.append(f"| {m} | {t} | {k} | {av} | {cv} |")
     return "\n".join(rows)
 
@@ -124,9 +126,12 @@ def write_report(out: Path) -> Path:
         "",
         "## How often each episode breaks the fully constrained agent's spec (%)",
         "",
-        "An episode's text is re-read with the full ReAct keywords; it breaks the spec when a loop has no "
-        "Action or names a tool that does not exist, when its state sequence is not accepted by "
-        "validation/specs/react-paper.sexp (e.g. a missing Action Input), or it has no answer.",
+        "Each episode's text is re-read with the full ReAct keywords. *Breaks spec*: a loop with no Action, "
+        "a tool name that does not exist, a loop with no Action Input, or a step order that "
+        "validation/specs/react-paper.sexp rejects: what the constrained agent makes impossible. "
+        "*No answer*: no text after \"Answer:\" (the Answer state, or inside the Final Thought for the "
+        "ablated agent). *Context full*: the run stopped because the model's 1,024-token context was used up "
+        "(the runner's `context_full` stop), which no spec can prevent.",
         "",
         breaks_table(results, models, tasks, ks),
         "",

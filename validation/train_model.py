@@ -58,7 +58,8 @@ class TrainConfig:
 TINY = TrainConfig(vocab_size=600, n_layer=2, n_embd=64, n_head=2, n_inner=160, n_positions=1024,
                    batch_tokens=4096,
                    warmup=2, early_step=3,
-                   data=DatasetConfig(n_train=(("arithmetic", 40), ("kbqa", 40), ("fever", 20)), copy_docs=20))
+                   data=DatasetConfig(n_train=(("arithmetic", 40), ("kbqa", 40), ("fever", 20)),
+                                      copy_docs=20))
 
 
 def log(msg: str) -> None:
