@@ -270,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
                          "agent: ltlagent.agent.Agent.run one question at a time (slower; same decoding)")
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--out", default=str(ROOT / "validation" / "results"))
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the cells already in OUT/runs/ (each cell is saved when it is done)")
     ap.add_argument("--models-dir", default=str(MODELS_DIR),
                     help="where the models are (default: %(default)s)")
     args = ap.parse_args(argv)
@@ -308,6 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         for task in cfg.tasks:
             for k in cfg.ks:
                 for agent in cfg.agents:
+                    name = f"{model_name}.{task}.k{k}.{agent}"
+                    done = out / "runs" / f"{name}.json"
+                    if args.resume and done.is_file():
+                        summary.append(json.loads(done.read_text(encoding="utf-8")))
+                        print(f"{name}: done already (--resume)", flush=True)
+                        continue
                     t0 = time.time()
                     if args.engine == "agent":
                         recs = run_config_agent(cfg, model_name, model, tok, compiled.__getitem__, task, k,
@@ -320,17 +328,18 @@ def main(argv: list[str] | None = None) -> int:
                     s = {"model": model_name, "task": task, "k": k, "agent": agent, **summarize(recs),
                          "seconds": round(time.time() - t0, 1)}
                     summary.append(s)
-                    with gzip.open(out / "runs" / f"{model_name}.{task}.k{k}.{agent}.jsonl.gz", "wt",
-                                   encoding="utf-8") as fh:
+                    with gzip.open(out / "runs" / f"{name}.jsonl.gz", "wt", encoding="utf-8") as fh:
                         for r in recs:
                             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+                    done.write_text(json.dumps(s) + "\n", encoding="utf-8")
                     print(json.dumps(s), flush=True)
     meta = {"config": asdict(cfg), "specs": {a: str(SPECS[a].relative_to(ROOT)) for a in cfg.agents},
             "models": {m: model_files_hash(Path(args.models_dir) / m) for m in cfg.models},
             "kb_sha256": hashlib.sha256(KB.read_bytes()).hexdigest()[:16],
             "exemplars": {t: [e.uid for e in shots[t]] for t in cfg.tasks},
             "python": platform.python_version(), "torch": torch.__version__,
-            "total_seconds": round(time.time() - t_all, 1),
+            "total_seconds": round(sum(float(s["seconds"]) for s in summary), 1),
+            "wall_seconds_this_invocation": round(time.time() - t_all, 1),
             "command": "python validation/experiment.py "
             + " ".join(argv if argv is not None else sys.argv[1:])}
     (out / "summary.json").write_text(json.dumps({"meta": meta, "results": summary}, indent=1) + "\n",
