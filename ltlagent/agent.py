@@ -32,7 +32,7 @@ from .environment import (
     render_prompt,
 )
 from .errors import UsageError
-from .lexer import ROOT
+from .lexer import CONTEXT_LABELS, ROOT
 from .spec import Spec
 from .tools import Tool
 
@@ -48,6 +48,7 @@ __all__ = [
 
 #: The bundled tiny model (trained on ReAct traces); used when no model is given.
 BUNDLED_MODEL = Path(__file__).parent / "models" / "react-tiny"
+CHAT_TEMPLATE_MODES = ("auto", "on", "off")
 STOP_REASONS = ("complete", "max_new_tokens", "max_steps", "context_full", "env_ended", "finished")
 
 
@@ -62,6 +63,8 @@ class Step:
     monitor (the model's text had ended) rather than written freely; ``segments`` is the raw text
     of the step, prompt string included, as ``(text, kind)`` pieces with kind ``"model"``,
     ``"forced"`` (tokens the monitor forced) or ``"env"``. ``tool`` / ``error`` describe a tool call.
+    ``boundary`` is the context label (``"Question:"``…) at which the model began a new example
+    inside this step: the step's text ends before it (``segments`` keep what was written).
     """
 
     index: int
@@ -74,11 +77,13 @@ class Step:
     tool: str | None = None
     error: str | None = None
     seconds: float = 0.0
+    boundary: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"index": self.index, "state": self.state, "text": self.text, "source": self.source,
                 "tokens": self.tokens, "forced": self.forced, "segments": [list(s) for s in self.segments],
-                "tool": self.tool, "error": self.error, "seconds": round(self.seconds, 6)}
+                "tool": self.tool, "error": self.error, "seconds": round(self.seconds, 6),
+                "boundary": self.boundary}
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,10 @@ class RunResult:
     usage: dict[str, int] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)
     settings: dict[str, object] = field(default_factory=dict)
+    #: what a reader of the result should know and the trace does not show: ``"boundary"`` (the
+    #: model began a new example and its text was cut there), ``"repeated_tool_call"`` (the same
+    #: tool with the same input again), ``"empty_answer"``
+    notes: tuple[str, ...] = ()
 
     @property
     def trace(self) -> tuple[str, ...]:
@@ -115,7 +124,8 @@ class RunResult:
                 "verdict": self.verdict, "spec": self.spec, "trace": list(self.trace),
                 "steps": [s.to_dict() for s in self.steps], "prompt": self.prompt,
                 "transcript": self.transcript, "usage": dict(self.usage),
-                "timing": {k: round(v, 6) for k, v in self.timing.items()}, "settings": dict(self.settings)}
+                "timing": {k: round(v, 6) for k, v in self.timing.items()}, "settings": dict(self.settings),
+                "notes": list(self.notes)}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
@@ -145,26 +155,12 @@ class RunStream:
 # --- model loading -----------------------------------------------------------------------------------
 
 def _load_model(model: object, tokenizer: object) -> tuple[Any, Any]:
-    """Objects pass through; names or paths go through ``from_pretrained``; None is the bundled model."""
-    if model is None:
-        if not (BUNDLED_MODEL / "config.json").is_file():
-            raise UsageError(f"no model given and the bundled model is not installed ({BUNDLED_MODEL}); "
-                             "pass a Hugging Face model name or path (--model)")
-        model = str(BUNDLED_MODEL)
-    if isinstance(model, str | Path):
-        name = str(model)
-        try:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-        except ImportError as e:  # pragma: no cover - depends on the install
-            raise UsageError("running a model needs the llm extra: pip install 'ltlagent[llm]'") from e
-        try:
-            loaded = AutoModelForCausalLM.from_pretrained(name)
-            if tokenizer is None:
-                tokenizer = AutoTokenizer.from_pretrained(name)
-        except (OSError, ValueError) as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise UsageError(f"cannot load model {name!r}: {first}") from None
-        model = loaded
+    """Objects pass through; names, paths and GGUF files go through :func:`ltlagent.loader.load_model`;
+    None is the default model (SmolLM2-135M-Instruct)."""
+    if model is None or isinstance(model, str | Path):
+        from .loader import load_model
+        loaded = load_model(model, tokenizer=tokenizer)
+        return loaded.model, loaded.tokenizer
     if isinstance(tokenizer, str | Path):
         from transformers import AutoTokenizer
         try:
@@ -203,6 +199,49 @@ def _context_size(model: Any) -> int | None:
             return v
     return None
 
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int] | None:
+    """Every id that ends generation: the tokenizer's EOS and the model's generation config's (an
+    instruct model may end its turn with ``<|im_end|>`` or ``<|endoftext|>``). None: the tokenizer's."""
+    ids: list[int] = []
+    for v in (getattr(tokenizer, "eos_token_id", None),
+              getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        for i in (v if isinstance(v, list | tuple) else [v]):
+            if isinstance(i, int) and i >= 0 and i not in ids:
+                ids.append(i)
+    return ids or None
+
+
+def chat_prompt(tokenizer: Any, text: str) -> str:
+    """``text`` (instructions, examples, the task) as the user turn of the tokenizer's chat
+    template, followed by the opening of the assistant turn, where the trace is written."""
+    try:
+        out = tokenizer.apply_chat_template([{"role": "user", "content": text.rstrip("\n")}],
+                                            tokenize=False, add_generation_prompt=True)
+    except Exception as e:  # a template that cannot render a single user turn
+        raise UsageError(f"the tokenizer's chat template failed: {e}; use chat_template='off'") from None
+    return str(out)
+
+
+def run_notes(steps: Sequence[Step], answer: str | None) -> tuple[str, ...]:
+    """What the trace does not show: a new example begun (and cut), the same tool call again, an
+    empty answer."""
+    notes: list[str] = []
+    if any(s.boundary for s in steps):
+        notes.append("boundary")
+    calls: set[tuple[str, str]] = set()
+    repeated = False
+    for i, s in enumerate(steps):
+        if s.source == "env" and s.tool:
+            arg = next((p.text for p in reversed(steps[:i]) if p.source == "model"), "")
+            repeated |= (s.tool, arg) in calls
+            calls.add((s.tool, arg))
+    if repeated:
+        notes.append("repeated_tool_call")
+    if any(s.state == "Answer" for s in steps) and not (answer or "").strip():
+        notes.append("empty_answer")
+    return tuple(notes)
+
+
 # --- the run ----------------------------------------------------------------------------------------
 
 class _Recorder:
@@ -223,6 +262,12 @@ class _Recorder:
         self.enters = 0
         self.emitted = 0
         self.done: dict[int, Step] = {}  # steps handed out, frozen as they were
+        self.cuts: dict[int, tuple[int, str]] = {}  # step -> (content end byte, context label)
+
+    def cut(self, back: int, label: str) -> None:
+        """The current step's content ends ``back`` bytes before the end (a new example began)."""
+        if self.marks:
+            self.cuts[len(self.marks) - 1] = (len(self.data) - back, label)
 
     def add(self, text: str, kind: str) -> None:
         b = text.encode("utf-8")
@@ -271,10 +316,11 @@ class _Recorder:
         if not secs:
             nxt = self.started[i + 1] if i + 1 < len(self.started) else time.perf_counter()
             secs = nxt - self.started[i]
-        text = bytes(self.data[kw_end:end]).decode("utf-8", "replace").strip()
+        cut, label = self.cuts.get(i, (end, None))
+        text = bytes(self.data[kw_end:min(end, cut)]).decode("utf-8", "replace").strip()
         return Step(index=i, state=state.name, text=text, source="env" if state.env_input else "model",
                     tokens=self.tokens[i], forced=self.forced[i], segments=tuple(segs), tool=tool,
-                    error=error, seconds=secs)
+                    error=error, seconds=secs, boundary=label)
 
     def take(self, upto: int) -> list[Step]:
         """Steps ``emitted … upto-1``, now complete, to hand out."""
@@ -300,7 +346,11 @@ class Agent:
 
     def __init__(self, compiled: CompiledSpec, model: Any, tokenizer: Any, tools: Sequence[Tool] = (),
                  handlers: Mapping[str, EnvFn] | None = None, template: str | None = None,
-                 max_env_chars: int = 2000, answer_state: str | None = None) -> None:
+                 max_env_chars: int = 2000, answer_state: str | None = None,
+                 context_labels: Sequence[str] | None = None, chat_template: str = "auto") -> None:
+        if chat_template not in CHAT_TEMPLATE_MODES:
+            raise UsageError(f"chat_template must be one of {', '.join(CHAT_TEMPLATE_MODES)}, "
+                             f"not {chat_template!r}")
         self.compiled = compiled
         self.spec = compiled.spec
         self.model = model
@@ -310,6 +360,9 @@ class Agent:
         self.template = template if template is not None else prompt_template(self.spec)
         self.max_env_chars = max_env_chars
         self.answer_state = answer_state
+        self.context_labels: tuple[str, ...] = (CONTEXT_LABELS if context_labels is None
+                                                else tuple(context_labels))
+        self.chat_template = chat_template
         self._index: TokenIndex | None = None
         self.index_seconds = 0.0
         self.forward_calls = 0
@@ -323,7 +376,8 @@ class Agent:
                   evaluator: Callable[..., str | None] | None = None,
                   user_input: Callable[..., str | None] | None = None, prompt: str | Path | None = None,
                   tool_timeout: float | None = 30.0, max_env_chars: int = 2000,
-                  answer_state: str | None = None, tool_state: str = "Observation") -> Agent:
+                  answer_state: str | None = None, tool_state: str = "Observation",
+                  context_labels: Sequence[str] | None = None, chat_template: str = "auto") -> Agent:
         """Build an agent.
 
         ``spec``: a path, a bundled name (``"react"``) or a spec object. ``model`` / ``tokenizer``:
@@ -334,6 +388,16 @@ class Agent:
         ``evaluator(answer[, ctx])``, a ``User`` state by ``user_input(bot_text[, ctx])`` (None or
         EOFError ends the run), and the ``tool_state`` (``Observation``) by calling the tools.
         ``prompt`` is a template text or file (default: the bundled template of the spec).
+        ``model`` may also be a GGUF file, a folder with one, or a short name such as
+        ``"smollm2-135m"`` (see :mod:`ltlagent.models`).
+
+        ``context_labels``: the example boundary. Real models run on past the answer into a new
+        example; a line starting with one of these labels (default
+        :data:`~ltlagent.lexer.CONTEXT_LABELS`: ``Question:``, ``Claim:``…) inside any state ends
+        that state's text as EOS would, and a complete trace then ends the run. ``()`` turns it off.
+        ``chat_template``: ``"on"`` puts the prompt (instructions, examples, task) in the user turn
+        of the tokenizer's chat template and the trace in the assistant turn; ``"off"`` feeds it
+        as plain text; ``"auto"`` (default) uses the template when the tokenizer has one.
         """
         compiled = spec if isinstance(spec, CompiledSpec) else compile_spec(spec)
         s = compiled.spec
@@ -395,7 +459,8 @@ class Agent:
             else:
                 template = str(prompt)
         m, tok = _load_model(model, tokenizer)
-        return cls(compiled, m, tok, tools, handlers, template, max_env_chars, answer_state)
+        return cls(compiled, m, tok, tools, handlers, template, max_env_chars, answer_state,
+                   context_labels, chat_template)
 
     @property
     def index(self) -> TokenIndex:
@@ -403,13 +468,24 @@ class Agent:
         if self._index is None:
             from .monitor import build_index
             t = time.perf_counter()
-            self._index = build_index(self.compiled, self.tokenizer, tool_names=list(self.tools) or None)
+            self._index = build_index(self.compiled, self.tokenizer, tool_names=list(self.tools) or None,
+                                      eos_token_ids=eos_token_ids(self.model, self.tokenizer),
+                                      context_labels=self.context_labels)
             self.index_seconds = time.perf_counter() - t
         return self._index
 
+    @property
+    def uses_chat_template(self) -> bool:
+        """The prompt goes into the tokenizer's chat template (see ``chat_template``)."""
+        has = bool(getattr(self.tokenizer, "chat_template", None))
+        if self.chat_template == "on" and not has:
+            raise UsageError("chat_template='on' but the tokenizer has no chat template")
+        return has and self.chat_template != "off"
+
     def prompt(self, task: str) -> str:
-        """The prompt a run on ``task`` starts from."""
-        return render_prompt(self.template, task, list(self.tools.values()))
+        """The prompt a run on ``task`` starts from (in the chat template when it is used)."""
+        text = render_prompt(self.template, task, list(self.tools.values()))
+        return chat_prompt(self.tokenizer, text) if self.uses_chat_template else text
 
     @property
     def device(self) -> Any:
@@ -523,7 +599,7 @@ class Agent:
         for t in self.tools.values():
             t.reset()
         prompt = self.prompt(task)
-        prompt_ids = self._encode(prompt, special=True)
+        prompt_ids = self._encode(prompt, special=not self.uses_chat_template)
         n_ctx = _context_size(self.model)
         if n_ctx is not None and len(prompt_ids) >= n_ctx:
             raise UsageError(f"the prompt has {len(prompt_ids)} tokens; the model's context holds {n_ctx}")
@@ -559,6 +635,8 @@ class Agent:
                         on_text(e.text, kind)
                 elif e.kind == "enter":
                     rec.entered(bool(e.forced))
+                elif e.kind == "end" and e.reason == "boundary" and e.at is not None:
+                    rec.cut(len(mon.text_bytes) - e.at, e.text)
 
         while True:
             if mon.is_finished:
@@ -645,11 +723,12 @@ class Agent:
         yield from steps_done
         steps = tuple(rec.step(i) for i in range(len(rec.marks)))
         verdict = self.compiled.automaton.run([s.state for s in steps]).status
+        answer = self._answer(steps) if steps else None
         total = time.perf_counter() - t0
         generated = mon.tokens_generated
         decode_s = max(total - t_index - t_prefill - t_env, 1e-9)
         return RunResult(
-            task=task, answer=self._answer(steps) if steps else None, steps=steps, prompt=prompt,
+            task=task, answer=answer, steps=steps, prompt=prompt, notes=run_notes(steps, answer),
             transcript=rec.text, stop_reason=stop or "finished", verdict=verdict, spec=self.spec.name,
             usage={"prompt_tokens": len(prompt_ids), "generated_tokens": generated,
                    "forced_tokens": forced_tokens, "eos_tokens": eos_tokens, "env_tokens": env_tokens,
@@ -660,5 +739,7 @@ class Agent:
             settings={"max_steps": max_steps, "max_new_tokens": max_new_tokens,
                       "max_state_tokens": max_state_tokens, "seed": seed,
                       "temperature": temperature, "top_k": top_k, "top_p": top_p,
+                      "chat_template": self.uses_chat_template,
+                      "context_labels": list(self.context_labels),
                       "model": str(getattr(self.model, "name_or_path", "") or type(self.model).__name__),
                       "tools": list(self.tools)})

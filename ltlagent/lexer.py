@@ -19,10 +19,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-__all__ = ["Lexer", "Match", "Segment", "build_lexer", "ROOT"]
+__all__ = ["Lexer", "Match", "Segment", "build_lexer", "ROOT", "CONTEXT_LABELS"]
 
 #: The DFA state with no keyword in progress.
 ROOT = 0
+
+#: Labels that begin a new example (task) on a line of their own: validation splits few-shot prompts
+#: at them, and decoding ends a state's text when the model writes one (it began a new example).
+CONTEXT_LABELS = ("Question", "Claim", "Q", "Task", "Problem", "Example")
 
 
 @dataclass(frozen=True)

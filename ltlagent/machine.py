@@ -43,13 +43,15 @@ from .errors import UsageError
 from .lexer import ROOT, Lexer, build_lexer
 
 __all__ = ["FREE", "END", "ENV", "DONE", "INF", "SpecTables", "Machine", "build_tables", "STOP_EVENT",
-           "SEP_NEWLINE"]
+           "SEP_NEWLINE", "BOUNDARY_EVENT", "boundary_strings"]
 
 FREE, END, ENV, DONE = 0, 1, 2, 3
 INF = 1 << 30
-#: Event codes: 0 nothing, STOP_EVENT the text ended at a :stop string, 1 + 2k (+1 when forced)
-#: state k entered.
+#: Event codes: 0 nothing, STOP_EVENT the text ended at a :stop string, BOUNDARY_EVENT - j the text
+#: ended at example boundary j (a context label starting a line), 1 + 2k (+1 when forced) state k
+#: entered.
 STOP_EVENT = -1
+BOUNDARY_EVENT = -2
 #: END ``sep`` value: the text ended without a newline; a newline separator must be written next.
 SEP_NEWLINE = 2
 NL = 0x0A
@@ -76,6 +78,10 @@ class SpecTables:
     cls_of: tuple[int, ...]  # byte → class
     reps: tuple[int, ...]  # class → representative byte (-1: no single-byte token in the class)
     newline: bool = False  # a newline separator before a prompt string that follows an ended text
+    #: example boundaries (``b"\\nQuestion:"``…): matched after a state's own ``:stop`` strings by the
+    #: same stop matcher, in every model-written state; ``own_stops[k]`` is how many are state k's own
+    boundaries: tuple[bytes, ...] = ()
+    own_stops: tuple[int, ...] = ()
 
 
 def _newline_possible(lexer: Lexer, single_bytes: set[int] | frozenset[int]) -> bool:
@@ -84,10 +90,39 @@ def _newline_possible(lexer: Lexer, single_bytes: set[int] | frozenset[int]) -> 
     return NL in single_bytes and not any(b"\n" in kb for kb in lexer.keyword_bytes)
 
 
+def boundary_strings(compiled: CompiledSpec, labels: Sequence[str]) -> tuple[bytes, ...]:
+    """The example boundaries for context ``labels``: ``"\\n<label>:"``, leaving out a label whose
+    string overlaps a prompt string of the spec (the lexer reads those; a spec with a ``Question``
+    state keeps its own meaning)."""
+    kws = compiled.lexer.keyword_bytes
+    out: list[bytes] = []
+    for label in labels:
+        lb = label.strip().rstrip(":").strip().encode("utf-8") + b":"
+        if len(lb) < 2 or any(lb in k or k in lb for k in kws):
+            continue
+        b = b"\n" + lb
+        if b not in out:
+            out.append(b)
+    return tuple(out)
+
+
+def _after_text(stop: Lexer) -> Lexer:
+    """``stop`` with a new start node that waits for the first byte that is not whitespace: a
+    ``:stop`` string (or example boundary) ends a state's text only once the text has begun, so
+    ``Action Input:`` followed by a newline and then the input is not an empty step. Node 0 is the
+    waiting node (states are entered at node 0); the old nodes move up by one."""
+    goto = [tuple(v + 1 for v in row) for row in stop.goto]
+    wait = tuple(0 if b in WHITESPACE else goto[ROOT][b] for b in range(256))
+    return Lexer(stop.keywords, (wait, *goto), (-1, *stop.emit), (0, *stop.depth))
+
+
 def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
-                 single_bytes: set[int] | frozenset[int], newline: bool = False) -> SpecTables:
+                 single_bytes: set[int] | frozenset[int], newline: bool = False,
+                 boundaries: Sequence[bytes] = ()) -> SpecTables:
     """Flatten ``compiled`` for the machine; ``single_bytes``: bytes that are a token by themselves.
-    ``newline``: separate an ended text from the next prompt string by a newline (where possible)."""
+    ``newline``: separate an ended text from the next prompt string by a newline (where possible).
+    ``boundaries``: strings that end any model-written state's text as EOS would (the model began a
+    new example: see :func:`boundary_strings`)."""
     spec, aut, lexer = compiled.spec, compiled.automaton, compiled.lexer
     live = aut.live
     delta = tuple(tuple(r if r in live else -1 for r in row) for row in aut.delta)
@@ -104,7 +139,10 @@ def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
             content.append(regex_dfa(st.regex))
         else:
             content.append(None)
-    stops = tuple(build_lexer(list(st.stop)) if st.stop else None for st in spec.states)
+    bstrs = [b.decode("utf-8") for b in boundaries]
+    stops = tuple(_after_text(build_lexer([*st.stop, *([] if st.env_input else bstrs)]))
+                  if st.stop or (bstrs and not st.env_input) else None for st in spec.states)
+    own_stops = tuple(len(st.stop) for st in spec.states)
     node_bytes = tuple(lexer.pending(n) for n in range(lexer.num_nodes))
     newline = newline and _newline_possible(lexer, single_bytes)
     # byte classes: same lexer column, same column in every content DFA and stop matcher, same
@@ -136,7 +174,7 @@ def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
                       tuple(st.env_input for st in spec.states), tuple(content), stops,
                       tuple(st.max_tokens for st in spec.states), lexer,
                       tuple(len(k) for k in lexer.keyword_bytes), node_bytes, tuple(cls_of), tuple(reps),
-                      newline)
+                      newline, tuple(boundaries), own_stops)
 
 
 class Machine:
@@ -242,10 +280,13 @@ class Machine:
             stop = t.stops[cur]
             if stop is not None:
                 sn = stop.goto[sn][b]
-                if stop.emit[sn] >= 0:
+                hit = stop.emit[sn]
+                if hit >= 0:
                     if cd is not None and not self._can_close(cd, c, node2):
                         return None, 0
-                    return self._end_key(q, cur, node2, c, b == NL), STOP_EVENT
+                    j = hit - t.own_stops[cur]
+                    ev = STOP_EVENT if j < 0 else BOUNDARY_EVENT - j
+                    return self._end_key(q, cur, node2, c, b == NL), ev
             return (FREE, q, cur, node2, c, sn, 0, int(t.newline and b == NL)), 0
         # END: bytes leaving the pending window must be ones written before the end, or one
         # whitespace separator (with ``newline`` always a newline; written first with SEP_NEWLINE)

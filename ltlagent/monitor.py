@@ -32,7 +32,19 @@ import numpy as np
 from .compiled import CompiledSpec
 from .compiled import compile as compile_spec
 from .errors import CompileError, UsageError
-from .machine import DONE, END, ENV, FREE, INF, STOP_EVENT, Machine, SpecTables, build_tables
+from .machine import (
+    BOUNDARY_EVENT,
+    DONE,
+    END,
+    ENV,
+    FREE,
+    INF,
+    STOP_EVENT,
+    Machine,
+    SpecTables,
+    boundary_strings,
+    build_tables,
+)
 from .masks import Mask, Steering
 from .spec import Spec
 from .vocab import (
@@ -60,7 +72,10 @@ class Event:
       when the prompt string was written after the text had ended (chosen under the mask / forced)
       rather than freely in running text.
     * ``"end"``: the text of ``state`` ended without a prompt string; ``reason`` is ``"eos"``,
-      ``"stop"`` or ``"max-tokens"``; from now on only allowed prompt strings may be written.
+      ``"stop"``, ``"max-tokens"`` or ``"boundary"`` (the model began a new example: a context
+      label such as ``Question:`` started a line; ``text`` is that label and ``at`` the byte
+      offset in :attr:`Monitor.text` where it starts, which is where the state's content ends);
+      from now on only allowed prompt strings may be written.
     * ``"env"``: ``state`` is an ``:env-input`` state just entered; the caller must call
       :meth:`Monitor.feed_env` before generating again.
     * ``"text"``: ``text`` was appended to the text (the decoded delta of one token; incomplete
@@ -73,6 +88,7 @@ class Event:
     forced: bool = False
     reason: str | None = None
     text: str = ""
+    at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +210,8 @@ class TokenIndex(Steering):
         count = 0 if entered else count + 1
         if any(ev == STOP_EVENT for ev, _ in evs):
             reason = "stop"
+        elif any(ev <= BOUNDARY_EVENT for ev, _ in evs):
+            reason = "boundary"
         key = m.keys[s2]
         if key[0] == FREE:
             mt = self.tables.max_tokens[key[2]]
@@ -368,7 +386,7 @@ class TokenIndex(Steering):
         hit = self._memo.variants.get(newline)
         if hit is None:
             tables = build_tables(self.compiled, self.tool_names, frozenset(self.vocab.single_byte_tokens()),
-                                  newline)
+                                  newline, self.tables.boundaries)
             hit = TokenIndex(self.compiled, self.tool_names, self.vocab, self.buckets, tables, self.kw_tokens,
                              self.from_cache, self.mutation)
             if tables.newline != newline:  # not possible for this spec and tokenizer
@@ -393,7 +411,8 @@ def spec_fingerprint(compiled: CompiledSpec, tool_names: Sequence[str] | None) -
 
 def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *,
                 tool_names: Sequence[str] | None = None, cache: bool = True,
-                eos_token_ids: int | Sequence[int] | None = None, newline: bool = False) -> TokenIndex:
+                eos_token_ids: int | Sequence[int] | None = None, newline: bool = False,
+                context_labels: Sequence[str] = ()) -> TokenIndex:
     """Compile ``compiled`` (a :class:`CompiledSpec`; a spec, spec path or bundled name also works)
     for ``tokenizer`` (any Hugging Face tokenizer, a ``tokenizers.Tokenizer``, or a
     :class:`~ltlagent.vocab.Vocab`).
@@ -402,7 +421,9 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
     reading is read from / written to the on-disk cache (:mod:`ltlagent.cache`), keyed by the spec,
     the vocabulary hash and the ltlagent and Spot versions. ``eos_token_ids`` overrides the
     tokenizer's EOS (a model's generation config may list several). ``newline``: see
-    :meth:`TokenIndex.variant`.
+    :meth:`TokenIndex.variant`. ``context_labels`` (e.g. :data:`~ltlagent.lexer.CONTEXT_LABELS`):
+    the example boundary: a line that starts with ``<label>:`` inside any model-written state ends
+    that state's text as EOS would (real models run on past the answer into a new example).
     """
     from . import cache as disk
 
@@ -425,7 +446,8 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
         if vocab is None:
             vocab = vocab_from_reading(reading)  # type: ignore[arg-type]
         kw = tokens_containing(vocab, compiled.lexer.keyword_bytes)
-    tables = build_tables(compiled, tools, frozenset(vocab.single_byte_tokens()), newline)
+    tables = build_tables(compiled, tools, frozenset(vocab.single_byte_tokens()), newline,
+                          boundary_strings(compiled, context_labels))
     index = TokenIndex(compiled, tools, vocab, first_byte_index(vocab), tables, kw,
                        from_cache=entry is not None)
     if index.machine.need(index.start) >= INF:
@@ -511,7 +533,17 @@ class Monitor:
         pass and feed it directly)."""
         if self.is_finished or self.waiting_for_env:
             return None
-        return self._mask().forced
+        forced = self._mask().forced
+        if forced is None and self._done_writing():
+            return self.index.eos_token_ids[0]
+        return forced
+
+    def _done_writing(self) -> bool:
+        """The text ended in a complete state after which no prompt string may come: only EOS makes
+        sense (a separator could be written, but nothing after it)."""
+        m = self.index.machine
+        return (m.mode(self._sid) == END and bool(self.index.eos_token_ids) and m.complete(self._sid)
+                and not m.allowed_next(self._sid) and self._mask().allows(self.index.eos_token_ids[0]))
 
     def allowed_next_states(self) -> tuple[str, ...]:
         """Spec states whose prompt string may come next (equals ``Automaton.allowed(q)`` as long
@@ -549,7 +581,14 @@ class Monitor:
         if delta:
             out.append(Event("text", text=delta))
         names, kwl = idx.tables.names, idx.tables.kw_len
+        label: tuple[str, int] | None = None
         for ev, off in evs:
+            if ev <= BOUNDARY_EVENT:  # the content ends where the label starts
+                b = idx.tables.boundaries[BOUNDARY_EVENT - ev]
+                at = base + off - len(b) + 1
+                self._close(at)
+                label = (b[1:].decode("utf-8"), at)
+                continue
             if ev == STOP_EVENT:
                 continue
             k = (ev - 1) // 2
@@ -561,7 +600,10 @@ class Monitor:
                 out.append(Event("env", state=names[k]))
         self._sid, self._count = sid, count
         if reason is not None and idx.machine.mode(sid) == END:
-            out.append(Event("end", state=self.state, reason=reason))
+            if reason == "boundary" and label is not None:
+                out.append(Event("end", state=self.state, reason=reason, text=label[0], at=label[1]))
+            else:
+                out.append(Event("end", state=self.state, reason=reason))
         return out
 
     def _close(self, end: int) -> None:

