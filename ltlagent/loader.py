@@ -114,7 +114,8 @@ def resolve_model(name: str | os.PathLike[str], gguf_file: str | None = None) ->
         if len(ggufs) > 1:
             raise UsageError(f"{path} holds {len(ggufs)} GGUF files; name one, e.g. {ggufs[0]}")
         raise UsageError(f"{path}: no config.json and no .gguf file: not a model folder")
-    if os.sep in text or text.startswith(".") or text.endswith(".gguf"):
+    hub_like = text.count("/") <= 1 and not text.startswith(("/", ".", "~")) and "\\" not in text
+    if not hub_like or text.endswith(".gguf"):
         raise UsageError(f"{text}: no such model file or folder")
     return ModelSource("hub", text, hub_id=text)
 
