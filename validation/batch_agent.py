@@ -14,6 +14,7 @@ The environment is a callable ``env(row, monitor) -> str`` returning the text to
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -35,7 +36,7 @@ class Episode:
 
 def run_batch(model, tokenizer, index, prompts: Sequence[str],
               env: Callable[[int, object], str], *, max_new_tokens: int = 256, max_steps: int = 64,
-              max_env_tokens: int = 400, share_prefix: bool = True) -> list[Episode]:
+              max_env_tokens: int = 400, share_prefix: bool = True, chunk: int = 64) -> list[Episode]:
     """Greedy, monitored generation for each prompt; returns one :class:`Episode` per prompt.
 
     With ``share_prefix`` the prompts' common prefix (the instructions and examples of a few-shot
@@ -81,9 +82,10 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
         out = model(input_ids=ids, attention_mask=att, position_ids=pos, past_key_values=past, use_cache=True)
         past = out.past_key_values
         logits = out.logits[:, -1, :].float()
+        keep = ({"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters
+                else {})
         while any(live):
-            feed = torch.full((n, 1), pad, dtype=torch.long)
-            feed_att = torch.zeros((n, 1), dtype=torch.long)
+            take: list[list[int]] = [[] for _ in range(n)]
             for r in range(n):
                 if not live[r]:
                     continue
@@ -94,20 +96,32 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
                     if monitors[r].is_finished or episodes[r].error or not queues[r]:
                         live[r] = False
                         continue
-                if int(next_pos[r]) >= n_ctx:
+                fit = n_ctx - int(next_pos[r])
+                if fit <= 0:
                     episodes[r].error = "context_full"
                     live[r] = False
                     continue
-                feed[r, 0] = queues[r].pop(0)
-                feed_att[r, 0] = 1
+                # a token chosen, or a chunk of environment text (fed at once, not a token a step)
+                k = min(len(queues[r]), chunk, fit)
+                take[r] = queues[r][:k]
+                del queues[r][:k]
             if not any(live):
                 break
+            w = max(len(t) for t in take)
+            feed = torch.full((n, w), pad, dtype=torch.long)
+            feed_att = torch.zeros((n, w), dtype=torch.long)
+            feed_pos = torch.zeros((n, w), dtype=torch.long)
+            for r, t in enumerate(take):
+                if t:
+                    feed[r, w - len(t):] = torch.tensor(t)
+                    feed_att[r, w - len(t):] = 1
+                    feed_pos[r, w - len(t):] = int(next_pos[r]) + torch.arange(len(t))
             att = torch.cat([att, feed_att], dim=1)
-            out = model(input_ids=feed, attention_mask=att, position_ids=next_pos.unsqueeze(1),
-                        past_key_values=past, use_cache=True)
+            out = model(input_ids=feed, attention_mask=att, position_ids=feed_pos,
+                        past_key_values=past, use_cache=True, **keep)
             past = out.past_key_values
             logits = out.logits[:, -1, :].float()
-            next_pos = next_pos + feed_att[:, 0]
+            next_pos = next_pos + feed_att.sum(dim=1)
     for r, m in enumerate(monitors):
         ep = episodes[r]
         ep.text = m.text

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -22,7 +24,31 @@ def _get(results: list[dict], model: str, task: str, k: int, agent: str) -> dict
     return None
 
 
-def accuracy_table(results: list[dict], models: list[str], tasks: list[str], ks: list[int]) -> str:
+def delta_ci(out: Path, model: str, task: str, k: int, resamples: int = 4000,
+             seed: int = 0) -> tuple[float, float, float, int] | None:
+    """Δ = constrained − ablated accuracy (points) over the questions both agents ran, with a 95 %
+    paired bootstrap interval (percentile; questions resampled, seeded): (Δ, low, high, n)."""
+    got: dict[str, dict[str, bool]] = {}
+    for agent in ("constrained", "ablated"):
+        f = out / "runs" / f"{model}.{task}.k{k}.{agent}.jsonl.gz"
+        if not f.is_file():
+            return None
+        with gzip.open(f, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                got.setdefault(r["uid"], {})[agent] = bool(r["correct"])
+    d = [int(v["constrained"]) - int(v["ablated"]) for v in got.values() if len(v) == 2]
+    if not d:
+        return None
+    rng = random.Random(seed)
+    n = len(d)
+    means = sorted(sum(rng.choice(d) for _ in range(n)) / n for _ in range(resamples))
+    lo, hi = means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+    return 100.0 * sum(d) / n, 100.0 * lo, 100.0 * hi, n
+
+
+def accuracy_table(results: list[dict], models: list[str], tasks: list[str], ks: list[int],
+                   out: Path | None = None) -> str:
     head = "| Model | k | " + " | ".join(f"{t} Abl. | {t} ReAct | Δ" for t in tasks) + " |"
     sep = "|---|---|" + "---|---|---|" * len(tasks)
     rows = [head, sep]
@@ -34,6 +60,9 @@ def accuracy_table(results: list[dict], models: list[str], tasks: list[str], ks:
                 av = f"{a['accuracy']:.1f}" if a else "–"
                 cv = f"{c['accuracy']:.1f}" if c else "–"
                 d = f"{c['accuracy'] - a['accuracy']:+.1f}" if a and c else "–"
+                ci = delta_ci(out, m, t, k) if out is not None and a and c else None
+                if ci is not None:
+                    d = f"{ci[0]:+.1f} [{ci[1]:+.1f}, {ci[2]:+.1f}]"
                 cells.append(f"{av} | {cv} | {d}")
             rows.append(f"| {m} | {k} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
@@ -118,7 +147,9 @@ def write_report(out: Path) -> Path:
         "",
         "## Accuracy (%) per task × k × agent × model (Abl. = ablated agent, ReAct = fully constrained)",
         "",
-        accuracy_table(results, models, tasks, ks),
+        "Δ = ReAct − Abl. in points, with its 95 % paired bootstrap interval over the questions [low, high].",
+        "",
+        accuracy_table(results, models, tasks, ks, out),
         "",
         "## The paper's Table 1 (MPT instruct models), same layout",
         "",
@@ -132,6 +163,10 @@ def write_report(out: Path) -> Path:
         "*No answer*: no text after \"Answer:\" (the Answer state, or inside the Final Thought for the "
         "ablated agent). *Context full*: the run stopped because the model's 1,024-token context was used up "
         "(the runner's `context_full` stop), which no spec can prevent.",
+        "",
+        "Bundled models have a 1,024-token context, SmolLM2 8,192. With the example boundary on "
+        "(the default), a line the model starts with a context label (Question:, Claim:, …) ends the "
+        "state's text, as EOS would.",
         "",
         breaks_table(results, models, tasks, ks),
         "",
