@@ -347,7 +347,7 @@ class Agent:
     def __init__(self, compiled: CompiledSpec, model: Any, tokenizer: Any, tools: Sequence[Tool] = (),
                  handlers: Mapping[str, EnvFn] | None = None, template: str | None = None,
                  max_env_chars: int = 2000, answer_state: str | None = None,
-                 context_labels: Sequence[str] | None = None, chat_template: str = "auto") -> None:
+                 context_labels: Sequence[str] | None = None, chat_template: str = "off") -> None:
         if chat_template not in CHAT_TEMPLATE_MODES:
             raise UsageError(f"chat_template must be one of {', '.join(CHAT_TEMPLATE_MODES)}, "
                              f"not {chat_template!r}")
@@ -377,7 +377,7 @@ class Agent:
                   user_input: Callable[..., str | None] | None = None, prompt: str | Path | None = None,
                   tool_timeout: float | None = 30.0, max_env_chars: int = 2000,
                   answer_state: str | None = None, tool_state: str = "Observation",
-                  context_labels: Sequence[str] | None = None, chat_template: str = "auto") -> Agent:
+                  context_labels: Sequence[str] | None = None, chat_template: str = "off") -> Agent:
         """Build an agent.
 
         ``spec``: a path, a bundled name (``"react"``) or a spec object. ``model`` / ``tokenizer``:
@@ -396,8 +396,9 @@ class Agent:
         :data:`~ltlagent.lexer.CONTEXT_LABELS`: ``Question:``, ``Claim:``…) inside any state ends
         that state's text as EOS would, and a complete trace then ends the run. ``()`` turns it off.
         ``chat_template``: ``"on"`` puts the prompt (instructions, examples, task) in the user turn
-        of the tokenizer's chat template and the trace in the assistant turn; ``"off"`` feeds it
-        as plain text; ``"auto"`` (default) uses the template when the tokenizer has one.
+        of the tokenizer's chat template and the trace in the assistant turn; ``"off"`` (default)
+        feeds it as plain text; ``"auto"`` uses the template when the tokenizer has one. Plain text
+        is the default because SmolLM2-135M-Instruct did better with it (validation/README.md).
         """
         compiled = spec if isinstance(spec, CompiledSpec) else compile_spec(spec)
         s = compiled.spec

