@@ -106,13 +106,25 @@ def boundary_strings(compiled: CompiledSpec, labels: Sequence[str]) -> tuple[byt
     return tuple(out)
 
 
+#: Stands for "the text begins here" in stop matchers (U+FFFF, a noncharacter no text needs).
+_TEXT_START = "\uffff"
+
+
 def _after_text(stop: Lexer) -> Lexer:
     """``stop`` with a new start node that waits for the first byte that is not whitespace: a
-    ``:stop`` string (or example boundary) ends a state's text only once the text has begun, so
-    ``Action Input:`` followed by a newline and then the input is not an empty step. Node 0 is the
-    waiting node (states are entered at node 0); the old nodes move up by one."""
+    ``:stop`` string ends a state's text only once the text has begun, so ``Action Input:``
+    followed by a newline and then the input is not an empty step; an example boundary also
+    matches at the start of the text (its ``_TEXT_START`` variant: the waiting node continues from
+    behind the sentinel). Node 0 is the waiting node (states are entered at node 0); the old nodes
+    move up by one."""
     goto = [tuple(v + 1 for v in row) for row in stop.goto]
-    wait = tuple(0 if b in WHITESPACE else goto[ROOT][b] for b in range(256))
+    start = ROOT
+    for b in _TEXT_START.encode("utf-8"):
+        if stop.depth[stop.goto[start][b]] != stop.depth[start] + 1:
+            start = ROOT  # no boundaries in this matcher
+            break
+        start = stop.goto[start][b]
+    wait = tuple(0 if b in WHITESPACE else goto[start][b] for b in range(256))
     return Lexer(stop.keywords, (wait, *goto), (-1, *stop.emit), (0, *stop.depth))
 
 
@@ -139,7 +151,10 @@ def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
             content.append(regex_dfa(st.regex))
         else:
             content.append(None)
+    # each boundary twice: after a newline, and at the start of the text (behind a sentinel that the
+    # waiting node of _after_text stands for)
     bstrs = [b.decode("utf-8") for b in boundaries]
+    bstrs += [_TEXT_START + b.decode("utf-8")[1:] for b in boundaries]
     stops = tuple(_after_text(build_lexer([*st.stop, *([] if st.env_input else bstrs)]))
                   if st.stop or (bstrs and not st.env_input) else None for st in spec.states)
     own_stops = tuple(len(st.stop) for st in spec.states)
@@ -285,7 +300,7 @@ class Machine:
                     if cd is not None and not self._can_close(cd, c, node2):
                         return None, 0
                     j = hit - t.own_stops[cur]
-                    ev = STOP_EVENT if j < 0 else BOUNDARY_EVENT - j
+                    ev = STOP_EVENT if j < 0 else BOUNDARY_EVENT - j % len(t.boundaries)
                     return self._end_key(q, cur, node2, c, b == NL), ev
             return (FREE, q, cur, node2, c, sn, 0, int(t.newline and b == NL)), 0
         # END: bytes leaving the pending window must be ones written before the end, or one

@@ -214,7 +214,8 @@ def run_main(args: argparse.Namespace) -> int:
         u, t = result.usage, result.timing
         err.write(f"-- stop: {result.stop_reason}; trace {result.verdict}; {len(result.steps)} steps; "
                   f"{u['generated_tokens']} generated + {u['env_tokens']} environment tokens; "
-                  f"{t['total_s']:.2f} s\n")
+                  f"{t['total_s']:.2f} s" + (f"; notes: {', '.join(result.notes)}" if result.notes else "")
+                  + "\n")
         if result.answer is not None:
             out.write(_printable(result.answer) + "\n")
         else:

@@ -25,10 +25,10 @@ def test_batch_engine_matches_the_runner(task: str) -> None:
     world = make_world(0)
     env = ToolEnv(kb_path=str(KB))
     shots = exemplars(task, env, world, 0)
-    questions = heldout(task, env, world, 6, 0)
+    questions = heldout(task, env, world, 4, 0)
     react, paper = compile_spec("react"), compile_spec(SPECS["constrained"])
     compiled = {a: compile_spec(SPECS[a]) for a in SPECS}
-    cfg = ExpConfig(n=6, batch=6, max_new_tokens=160)
+    cfg = ExpConfig(n=4, batch=4, max_new_tokens=160)
 
     def index_for(agent: str, t: str) -> object:
         return build_index(compiled[agent], tok, tool_names=list(TASK_TOOLS[t]),

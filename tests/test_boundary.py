@@ -174,3 +174,19 @@ def test_chat_template_modes(tok: Any) -> None:
         Agent.from_spec("react", model, tok, tools=[Calculator()], chat_template="on").prompt("x")
     with pytest.raises(UsageError, match="chat_template must be one of"):
         Agent.from_spec("react", model, tok, tools=[Calculator()], chat_template="yes")
+
+
+def test_boundary_at_the_start_of_a_text(tok: Any) -> None:
+    """A label right after the prompt string (only whitespace before it) also starts a new example;
+    the one-line stop still waits for the text to begin."""
+    index = build_index(compile("react-agent"), tok, tool_names=["Calculator"], context_labels=CONTEXT_LABELS,
+                        cache=False)
+    mon = Monitor(index, newline=True)
+    events = _walk(mon, tok, "Thought: add\nAction: Calculator\nAction Input:\nQuestion:")
+    ends = [e for e in events if e.kind == "end"]
+    assert [(e.state, e.reason, e.text) for e in ends][-1] == ("Action-Input", "boundary", "Question:")
+    assert mon.text[ends[-1].at:] == "Question:" and mon.steps[-1].text == ""
+    # mid-line, a label is just text
+    mon = Monitor(index, newline=True)
+    _walk(mon, tok, "Thought: the Question: is hard")
+    assert mon.state == "Thought" and mon.steps[-1].text == "the Question: is hard"
