@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -99,9 +100,9 @@ def load_entry(key: str) -> dict[str, np.ndarray] | None:
     if not p.is_file():
         return None
     try:
-        with np.load(p, allow_pickle=False) as z:
+        with open(p, "rb") as f, np.load(f, allow_pickle=False) as z:  # our handle: closed on errors too
             return {k: z[k] for k in z.files}
-    except (OSError, ValueError, KeyError, EOFError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # truncated or damaged
         return None
 
 
@@ -110,6 +111,7 @@ def save_entry(key: str, arrays: dict[str, np.ndarray]) -> Path | None:
     if not cache_enabled():
         return None
     p = _path(key)
+    tmp: str | None = None
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, suffix=".tmp")
@@ -118,4 +120,9 @@ def save_entry(key: str, arrays: dict[str, np.ndarray]) -> Path | None:
         os.replace(tmp, p)
         return p
     except OSError:
+        if tmp is not None:  # nothing half-written stays behind
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         return None
