@@ -92,17 +92,6 @@ class Mask:
             self._set = frozenset((self._allowed if self._allowed is not None else self._forbidden).tolist())
         return (tok in self._set) == (self._allowed is not None)
 
-    def _index(self, kind: str, device: object, width: int) -> torch.Tensor:
-        """The allowed (``"a"``) or forbidden (``"f"``) ids below ``width`` as a cached tensor."""
-        import torch
-
-        idx = self._tensors.get((kind, device, width))
-        if idx is None:
-            ids = self._allowed if kind == "a" else self._forbidden
-            assert ids is not None
-            idx = self._tensors[(kind, device, width)] = torch.as_tensor(ids[ids < width], device=device)
-        return idx  # type: ignore[return-value]
-
     def _bias(self, dtype: object, device: object, width: int) -> torch.Tensor:
         """A cached 0/-inf row of ``width`` logits (ids beyond the vocabulary: -inf)."""
         import torch
@@ -171,34 +160,39 @@ def apply_rows(masks: Sequence[Mask], scores: torch.Tensor) -> None:
         raise ValueError("expected contiguous scores (a view of the flattened rows is filled in place)")
     width = scores.shape[1]
     dev = scores.device
+    if len(masks) == 1:
+        masks[0].apply(scores[0])
+        return
     groups: dict[int, tuple[Mask, list[int]]] = {}
     for i, mk in enumerate(masks):
         groups.setdefault(id(mk), (mk, []))[1].append(i)
-    fill: list[torch.Tensor] = []  # flat indices to set to -inf
-    keep: list[torch.Tensor] = []  # flat indices to keep in rows filled with -inf
+    # flat indices are built with numpy (cheaper than small tensor ops) and moved once
+    fill: list[np.ndarray] = []  # flat indices to set to -inf
+    keep: list[np.ndarray] = []  # flat indices to keep in rows filled with -inf
     keep_rows: list[int] = []
     dense: list[tuple[Mask, list[int]]] = []
     for mk, rows in groups.values():
-        r = torch.as_tensor(rows, dtype=torch.int64, device=dev).unsqueeze(1) * width
         if mk._allowed is not None and mk._allowed.size <= ALLOWED_LIMIT:
-            keep.append((r + mk._index("a", dev, width)).reshape(-1))
+            ids = mk._allowed
+            keep.append((np.asarray(rows, dtype=np.int64)[:, None] * width + ids[ids < width]).ravel())
             keep_rows += rows
         elif mk._forbidden is not None and mk._forbidden.size <= SPARSE_LIMIT:
-            fill.append((r + mk._index("f", dev, width)).reshape(-1))
+            ids = mk._forbidden
+            fill.append((np.asarray(rows, dtype=np.int64)[:, None] * width + ids[ids < width]).ravel())
         else:
             dense.append((mk, rows))
     flat = scores.view(-1)
     inf = float("-inf")
     kidx = vals = None
     if keep:
-        kidx = torch.cat(keep)
+        kidx = torch.from_numpy(np.concatenate(keep)).to(dev)
         vals = flat.index_select(0, kidx)
-        scores.index_fill_(0, torch.as_tensor(keep_rows, dtype=torch.int64, device=dev), inf)
+        scores.index_fill_(0, torch.from_numpy(np.asarray(keep_rows, dtype=np.int64)).to(dev), inf)
     if fill:
-        flat.index_fill_(0, torch.cat(fill), inf)
+        flat.index_fill_(0, torch.from_numpy(np.concatenate(fill)).to(dev), inf)
     for mk, rows in dense:  # rare (neither few allowed nor few forbidden ids): one add per distinct mask
         bias = mk._bias(scores.dtype, dev, width)
-        ridx = torch.as_tensor(rows, dtype=torch.int64, device=dev)
+        ridx = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(dev)
         scores.index_add_(0, ridx, bias.expand(len(rows), width))
     if kidx is not None and vals is not None:
         flat.index_copy_(0, kidx, vals)
@@ -210,7 +204,7 @@ def apply_rows(masks: Sequence[Mask], scores: torch.Tensor) -> None:
     else:
         for mk, rows in groups.values():
             if width > mk.size:
-                scores[torch.as_tensor(rows, dtype=torch.int64, device=dev), mk.size:] = inf
+                scores[torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(dev), mk.size:] = inf
 
 
 class Steering:
