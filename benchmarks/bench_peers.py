@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from peer_grammars import TEST_STRINGS, ebnf_grammar, lark_grammar  # noqa: E402
 
-SEQUENCES = (  # the timed token sequences: the tokenizer's own encoding of these texts
+SEQUENCES = (  # the timed token sequences: these texts as the tokens ltlagent allows (our_tokens)
     "Thought: I should search for the capital of France first.\nAction: Search\n"
     "Action Input: capital of France\nObservation:",
     "Final Thought: Both sources agree: about 2.1 million people live in Paris.\nAnswer: About 2.1 million.",
@@ -143,6 +143,19 @@ def check_verdicts(index: object, engines: dict[str, object]) -> list[str]:
             if got != ours:
                 bad.append(f"{name} says {got} on {text!r}, ltlagent {ours}")
     return bad
+
+
+def our_tokens(index: object, text: str) -> list[int]:
+    """``text`` as tokens ltlagent allows: the longest allowed token at each point (its forced
+    token where one is forced; the tokenizer's own encoding may split a prompt string differently,
+    which ltlagent does not allow after a text ended). Both engines accept these sequences."""
+    import bench_monitor as bm
+
+    from ltlagent.monitor import Monitor
+
+    rec: list[tuple[float, object, int]] = []
+    bm.write_text(Monitor(index, eos_ends_text=False), text, rec)  # type: ignore[arg-type]
+    return [t for _, _, t in rec]
 
 
 # --- the timed steps ------------------------------------------------------------------------------
@@ -267,7 +280,7 @@ def run(size: int, reps: int) -> dict[str, object]:
     if package_version("xgrammar"):
         engines["xgrammar"] = Xgr(tok)
     res["disagreements"] = check_verdicts(index, engines)
-    seqs = [tok.encode(s) for s in SEQUENCES]  # type: ignore[attr-defined]
+    seqs = [our_tokens(index, s) for s in SEQUENCES]
     ours_cold: list[float] = []
     ours_warm: list[float] = []
     ours_allowed: list[np.ndarray] = []
