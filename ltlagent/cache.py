@@ -4,7 +4,8 @@ Entries are keyed by a hash of the spec (its formula, prompt strings and state o
 names), the tokenizer's vocabulary hash, and the ltlagent and Spot versions, so a change to any of
 them misses. Directory: ``$LTLAGENT_CACHE_DIR``, else ``$XDG_CACHE_HOME/ltlagent``, else
 ``~/.cache/ltlagent``. ``LTLAGENT_CACHE_DIR=off`` (or :func:`disable_cache`) turns it off;
-:func:`clear_cache` empties it. Files are written atomically; a damaged entry is ignored.
+:func:`clear_cache` empties it. Files are written atomically; a damaged entry is ignored. The masks
+an index computed are stored beside its entry under the same key (:mod:`ltlagent.warm`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def enable_cache(path: str | Path | None = None) -> None:
 
 
 def clear_cache() -> int:
-    """Delete every cached index; returns how many entries were removed."""
+    """Delete every cached index (and stored masks); returns how many files were removed."""
     d = cache_dir() / _SUBDIR
     n = 0
     if d.is_dir():
