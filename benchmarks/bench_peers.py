@@ -300,6 +300,8 @@ def run(size: int, reps: int) -> dict[str, object]:
         engines["llguidance"] = Llg(tok)
     if package_version("xgrammar"):
         engines["xgrammar"] = Xgr(tok)
+    for missing in {"llguidance", "xgrammar"} - set(engines):
+        print(f"{missing} is not installed (pip install -e .[bench]): left out", file=sys.stderr)
     res["disagreements"] = check_verdicts(index, engines)
     seqs = [our_tokens(index, s) for s in SEQUENCES]
     v = index.vocab
