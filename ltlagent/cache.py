@@ -4,7 +4,8 @@ Entries are keyed by a hash of the spec (its formula, prompt strings and state o
 names), the tokenizer's vocabulary hash, and the ltlagent and Spot versions, so a change to any of
 them misses. Directory: ``$LTLAGENT_CACHE_DIR``, else ``$XDG_CACHE_HOME/ltlagent``, else
 ``~/.cache/ltlagent``. ``LTLAGENT_CACHE_DIR=off`` (or :func:`disable_cache`) turns it off;
-:func:`clear_cache` empties it. Files are written atomically; a damaged entry is ignored.
+:func:`clear_cache` empties it. Files are written atomically; a damaged entry is ignored. The masks
+an index computed are stored beside its entry under the same key (:mod:`ltlagent.warm`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +55,7 @@ def enable_cache(path: str | Path | None = None) -> None:
 
 
 def clear_cache() -> int:
-    """Delete every cached index; returns how many entries were removed."""
+    """Delete every cached index (and stored masks); returns how many files were removed."""
     d = cache_dir() / _SUBDIR
     n = 0
     if d.is_dir():
@@ -99,9 +101,9 @@ def load_entry(key: str) -> dict[str, np.ndarray] | None:
     if not p.is_file():
         return None
     try:
-        with np.load(p, allow_pickle=False) as z:
+        with open(p, "rb") as f, np.load(f, allow_pickle=False) as z:  # our handle: closed on errors too
             return {k: z[k] for k in z.files}
-    except (OSError, ValueError, KeyError, EOFError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # truncated or damaged
         return None
 
 
@@ -110,6 +112,7 @@ def save_entry(key: str, arrays: dict[str, np.ndarray]) -> Path | None:
     if not cache_enabled():
         return None
     p = _path(key)
+    tmp: str | None = None
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, suffix=".tmp")
@@ -118,4 +121,9 @@ def save_entry(key: str, arrays: dict[str, np.ndarray]) -> Path | None:
         os.replace(tmp, p)
         return p
     except OSError:
+        if tmp is not None:  # nothing half-written stays behind
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         return None

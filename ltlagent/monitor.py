@@ -120,6 +120,8 @@ class _Memo:
         self.quiet_sids: dict[tuple[int, int], np.ndarray] = {}
         self.dfa_final: dict[object, np.ndarray] = {}
         self.by_length: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.disk_key: str | None = None  # the index's cache key, when masks persist (ltlagent.warm)
+        self.warm: tuple[str, int] | None = None  # (masks entry, masks loaded or last saved)
 
 
 @dataclass(frozen=True, eq=False)
@@ -391,6 +393,10 @@ class TokenIndex(Steering):
                              self.from_cache, self.mutation)
             if tables.newline != newline:  # not possible for this spec and tokenizer
                 hit = self
+            elif self._memo.disk_key is not None:
+                from . import warm
+
+                warm.attach(hit, self._memo.disk_key)
             self._memo.variants[newline] = hit
         return hit
 
@@ -460,6 +466,10 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
             "eos": np.asarray(vocab.eos_ids, dtype=np.int64),
             "kind": np.asarray(vocab.kind), "fingerprint": np.asarray(vocab.fingerprint),
             "kw": kw})
+    if key is not None:
+        from . import warm
+
+        warm.attach(index, key)  # masks computed by earlier processes, and those of this one later
     return index
 
 

@@ -24,7 +24,7 @@ from transformers import LogitsProcessor, StoppingCriteria
 from .compiled import CompiledSpec
 from .errors import UsageError
 from .machine import DONE, ENV
-from .masks import Mask
+from .masks import Mask, apply_rows
 from .monitor import TokenIndex, build_index
 from .spec import Spec
 
@@ -149,6 +149,7 @@ class LtlLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
             raise ValueError(f"expected scores of shape ({ids.shape[0]}, vocab), got {tuple(scores.shape)}")
         remaining = None if self.max_new_tokens is None else self.max_new_tokens - (length - self._start)
         states = [self._state(ids[i]) for i in range(ids.shape[0])]
+        masks: list[Mask] = []
         for i, (sid, count) in enumerate(states):
             if sid < 0:
                 # a token the mask forbids: beam search keeps -inf candidates when too few are
@@ -156,9 +157,14 @@ class LtlLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
                 if self.strict:
                     raise UsageError(f"row {i} holds a token the monitor forbids; another logits "
                                      "processor may have overridden the mask")
-                self._dead_mask().apply(scores[i])
+                masks.append(self._dead_mask())
                 continue
-            self.index.mask(sid, False, remaining, None, count).apply(scores[i])
+            masks.append(self.index.mask(sid, False, remaining, None, count))
+        if scores.is_contiguous():
+            apply_rows(masks, scores)  # all rows in a fixed number of tensor operations
+        else:
+            for i, mk in enumerate(masks):
+                mk.apply(scores[i])
         # keep only the current rows (their children are looked up next step)
         self._states = {ids[i].tobytes(): st for i, st in enumerate(states)}
         return scores

@@ -157,3 +157,31 @@ def test_strict_mode_reports_an_overridden_mask() -> None:
     row = lenient(bad, torch.zeros(1, len(tok)))[0]
     assert torch.isfinite(row).sum() == len(index.eos_token_ids)  # stopped: EOS only
     assert bool(lenient.stopping(bad, row[None])[0])
+
+
+@pytest.mark.parametrize("extra", [0, 7])
+def test_apply_rows_equals_row_by_row(extra: int) -> None:
+    """The batched application gives exactly the row-by-row result, for every kind of mask (few
+    allowed, few forbidden, dense bias), shared masks, and logits wider than the vocabulary."""
+    import numpy as np
+    import torch
+
+    from ltlagent.masks import Mask, apply_rows
+
+    size = 6000
+    rng = np.random.default_rng(0)
+    masks = [Mask(size, allowed=np.asarray([5])), Mask(size, allowed=rng.choice(size, 900, replace=False)),
+             Mask(size, forbidden=rng.choice(size, 300, replace=False)),
+             Mask(size, allowed=rng.choice(size, 2500, replace=False)),  # dense: bias
+             Mask(size, forbidden=np.zeros(0, dtype=np.int64))]
+    rows = [masks[i % len(masks)] for i in range(13)] + [masks[2], masks[2]]
+    scores = torch.randn(len(rows), size + extra)
+    want = scores.clone()
+    for i, mk in enumerate(rows):
+        mk.apply(want[i])
+    apply_rows(rows, scores)
+    assert torch.equal(scores, want)
+    for mk in masks:  # and it is the mask: -inf exactly where forbidden
+        r = torch.zeros(1, size + extra)
+        apply_rows([mk], r)
+        assert torch.isfinite(r[0]).nonzero().flatten().tolist() == mk.allowed_ids().tolist()
