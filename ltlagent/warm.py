@@ -16,6 +16,7 @@ id. A missing, damaged or inconsistent file is ignored (the masks are computed a
 
 from __future__ import annotations
 
+import hashlib
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -35,9 +36,11 @@ _KEY_WIDTH = 8  # machine key tuple (mode, q, cur, node, content, stop, pre, sep
 _FORMAT = 1
 
 
-def mask_entry_key(index_key: str, newline: bool) -> str:
-    """The cache entry name of the masks of the index stored under ``index_key``."""
-    return f"{index_key}.masks{_FORMAT}-nl{int(newline)}"
+def mask_entry_key(index_key: str, newline: bool, boundaries: tuple[bytes, ...] = ()) -> str:
+    """The cache entry name of the masks of the index stored under ``index_key``: per variant of the
+    byte machine (the newline separator, the example boundaries), whose states the masks are of."""
+    tag = f"-b{hashlib.sha256(repr(boundaries).encode()).hexdigest()[:12]}" if boundaries else ""
+    return f"{index_key}.masks{_FORMAT}-nl{int(newline)}{tag}"
 
 
 def _arrays(memo: _Memo, size: int) -> dict[str, np.ndarray]:
@@ -140,7 +143,7 @@ def attach(index: TokenIndex, index_key: str) -> int:
     Returns how many masks were loaded (0 with the cache off)."""
     if not disk.cache_enabled() or index.mutation is not None:
         return 0
-    entry_key = mask_entry_key(index_key, index.tables.newline)
+    entry_key = mask_entry_key(index_key, index.tables.newline, index.tables.boundaries)
     n = load_masks(index, entry_key)
     memo = index._memo
     memo.warm = (entry_key, len(memo.masks))

@@ -150,3 +150,22 @@ def test_failed_write_leaves_no_partial_file(cache_at: Path, monkeypatch: pytest
     assert warm.save_masks(index) is None
     assert list((cache_at / "index").glob("*.tmp")) == []
     assert masks_files(cache_at) == []
+
+
+def test_masks_of_the_boundary_variant_are_kept_apart(cache_at: Path) -> None:
+    """Example boundaries change the byte machine (its stop matchers); their masks get their own
+    entry, and an index without boundaries never reads them."""
+    from ltlagent.lexer import CONTEXT_LABELS
+
+    compiled = compile_spec("react-tools")
+    tok = tiny.byte_level()
+    with_labels = build_index(compiled, tok, context_labels=CONTEXT_LABELS)
+    drive(with_labels)
+    assert warm.save_masks(with_labels) is not None
+    plain = build_index(compiled, tok)
+    assert not plain._memo.masks  # nothing loaded from the other variant
+    drive(plain)
+    assert warm.save_masks(plain) is not None
+    assert len(masks_files(cache_at)) == 2
+    again = build_index(compiled, tok, context_labels=CONTEXT_LABELS)
+    assert by_key(again).keys() == by_key(with_labels).keys()
