@@ -93,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     from validation.experiment import KB, SPECS
     from validation.synth import ToolEnv, build_prompt, exemplars, heldout, make_world
 
+    from ltlagent.errors import UsageError
+    from ltlagent.loader import resolve_model
+
+    try:
+        resolve_model("smollm2-135m")
+    except UsageError as e:
+        print(f"(skipped: {e})")
+        return 0
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as cache:
         os.environ["LTLAGENT_CACHE_DIR"] = cache

