@@ -87,14 +87,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from ltlagent import compile as compile_spec
     from ltlagent.agent import eos_token_ids
+    from ltlagent.errors import UsageError
     from ltlagent.lexer import CONTEXT_LABELS
-    from ltlagent.loader import load_model
+    from ltlagent.loader import load_model, resolve_model
     from ltlagent.monitor import Monitor, build_index
     from validation.experiment import KB, SPECS
     from validation.synth import ToolEnv, build_prompt, exemplars, heldout, make_world
-
-    from ltlagent.errors import UsageError
-    from ltlagent.loader import resolve_model
 
     try:
         resolve_model("smollm2-135m")
