@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .automaton import Automaton, Verdict, compile_spec
 from .compiled import CompiledSpec, compile
-from .errors import LtlAgentError, PromptError, SpecError, UsageError
+from .errors import LtlAgentError, SpecError, UsageError
 from .lexer import Lexer, build_lexer
 from .spec import Spec, State, bundled_specs, load_spec, parse_spec
 
@@ -35,7 +35,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "Automaton", "CompiledSpec", "Lexer", "LtlAgentError", "PromptError", "Spec", "SpecError",
+    "Automaton", "CompiledSpec", "Lexer", "LtlAgentError", "Spec", "SpecError",
     "State", "UsageError", "Verdict", "build_lexer", "bundled_specs", "compile", "compile_spec",
     "load_spec", "parse_spec", "__version__", *_LAZY,
 ]

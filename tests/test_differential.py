@@ -221,3 +221,32 @@ def test_mutation_is_caught() -> None:
 
     with pytest.raises(AssertionError):
         property_on_mutant()
+
+
+# --- bounds above Spot's 8-bit limit are split (docs/design.md §3.3): the split must stay exact ---
+
+A, B, C = Step("S0"), Step("S1"), Step("S2")
+
+
+@pytest.mark.parametrize("pattern", [
+    Repeat(A, 0, 300),
+    Repeat(A, 250, 520),
+    Next((Repeat(A, 254, 509), C)),
+    Until(Or((A, Next((A, B)))), C, 253, 300),
+    Until(Repeat(A, 0, 1), C, 0, 260),  # a body that matches the empty word
+    Repeat(Next((A, B)), 0, 260),  # every word has length >= 2: the Spot simplification pitfall
+    Repeat(Next((A, B)), 255, None),
+])
+def test_large_bounds_agree_with_reference(pattern: Pattern) -> None:
+    spec = Spec("big", tuple(State(n, f"<{n}>") for n in ("S0", "S1", "S2")), pattern)
+    aut = compile_spec(spec)
+    rng = random.Random(0)
+    lengths = {0, 1, 2, 252, 253, 254, 255, 256, 259, 260, 261, 299, 300, 301, 508, 509, 510, 519,
+               520, 521}
+    words = [["S0"] * k for k in sorted(lengths)]
+    words += [[*w, "S2"] for w in words]
+    words += [[x for _ in range(k) for x in ("S0", "S1")] for k in (253, 254, 255, 256)]
+    words += [[rng.choice(("S0", "S0", "S0", "S1")) for _ in range(k)] + ["S2"]
+              for k in (253, 254, 255, 299, 300, 301)]
+    for w in words:
+        assert (aut.run(w).status == "accepted") == reference.accepts(pattern, w), (pattern, len(w))
