@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import CompileError, SpecError
 from .ltl import ALIVE, MARK, Encoding, Formulas, build_formulas, encode
@@ -211,7 +211,7 @@ class Automaton:
         }
 
 
-def _spot() -> object:
+def _spot() -> Any:  # the untyped spot module, imported on first use
     import spot
 
     return spot

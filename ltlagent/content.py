@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .automaton import coreachable
 from .errors import UsageError
@@ -87,32 +87,31 @@ def _strip_wrap(core: list[list[int]], core_acc: set[int], source: str) -> Conte
     non-whitespace byte, whether the core accepted at the last non-whitespace byte).
     """
     core_live = coreachable(core, core_acc)
-    ids: dict[object, int] = {"lead": 0}
-    order: list[object] = ["lead"]
+    lead = (-2, False)  # the LEAD state's key (no core state is -2)
+    ids: dict[tuple[int, bool], int] = {lead: 0}
+    order: list[tuple[int, bool]] = [lead]
     trans: list[list[int]] = []
     accepting: set[int] = set()
     i = 0
     while i < len(order):
         key = order[i]
         row = [DEAD] * 256
-        if key == "lead":
+        if key == lead:
             if 0 in core_acc:
                 accepting.add(i)
-        else:
-            r, saved = key  # type: ignore[misc]
-            if saved:
-                accepting.add(i)
+        elif key[1]:
+            accepting.add(i)
         for b in range(256):
-            if key == "lead":
+            if key == lead:
                 if b in WHITESPACE:
-                    nk: object = "lead"
+                    nk = lead
                 else:
                     r2 = core[0][b]
                     if r2 < 0 or r2 not in core_live:
                         continue
                     nk = (r2, r2 in core_acc)
             else:
-                r, saved = key  # type: ignore[misc]
+                r, saved = key
                 r2 = core[r][b] if r >= 0 else DEAD
                 if r2 >= 0 and r2 not in core_live:
                     r2 = DEAD
@@ -255,7 +254,9 @@ class _RegexCompiler:
                          hint=_HINT)
 
     # char sets as code point ranges; categories are exact on ASCII and exclude non-ASCII
-    def category(self, cat: object) -> list[tuple[int, int]]:
+    # The parsed tree of re._parser is untyped: (opcode, argument) pairs whose argument's type
+    # depends on the opcode, hence Any below.
+    def category(self, cat: Any) -> list[tuple[int, int]]:
         C = self.C
         rx = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_SPACE: r"\s",
               C.CATEGORY_NOT_SPACE: r"\S", C.CATEGORY_WORD: r"\w", C.CATEGORY_NOT_WORD: r"\W"}.get(cat)
@@ -264,7 +265,7 @@ class _RegexCompiler:
         r = re.compile(rx)
         return _normalise([(c, c) for c in range(128) if r.fullmatch(chr(c))])
 
-    def charset(self, items: list[tuple[object, object]]) -> list[tuple[int, int]]:
+    def charset(self, items: list[tuple[Any, Any]]) -> list[tuple[int, int]]:
         C = self.C
         ranges: list[tuple[int, int]] = []
         negate = False
@@ -273,9 +274,9 @@ class _RegexCompiler:
             if op is C.NEGATE:
                 negate = True
             elif op is C.LITERAL:
-                ranges.append((av, av))  # type: ignore[arg-type]
+                ranges.append((av, av))
             elif op is C.RANGE:
-                ranges.append(av)  # type: ignore[arg-type]
+                ranges.append(av)
             elif op is C.CATEGORY:
                 has_cat = True
                 ranges += self.category(av)
@@ -295,7 +296,7 @@ class _RegexCompiler:
                 self.nfa.edges[s].append((lo, hi, t))
                 s = t
 
-    def seq(self, items: list[tuple[object, object]], start: int, end: int) -> None:
+    def seq(self, items: list[tuple[Any, Any]], start: int, end: int) -> None:
         s = start
         for k, it in enumerate(items):
             t = end if k == len(items) - 1 else self.nfa.new()
@@ -304,22 +305,22 @@ class _RegexCompiler:
         if not items:
             self.nfa.eps[start].append(end)
 
-    def item(self, it: tuple[object, object], start: int, end: int) -> None:
+    def item(self, it: tuple[Any, Any], start: int, end: int) -> None:
         C, nfa = self.C, self.nfa
         op, av = it
         if op is C.LITERAL:
-            self.chars([(av, av)], start, end)  # type: ignore[list-item]
+            self.chars([(av, av)], start, end)
         elif op is C.NOT_LITERAL:
-            self.chars(_complement([(av, av)]), start, end)  # type: ignore[list-item]
+            self.chars(_complement([(av, av)]), start, end)
         elif op is C.ANY:
             self.chars([(0, _MAXCP)] if self.dotall else _complement([(10, 10)]), start, end)
         elif op is C.IN:
-            self.chars(self.charset(list(av)), start, end)  # type: ignore[arg-type]
+            self.chars(self.charset(list(av)), start, end)
         elif op is C.BRANCH:
-            for alt in av[1]:  # type: ignore[index]
+            for alt in av[1]:
                 self.seq(list(alt), start, end)
         elif op is C.SUBPATTERN:
-            _group, add, rem, p = av  # type: ignore[misc]
+            _group, add, rem, p = av
             if add & ~self.harmless_flags or rem:
                 self.unsupported(f"the inline flag {self.flag_names(add & ~self.harmless_flags)}"
                                  if add & ~self.harmless_flags else
@@ -329,7 +330,7 @@ class _RegexCompiler:
             self.seq(list(p), start, end)
             self.dotall = outer
         elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
-            lo, hi, p = av  # type: ignore[misc]
+            lo, hi, p = av
             body = list(p)
             s = start
             for _ in range(lo):

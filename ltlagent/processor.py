@@ -36,7 +36,7 @@ __all__ = ["LtlLogitsProcessor", "LtlStoppingCriteria", "logits_processor"]
 _MAX_PAUSED = 4096
 
 
-class LtlLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
+class LtlLogitsProcessor(LogitsProcessor):
     """Masks each row's logits so that every generated trace obeys the spec.
 
     ``max_new_tokens``: pass the same value as to ``generate``; the processor then leaves room to
@@ -172,7 +172,7 @@ class LtlLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
         return self._state(row.astype(np.int64))[0]
 
 
-class LtlStoppingCriteria(StoppingCriteria):  # type: ignore[misc]
+class LtlStoppingCriteria(StoppingCriteria):
     """Stops a row when its trace is finished or waits for the environment."""
 
     def __init__(self, processor: LtlLogitsProcessor) -> None:
