@@ -1,4 +1,4 @@
-"""Spot automaton → a small frozen transition table (DESIGN §3).
+"""Spot automaton → a small frozen transition table (docs/design.md §3).
 
 Spot is the source of truth: the spec's formula is translated once to a deterministic automaton
 (finite specs through ``to_finite``, infinite ones as a deterministic ω-automaton), and read into

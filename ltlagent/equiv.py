@@ -1,4 +1,4 @@
-"""``ltlagent check-equiv``: do two specs accept the same traces? (DESIGN §8)
+"""``ltlagent check-equiv``: do two specs accept the same traces? (docs/design.md §8)
 
 States are matched by name. Both specs are recompiled over the union of their state names (a
 spec lacking a state simply never uses it), so both automata read the same alphabet with the same

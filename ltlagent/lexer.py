@@ -1,4 +1,4 @@
-"""The keyword lexer: text → (state, content) steps, shared by validation and decoding (DESIGN §4).
+"""The keyword lexer: text → (state, content) steps, shared by validation and decoding (docs/design.md §4).
 
 Prompt strings are keywords over bytes (UTF-8). A keyword is recognised at the first position where
 some keyword ends, the longest one ending there wins (``"Final Thought:"`` over ``"Thought:"``),

@@ -1,4 +1,4 @@
-"""The token-level decoding monitor (DESIGN §5): compile once (:class:`TokenIndex`), step cheaply
+"""The token-level decoding monitor (docs/design.md §5): compile once (:class:`TokenIndex`), step cheaply
 (:class:`Monitor`, one cursor per sequence).
 
 Public API (stable; the agent runner and the ``transformers`` processor are built on it):

@@ -1,4 +1,4 @@
-"""The monitor as a ``transformers.LogitsProcessor`` and ``StoppingCriteria`` (DESIGN §5).
+"""The monitor as a ``transformers.LogitsProcessor`` and ``StoppingCriteria`` (docs/design.md §5).
 
 Usable with a plain ``model.generate(..., logits_processor=[proc], stopping_criteria=[proc.stopping])``:
 greedy, sampling, batches with left padding, beam search. The state of each row is re-derived from

@@ -1,4 +1,4 @@
-"""Token id → bytes for any Hugging Face tokenizer (DESIGN §5: the monitor works on bytes).
+"""Token id → bytes for any Hugging Face tokenizer (docs/design.md §5: the monitor works on bytes).
 
 Three readings, picked from the tokenizer's decoder:
 

@@ -1,4 +1,4 @@
-"""Differential test (DESIGN §9): the Spot automaton against the independent reference evaluator.
+"""Differential test (docs/design.md §9): the Spot automaton against the independent reference evaluator.
 
 Random patterns (next/until/always/or/optional/repeat, nesting depth up to 5, up to 8 states) and
 random finite and lasso traces, some drawn from the pattern's own language and then perturbed.
@@ -166,7 +166,7 @@ def test_infinite_specs_agree_with_reference(spec: Spec, seed: int) -> None:
     check_agreement(spec, aut, seed)
 
 
-# --- the mutation: `until` read as textbook LTL U (DESIGN §2.1 explains why that is wrong) -----
+# --- the mutation: `until` read as textbook LTL U (docs/design.md §2.1 explains why that is wrong) -----
 
 def textbook_ltl(p: Pattern, atom: object) -> str:
     """The literal LTL reading: next = the paper's ○⟨…⟩ chain, until = U."""
