@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, NoReturn
 
 from .errors import Location, SpecError, SpecErrors, UsageError
 from .sexp import Atom, Node, SList, read_sexps
@@ -209,44 +211,48 @@ class _Parser:
         self.errors.append(SpecError(message, loc, self.text, hint))
 
     def fail(self) -> None:
+        """Raise the errors found so far, if any."""
         if len(self.errors) == 1:
             raise self.errors[0]
         if self.errors:
             raise SpecErrors(self.errors)
 
+    def abort(self, message: str, loc: Location | None, hint: str | None = None) -> NoReturn:
+        """Report an error that later checks cannot get past, with those found so far."""
+        self.err(message, loc, hint)
+        self.fail()
+        raise AssertionError("unreachable: fail() raises once an error is recorded")
+
     # -- top level
     def spec(self, nodes: list[Node]) -> Spec:
         if not nodes:
-            self.err("empty spec: expected (define NAME (:states …) (:behavior …))",
-                     Location(self.source, 1, 1))
-            self.fail()
+            self.abort("empty spec: expected (define NAME (:states …) (:behavior …))",
+                       Location(self.source, 1, 1))
         root = nodes[0]
         for extra in nodes[1:]:
             self.err("unexpected text after the (define …) form", extra.loc,
                      "a spec file holds exactly one (define …)")
         if not isinstance(root, SList) or root.head() != "define":
-            self.err("expected (define NAME (:states …) (:behavior …))", root.loc)
-            self.fail()
-        assert isinstance(root, SList)
+            self.abort("expected (define NAME (:states …) (:behavior …))", root.loc)
         items = root.items
-        if len(items) < 2 or not isinstance(items[1], Atom) or items[1].is_string:
-            self.err("(define …) needs a name", root.loc)
-            self.fail()
-        name = str(items[1].value)  # type: ignore[union-attr]
+        name_atom = items[1] if len(items) >= 2 else None
+        if not isinstance(name_atom, Atom) or name_atom.is_string:
+            self.abort("(define …) needs a name", root.loc)
+        name = name_atom.value
         sections: dict[str, SList] = {}
         for sec in items[2:]:
             head = sec.head() if isinstance(sec, SList) else None
-            if head is None:
+            if not isinstance(sec, SList) or head is None:
                 self.err(f"expected a section like (:states …), found {_show(sec)}", sec.loc)
                 continue
             if head not in _SECTIONS:
-                self.err(f"unknown keyword {head!r}", sec.items[0].loc,  # type: ignore[union-attr]
+                self.err(f"unknown keyword {head!r}", sec.items[0].loc,
                          _suggest(head, _SECTIONS) or f"sections are {', '.join(_SECTIONS)}")
                 continue
             if head in sections:
                 self.err(f"duplicate section {head}", sec.loc)
                 continue
-            sections[head] = sec  # type: ignore[assignment]
+            sections[head] = sec
         if ":states" not in sections:
             self.err("missing (:states …)", root.loc)
         if ":behavior" not in sections:
@@ -361,11 +367,11 @@ class _Parser:
                 elif self.check_regex(args[0]):
                     opts["regex"] = args[0].value
             elif key == ":stop":
-                if not args or not all(isinstance(a, Atom) and a.is_string and a.value
-                                       for a in args):
+                stops = [a.value for a in args if isinstance(a, Atom) and a.is_string and a.value]
+                if not args or len(stops) != len(args):
                     self.err(":stop takes one or more non-empty strings", opt.loc)
                 else:
-                    opts["stop"] = tuple(a.value for a in args)  # type: ignore[union-attr]
+                    opts["stop"] = tuple(stops)
             elif key == ":max-tokens":
                 n = _int(args[0]) if len(args) == 1 else None
                 if n is None or n < 1:
@@ -379,6 +385,7 @@ class _Parser:
         if opts.get("env_input") and ("choices" in opts or "regex" in opts):
             self.err(f"state {nm.value!r} is :env-input: content constraints apply only to text "
                      "the model writes", node.loc)
+        # each value in opts has its field's type (set above); a dict of mixed values cannot say so
         return State(nm.value, text, loc=nm.loc, **opts)  # type: ignore[arg-type]
 
     def check_regex(self, atom: Atom) -> bool:
@@ -429,9 +436,9 @@ class _Parser:
         args = [self.pattern(a, declared, depth + 1) for a in node.items[1:]
                 if not (op == "repeat" and isinstance(a, Atom) and
                         (a.value.startswith(":") or _int(a) is not None))]
-        if any(a is None for a in args):
+        pats = [a for a in args if a is not None]
+        if len(pats) != len(args):
             return None
-        pats: list[Pattern] = args  # type: ignore[assignment]
         bounded = _UNTIL_BOUNDED.match(op)
         if op == "next":
             if not pats:
@@ -559,7 +566,7 @@ class _Parser:
             return Formula("ltl", raw=args[0].value, loc=node.loc)
         arity = 1 if op in _LTL_UNARY else 2 if op in _LTL_BINARY else -1 if op in _LTL_NARY \
             else None
-        if arity is None:
+        if arity is None or op is None:
             self.err(f"unknown keyword {op!r} in :constraints", node.loc,
                      _suggest(op or "", [*_LTL_UNARY, *_LTL_BINARY, *_LTL_NARY, "ltl"]))
             return None
@@ -567,10 +574,10 @@ class _Parser:
             self.err(f"({op} …) takes {arity if arity > 0 else 'one or more'} argument(s), "
                      f"found {len(args)}", node.loc)
             return None
-        subs = [self.formula(a, declared) for a in args]
-        if any(s is None for s in subs):
+        subs = [f for f in (self.formula(a, declared) for a in args) if f is not None]
+        if len(subs) != len(args):
             return None
-        return Formula(op, tuple(subs), loc=node.loc)  # type: ignore[arg-type]
+        return Formula(op, tuple(subs), loc=node.loc)
 
 
     def check_raw_ltl(self, atom: Atom, declared: set[str]) -> bool:
@@ -636,7 +643,7 @@ def _spot_syntax_error(message: str) -> tuple[int, int, str]:
     return col, width, first + (f" ({'; '.join(extra)})" if extra else "")
 
 
-def _atomic_propositions(f: object) -> set[str]:
+def _atomic_propositions(f: Any) -> set[str]:
     """The atomic proposition names of a Spot formula."""
     import spot
 
@@ -647,7 +654,7 @@ def _atomic_propositions(f: object) -> set[str]:
             out.add(g.ap_name())
         return False  # keep descending
 
-    f.traverse(visit)  # type: ignore[attr-defined]
+    f.traverse(visit)
     return out
 
 
@@ -702,8 +709,8 @@ def _at(loc: Location | None) -> str:
     return f"{loc.line}:{loc.column}" if loc else "?"
 
 
-def _suggest(word: str, options: object) -> str | None:
-    close = difflib.get_close_matches(word, list(options), n=1)  # type: ignore[call-overload]
+def _suggest(word: str, options: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(word, list(options), n=1)
     return f"did you mean {close[0]!r}?" if close else None
 
 
