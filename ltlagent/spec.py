@@ -32,7 +32,7 @@ TOOLS_CHOICES = ":tools"
 #: Most steps a behaviour may have once every bounded repetition is written out (docs/design.md
 #: §3.3): the automaton needs about one state per unrolled step, and Spot's translation time grows
 #: about quadratically with them (2000 steps: about a second; 5000: ten).
-MAX_UNROLLED_STEPS = 2000
+MAX_UNROLLED_STEPS = 2500
 
 
 @dataclass(frozen=True)

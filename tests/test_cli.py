@@ -127,7 +127,7 @@ def test_public_api_resolves_and_spec_side_stays_torch_free() -> None:
     ('(:regex "(?i)yes")', "inline flag (?i)"),
     ('(:regex "\\\\bfoo")', "word boundary"),
     ("(ltl \"G(\")", "missing closing parenthesis"),
-    ("(:max 100000)", "limit of 2000"),
+    ("(:max 100000)", "limit of 2500"),
 ])
 def test_bad_input_is_exit_2_with_file_line_col(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   case: str, needle: str) -> None:
