@@ -2,40 +2,64 @@
 
 Write an agent's behaviour once as an s-expression spec; get a Spot automaton, a token-level
 constrained decoder for Hugging Face causal LMs, a few-shot prompt validator and an equivalence
-checker from it. Heavy dependencies (torch, transformers) are imported only where needed.
+checker from it (docs/design.md §1, §10).
+
+The public API is what ``__all__`` lists. The spec side (parse, compile, check) is imported
+eagerly; the rest loads on first use, so that ``import ltlagent`` stays free of torch and
+transformers (a test checks it): the validator and the equivalence checker need only Spot, the
+token index, monitor, logits processor and agent need the ``llm`` extra.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from .automaton import Automaton, Verdict, compile_spec
 from .compiled import CompiledSpec, compile
-from .errors import LtlAgentError, PromptError, SpecError, UsageError
-from .lexer import Lexer, build_lexer
+from .errors import CompileError, LtlAgentError, SpecError, UsageError
 from .spec import Spec, State, bundled_specs, load_spec, parse_spec
+
+if TYPE_CHECKING:  # the lazily loaded names, for type checkers and editors
+    from .agent import Agent, RunResult
+    from .equiv import check_equivalence
+    from .monitor import Monitor, TokenIndex, build_index
+    from .processor import LtlLogitsProcessor, LtlStoppingCriteria, logits_processor
+    from .tools import Calculator, DocumentStore, Tool, tool
+    from .validate import Validator
 
 __version__ = "0.1.0"
 
-# The LLM side needs torch and transformers: loaded on first use, so that `import ltlagent`
-# (validation, equivalence, show) stays light.
+#: name -> module, for the names loaded on first use.
 _LAZY = {
-    "Agent": "ltlagent.agent", "RunResult": "ltlagent.agent", "Tool": "ltlagent.tools",
-    "tool": "ltlagent.tools", "Calculator": "ltlagent.tools", "DocumentStore": "ltlagent.tools",
-    "build_index": "ltlagent.monitor", "Monitor": "ltlagent.monitor",
+    "Validator": "ltlagent.validate", "check_equivalence": "ltlagent.equiv",
+    "TokenIndex": "ltlagent.monitor", "build_index": "ltlagent.monitor", "Monitor": "ltlagent.monitor",
     "LtlLogitsProcessor": "ltlagent.processor", "LtlStoppingCriteria": "ltlagent.processor",
     "logits_processor": "ltlagent.processor",
+    "Agent": "ltlagent.agent", "RunResult": "ltlagent.agent",
+    "Tool": "ltlagent.tools", "tool": "ltlagent.tools", "Calculator": "ltlagent.tools",
+    "DocumentStore": "ltlagent.tools",
 }
 
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'ltlagent' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
 __all__ = [
-    "Automaton", "CompiledSpec", "Lexer", "LtlAgentError", "PromptError", "Spec", "SpecError",
-    "State", "UsageError", "Verdict", "build_lexer", "bundled_specs", "compile", "compile_spec",
-    "load_spec", "parse_spec", "__version__", *_LAZY,
+    # specs: read, compile, check
+    "Spec", "State", "parse_spec", "load_spec", "bundled_specs", "compile", "compile_spec",
+    "CompiledSpec", "Automaton", "Verdict", "Validator", "check_equivalence",
+    # decoding and agents (llm extra)
+    "TokenIndex", "build_index", "Monitor", "LtlLogitsProcessor", "LtlStoppingCriteria",
+    "logits_processor", "Agent", "RunResult", "Tool", "tool", "Calculator", "DocumentStore",
+    # errors
+    "LtlAgentError", "SpecError", "UsageError", "CompileError",
+    "__version__",
 ]

@@ -1,4 +1,4 @@
-"""The agent runner (DESIGN §6): a spec, a causal LM and tools make an agent whose traces obey the spec.
+"""The agent runner (docs/design.md §6): a spec, a causal LM and tools make an agent obeying the spec.
 
 ``Agent.from_spec("react", model, tokenizer, tools=[Calculator()])`` then ``agent.run(task)``. The
 runner owns the generation loop: the prompt is encoded once, every generated token goes through the

@@ -1,4 +1,4 @@
-"""Spot automaton → a small frozen transition table (DESIGN §3).
+"""Spot automaton → a small frozen transition table (docs/design.md §3).
 
 Spot is the source of truth: the spec's formula is translated once to a deterministic automaton
 (finite specs through ``to_finite``, infinite ones as a deterministic ω-automaton), and read into
@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import CompileError, SpecError
 from .ltl import ALIVE, MARK, Encoding, Formulas, build_formulas, encode
@@ -211,7 +211,7 @@ class Automaton:
         }
 
 
-def _spot() -> object:
+def _spot() -> Any:  # the untyped spot module, imported on first use
     import spot
 
     return spot

@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ltlagent: internal error (please report): {e}", file=sys.stderr)
         return 2
     except LtlAgentError as e:
-        print(f"ltlagent: error: {e}", file=sys.stderr)
+        print(f"ltlagent: error: {e.render()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ltlagent: interrupted", file=sys.stderr)

@@ -1,7 +1,7 @@
 """One compiled spec: the parsed spec, its automaton table and its keyword lexer, built together.
 
 Validation, check-trace and the decoding monitor all start from a :class:`CompiledSpec`, so they
-share one automaton and one lexer (DESIGN "one source of truth").
+share one automaton and one lexer (docs/design.md §10).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Content constraints as byte-level DFAs, for the decoding monitor (DESIGN §2.2, §5).
+"""Content constraints as byte-level DFAs, for the decoding monitor (docs/design.md §2.2, §5).
 
 A state's content is the text between its prompt string and the next one, leading and trailing
 whitespace ignored: ``(:choices "Search" "Lookup")`` means ``content.strip()`` is one of the
@@ -8,8 +8,11 @@ early when a prefix can no longer be completed.
 
 Regexes are read with Python's own parser (``re._parser``) and compiled by Thompson's construction
 and the subset construction. Supported: literals, ``.``, classes, ``|``, groups, greedy and lazy
-repetition, ``^``/``$``/``\\A``/``\\Z`` at the ends. Not supported (a clear error): backreferences,
-lookaround, ``\\b``, possessive and atomic groups, flags other than ``(?a)``/``(?s)``. ``\\d``,
+repetition, ``^``/``$``/``\\A``/``\\Z`` at the very start or end. Not supported (a clear error, raised
+already when the spec is read: :mod:`ltlagent.spec` builds the DFA once to check): backreferences,
+conditional groups, lookaround, ``\\b``/``\\B``, anchors elsewhere than at the ends, possessive
+repetition and atomic groups, flags other than ``(?a)``/``(?s)``/``(?u)``/``(?x)``, bounded repetition
+above :data:`MAX_REGEX_REPEAT`, and DFAs of more than :data:`MAX_DFA_STATES` states. ``\\d``,
 ``\\w``, ``\\s`` match exactly what Python matches among ASCII characters and no non-ASCII
 character (stricter than Python, never looser), so every generated content passes ``re.fullmatch``.
 """
@@ -18,16 +21,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 from .automaton import coreachable
 from .errors import UsageError
 
-__all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "DEAD"]
+__all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "DEAD", "MAX_DFA_STATES",
+           "MAX_REGEX_REPEAT"]
 
 DEAD = -1
 #: Bytes stripped from content (a subset of what ``str.strip()`` strips).
 WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")
-_MAX_STATES = 4000
+#: Largest content DFA (states) built; each state costs a 256-entry row here and masks later.
+MAX_DFA_STATES = 4000
+#: Largest finite bound of a regex repetition (``{m,n}``): each iteration is written out.
+MAX_REGEX_REPEAT = 200
+_HINT = ("the monitor compiles a :regex to a byte automaton: use literals, classes, groups, | and "
+         f"repetition (bounds up to {MAX_REGEX_REPEAT}); ^ and $ only at the very start or end")
 _MAXCP = 0x10FFFF
 #: Characters ``str.strip()`` removes that are not in WHITESPACE: a regex never matches them, so a
 #: content can neither start nor end with one (``[c for c in range(0x110000) if chr(c).isspace()]``).
@@ -77,32 +87,31 @@ def _strip_wrap(core: list[list[int]], core_acc: set[int], source: str) -> Conte
     non-whitespace byte, whether the core accepted at the last non-whitespace byte).
     """
     core_live = coreachable(core, core_acc)
-    ids: dict[object, int] = {"lead": 0}
-    order: list[object] = ["lead"]
+    lead = (-2, False)  # the LEAD state's key (no core state is -2)
+    ids: dict[tuple[int, bool], int] = {lead: 0}
+    order: list[tuple[int, bool]] = [lead]
     trans: list[list[int]] = []
     accepting: set[int] = set()
     i = 0
     while i < len(order):
         key = order[i]
         row = [DEAD] * 256
-        if key == "lead":
+        if key == lead:
             if 0 in core_acc:
                 accepting.add(i)
-        else:
-            r, saved = key  # type: ignore[misc]
-            if saved:
-                accepting.add(i)
+        elif key[1]:
+            accepting.add(i)
         for b in range(256):
-            if key == "lead":
+            if key == lead:
                 if b in WHITESPACE:
-                    nk: object = "lead"
+                    nk = lead
                 else:
                     r2 = core[0][b]
                     if r2 < 0 or r2 not in core_live:
                         continue
                     nk = (r2, r2 in core_acc)
             else:
-                r, saved = key  # type: ignore[misc]
+                r, saved = key
                 r2 = core[r][b] if r >= 0 else DEAD
                 if r2 >= 0 and r2 not in core_live:
                     r2 = DEAD
@@ -118,9 +127,10 @@ def _strip_wrap(core: list[list[int]], core_acc: set[int], source: str) -> Conte
             if j is None:
                 j = ids[nk] = len(order)
                 order.append(nk)
-                if len(order) > _MAX_STATES:
-                    raise UsageError(f"content constraint {source!r} needs more than {_MAX_STATES} "
-                                     "automaton states; simplify it")
+                if len(order) > MAX_DFA_STATES:
+                    raise UsageError(f"content constraint {source!r} needs more than "
+                                     f"{MAX_DFA_STATES} automaton states",
+                                     hint="simplify it, or check the content after generation")
             row[b] = j
         trans.append(row)
         i += 1
@@ -220,27 +230,42 @@ class _RegexCompiler:
             self.tree = P.parse(pattern, 0)
         except re.error as e:
             raise UsageError(f"bad :regex {pattern!r}: {e}") from e
-        flags = self.tree.state.flags
-        if flags & ~(C.SRE_FLAG_ASCII | C.SRE_FLAG_DOTALL | C.SRE_FLAG_UNICODE):
-            self.unsupported("flags")
-        self.dotall = bool(flags & C.SRE_FLAG_DOTALL)
+        bad = self.tree.state.flags & ~self.harmless_flags
+        if bad:
+            self.unsupported(f"the inline flag {self.flag_names(bad)}")
+        self.dotall = bool(self.tree.state.flags & C.SRE_FLAG_DOTALL)
         self.nfa = _NFA()
 
-    def unsupported(self, what: str) -> None:
-        raise UsageError(f":regex {self.pattern!r}: {what} not supported by the decoding monitor",
-                         hint="use literals, classes, groups, | and repetition")
+    @property
+    def harmless_flags(self) -> int:
+        """Flags whose meaning is already in the parsed tree or in how we read it: ASCII (our
+        classes are ASCII-exact), DOTALL (read by ``.``), UNICODE (the default), VERBOSE (parsing)."""
+        C = self.C
+        return C.SRE_FLAG_ASCII | C.SRE_FLAG_DOTALL | C.SRE_FLAG_UNICODE | C.SRE_FLAG_VERBOSE
+
+    def flag_names(self, flags: int) -> str:
+        C = self.C
+        letters = {C.SRE_FLAG_IGNORECASE: "i", C.SRE_FLAG_MULTILINE: "m", C.SRE_FLAG_LOCALE: "L",
+                   C.SRE_FLAG_ASCII: "a", C.SRE_FLAG_DOTALL: "s", C.SRE_FLAG_VERBOSE: "x"}
+        return "".join(f"(?{ch})" for bit, ch in letters.items() if flags & bit) or f"0x{flags:x}"
+
+    def unsupported(self, what: str) -> NoReturn:
+        raise UsageError(f":regex {self.pattern!r}: {what} is not supported by the decoding monitor",
+                         hint=_HINT)
 
     # char sets as code point ranges; categories are exact on ASCII and exclude non-ASCII
-    def category(self, cat: object) -> list[tuple[int, int]]:
+    # The parsed tree of re._parser is untyped: (opcode, argument) pairs whose argument's type
+    # depends on the opcode, hence Any below.
+    def category(self, cat: Any) -> list[tuple[int, int]]:
         C = self.C
         rx = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_SPACE: r"\s",
               C.CATEGORY_NOT_SPACE: r"\S", C.CATEGORY_WORD: r"\w", C.CATEGORY_NOT_WORD: r"\W"}.get(cat)
         if rx is None:
-            self.unsupported(f"category {cat}")
+            self.unsupported(f"the character category {cat}")
         r = re.compile(rx)
         return _normalise([(c, c) for c in range(128) if r.fullmatch(chr(c))])
 
-    def charset(self, items: list[tuple[object, object]]) -> list[tuple[int, int]]:
+    def charset(self, items: list[tuple[Any, Any]]) -> list[tuple[int, int]]:
         C = self.C
         ranges: list[tuple[int, int]] = []
         negate = False
@@ -249,14 +274,14 @@ class _RegexCompiler:
             if op is C.NEGATE:
                 negate = True
             elif op is C.LITERAL:
-                ranges.append((av, av))  # type: ignore[arg-type]
+                ranges.append((av, av))
             elif op is C.RANGE:
-                ranges.append(av)  # type: ignore[arg-type]
+                ranges.append(av)
             elif op is C.CATEGORY:
                 has_cat = True
                 ranges += self.category(av)
             else:
-                self.unsupported(f"class item {op}")
+                self.unsupported(f"the class item {op}")
         out = _complement(ranges) if negate else _normalise(ranges)
         if has_cat:  # membership of non-ASCII characters unknown: exclude them (stricter)
             out = [(lo, min(hi, 127)) for lo, hi in out if lo <= 127]
@@ -271,7 +296,7 @@ class _RegexCompiler:
                 self.nfa.edges[s].append((lo, hi, t))
                 s = t
 
-    def seq(self, items: list[tuple[object, object]], start: int, end: int) -> None:
+    def seq(self, items: list[tuple[Any, Any]], start: int, end: int) -> None:
         s = start
         for k, it in enumerate(items):
             t = end if k == len(items) - 1 else self.nfa.new()
@@ -280,27 +305,32 @@ class _RegexCompiler:
         if not items:
             self.nfa.eps[start].append(end)
 
-    def item(self, it: tuple[object, object], start: int, end: int) -> None:
+    def item(self, it: tuple[Any, Any], start: int, end: int) -> None:
         C, nfa = self.C, self.nfa
         op, av = it
         if op is C.LITERAL:
-            self.chars([(av, av)], start, end)  # type: ignore[list-item]
+            self.chars([(av, av)], start, end)
         elif op is C.NOT_LITERAL:
-            self.chars(_complement([(av, av)]), start, end)  # type: ignore[list-item]
+            self.chars(_complement([(av, av)]), start, end)
         elif op is C.ANY:
             self.chars([(0, _MAXCP)] if self.dotall else _complement([(10, 10)]), start, end)
         elif op is C.IN:
-            self.chars(self.charset(list(av)), start, end)  # type: ignore[arg-type]
+            self.chars(self.charset(list(av)), start, end)
         elif op is C.BRANCH:
-            for alt in av[1]:  # type: ignore[index]
+            for alt in av[1]:
                 self.seq(list(alt), start, end)
         elif op is C.SUBPATTERN:
-            _group, add, rem, p = av  # type: ignore[misc]
-            if add & ~(C.SRE_FLAG_ASCII | C.SRE_FLAG_DOTALL) or rem:
-                self.unsupported("inline flags")
+            _group, add, rem, p = av
+            if add & ~self.harmless_flags or rem:
+                self.unsupported(f"the inline flag {self.flag_names(add & ~self.harmless_flags)}"
+                                 if add & ~self.harmless_flags else
+                                 f"removing the flag {self.flag_names(rem)}")
+            outer = self.dotall  # (?s:…) makes . match newlines inside the group only
+            self.dotall = outer or bool(add & C.SRE_FLAG_DOTALL)
             self.seq(list(p), start, end)
+            self.dotall = outer
         elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
-            lo, hi, p = av  # type: ignore[misc]
+            lo, hi, p = av
             body = list(p)
             s = start
             for _ in range(lo):
@@ -315,23 +345,36 @@ class _RegexCompiler:
                 nfa.eps[t].append(loop)
                 nfa.eps[loop].append(end)
             else:
-                if hi - lo > 200:
-                    self.unsupported("a repetition bound above 200")
+                if hi - lo > MAX_REGEX_REPEAT:
+                    self.unsupported(f"a repetition bound above {MAX_REGEX_REPEAT}")
                 for _ in range(hi - lo):
                     nfa.eps[s].append(end)
                     t = nfa.new()
                     self.seq(body, s, t)
                     s = t
                 nfa.eps[s].append(end)
-        elif op is C.AT and av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_END, C.AT_END_STRING):
-            nfa.eps[start].append(end)
+        elif op is C.AT and av in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY):
+            self.unsupported("a word boundary (\\b, \\B)")
+        elif op is C.AT:  # the ends were peeled off in build(): an anchor anywhere else
+            self.unsupported("an anchor (^, $, \\A, \\Z) elsewhere than at the very start or end")
         else:
-            self.unsupported(str(op).lower())
+            what = {"GROUPREF": "a backreference", "GROUPREF_EXISTS": "a conditional group",
+                    "ASSERT": "lookaround", "ASSERT_NOT": "lookaround",
+                    "POSSESSIVE_REPEAT": "possessive repetition", "ATOMIC_GROUP": "an atomic group"}
+            self.unsupported(what.get(str(op), str(op).lower()))
 
     def build(self) -> tuple[list[list[int]], set[int]]:
         nfa = self.nfa
         start, final = nfa.new(), nfa.new()
-        self.seq(list(self.tree), start, final)
+        items = list(self.tree)
+        # fullmatch semantics: an anchor at the very start or end matches the empty string there
+        C = self.C
+        while items and items[0][0] is C.AT and items[0][1] in (C.AT_BEGINNING,
+                                                                 C.AT_BEGINNING_STRING):
+            items.pop(0)
+        while items and items[-1][0] is C.AT and items[-1][1] in (C.AT_END, C.AT_END_STRING):
+            items.pop()
+        self.seq(items, start, final)
 
         def closure(states: frozenset[int]) -> frozenset[int]:
             seen = set(states)
@@ -372,9 +415,11 @@ class _RegexCompiler:
                     if j is None:
                         j = ids[nxt] = len(order)
                         order.append(nxt)
-                        if len(order) > _MAX_STATES:
-                            raise UsageError(f":regex {self.pattern!r} needs more than {_MAX_STATES} "
-                                             "automaton states; simplify it")
+                        if len(order) > MAX_DFA_STATES:
+                            raise UsageError(f":regex {self.pattern!r} needs more than "
+                                             f"{MAX_DFA_STATES} automaton states",
+                                             hint="simplify it (a wide class such as . under a "
+                                                  "bounded repetition multiplies states)")
                     memo[key] = j
                 row[b] = j
             trans.append(row)

@@ -139,8 +139,8 @@ class ToolEnvironment:
         text = ctx.last_model_text
         m = re.search(r"Action:\s*([^\n]*)", text)
         if m and m.group(1).strip():
-            arg = re.search(r"Action Input:\s*([^\n]*)", text[m.end():])
-            return m.group(1).strip(), arg.group(1).strip() if arg else ""
+            given = re.search(r"Action Input:\s*([^\n]*)", text[m.end():])
+            return m.group(1).strip(), given.group(1).strip() if given else ""
         m = re.search(r"([A-Za-z_][\w-]*)\[([^\]\n]*)\]", text)
         if m:
             return m.group(1), m.group(2)

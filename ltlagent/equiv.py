@@ -1,4 +1,4 @@
-"""``ltlagent check-equiv``: do two specs accept the same traces? (DESIGN §8)
+"""``ltlagent check-equiv``: do two specs accept the same traces? (docs/design.md §8)
 
 States are matched by name. Both specs are recompiled over the union of their state names (a
 spec lacking a state simply never uses it), so both automata read the same alphabet with the same
@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .automaton import Automaton, compile_spec
 from .errors import CompileError
@@ -472,9 +472,9 @@ def _decode(word: spot.twa_word, t: Automaton, side: str) -> Counterexample:
     enc = Encoding(t.names)
     cubes = [sp.formula_to_bdd(sp.formula(enc.state_cube(n)), aut.get_dict(), aut) for n in t.names]
 
-    def name(letter: object) -> str:
+    def name(letter: Any) -> str:  # a BuDDy bdd (untyped SWIG object)
         for n, c in zip(t.names, cubes):
-            if (letter & c).id() != 0:  # type: ignore[operator]
+            if (letter & c).id() != 0:
                 return n
         raise CompileError("Spot returned a letter that is no state")
 

@@ -1,7 +1,9 @@
 """The error hierarchy: every failure a user can cause is one of these, and the CLI prints them.
 
+Every error may carry a ``hint`` (what to do about it): the CLI prints it under the message, and
+it is attached as an exception note, so an uncaught error shows it in its traceback too.
 Positional errors carry a source name, line and column (1-based) and render the offending source
-line with a caret, like a compiler (modelled on lark's ``get_context``).
+line with a caret, like a compiler (modelled on lark's ``get_context``). docs/design.md §11.
 """
 
 from __future__ import annotations
@@ -14,13 +16,22 @@ __all__ = [
     "SpecError",
     "SpecErrors",
     "UsageError",
-    "PromptError",
     "CompileError",
 ]
 
 
 class LtlAgentError(Exception):
-    """Root of every error ltlagent raises on purpose."""
+    """Root of every error ltlagent raises on purpose; ``hint`` says what to do about it."""
+
+    def __init__(self, message: str = "", *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+        if hint and hasattr(self, "add_note"):  # Python ≥ 3.11
+            self.add_note(f"hint: {hint}")
+
+    def render(self) -> str:
+        """The message, then the hint on its own line (what the CLI prints)."""
+        return str(self) + (f"\n    hint: {self.hint}" if self.hint else "")
 
 
 @dataclass(frozen=True)
@@ -57,11 +68,10 @@ class SpecError(LtlAgentError, ValueError):
 
     def __init__(self, message: str, loc: Location | None = None, text: str | None = None,
                  hint: str | None = None) -> None:
-        super().__init__(message)
+        super().__init__(message, hint=hint)
         self.message = message
         self.loc = loc
         self.text = text
-        self.hint = hint
 
     @property
     def code(self) -> str:
@@ -111,7 +121,3 @@ class CompileError(LtlAgentError):
 
 class UsageError(LtlAgentError, ValueError):
     """Bad command-line or API usage (missing file, unknown bundled spec, bad option)."""
-
-
-class PromptError(LtlAgentError, ValueError):
-    """A prompt file cannot be read (not UTF-8, not a file)."""

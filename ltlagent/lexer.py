@@ -1,4 +1,4 @@
-"""The keyword lexer: text → (state, content) steps, shared by validation and decoding (DESIGN §4).
+"""The keyword lexer: text → (state, content) steps, shared by validation and decoding (docs/design.md §4).
 
 Prompt strings are keywords over bytes (UTF-8). A keyword is recognised at the first position where
 some keyword ends, the longest one ending there wins (``"Final Thought:"`` over ``"Thought:"``),
@@ -172,7 +172,7 @@ def build_lexer(keywords: Sequence[str]) -> Lexer:
     fail = [ROOT] * n
     emit = [-1] * n
     goto: list[list[int]] = [[ROOT] * 256 for _ in range(n)]
-    order = deque()
+    order: deque[int] = deque()
     for b, v in children[ROOT].items():
         goto[ROOT][b] = v
         order.append(v)
@@ -181,10 +181,11 @@ def build_lexer(keywords: Sequence[str]) -> Lexer:
     while order:
         u = order.popleft()
         for b in range(256):
-            v = children[u].get(b)
-            if v is None:
+            child = children[u].get(b)
+            if child is None:
                 goto[u][b] = goto[fail[u]][b]
                 continue
+            v = child
             goto[u][b] = v
             fail[v] = goto[fail[u]][b]
             # longest keyword ending here: our own, else the one our failure link recognises

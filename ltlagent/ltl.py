@@ -1,4 +1,4 @@
-"""Spec → the formula handed to Spot (DESIGN §3).
+"""Spec → the formula handed to Spot (docs/design.md §3).
 
 States are letters of one alphabet, encoded for Spot as a binary code over ⌈log2(n+1)⌉
 propositions ``b0, b1, …`` (code 0 means "the trace has ended"). The same builder produces two
@@ -10,7 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .spec import Always, Formula, Next, Or, Pattern, Repeat, Spec, Step, Until
+from .errors import SpecError
+from .spec import (
+    MAX_UNROLLED_STEPS,
+    Always,
+    Formula,
+    Next,
+    Or,
+    Pattern,
+    Repeat,
+    Spec,
+    Step,
+    Until,
+    unrolled_size,
+)
 
 __all__ = ["Encoding", "Formulas", "encode", "build_formulas", "sere", "constraint_ltl",
            "ALIVE", "MARK", "MAX_SERE_BOUND"]
@@ -59,41 +72,45 @@ def _quote(name: str) -> str:
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _ranges(lo: int, hi: int | None) -> list[tuple[int, int | None]]:
-    """``[*lo..hi]`` as a chain of ranges whose bounds Spot accepts (each ≤ 254)."""
-    out: list[tuple[int, int | None]] = []
-    if hi is None:
-        while lo > MAX_SERE_BOUND:
-            out.append((MAX_SERE_BOUND, MAX_SERE_BOUND))
-            lo -= MAX_SERE_BOUND
-        return [*out, (lo, None)]
-    while hi > 0:
-        h = min(hi, MAX_SERE_BOUND)
-        lo_i = min(lo, h)
-        out.append((lo_i, h))
-        lo -= lo_i
-        hi -= h
-    return out or [(0, 0)]
-
-
 def _repeat(body: str, lo: int, hi: int | None) -> str:
-    """``{body}[*lo..hi]`` spelled so that Spot keeps its meaning.
+    """``{body}[*lo..hi]`` spelled so that Spot keeps its meaning and translates it quickly.
 
-    Spot 2.13 simplifies ``{r}[*0..n]`` wrongly when every word of ``r`` has length ≥ 2 (e.g.
-    ``{a[*2..]}[*0..1]`` becomes ``a[*]``, which accepts ``a``); found by our differential test.
-    So a chunk that may repeat zero times is written ``{[*0] | {r}[*1..n]}``, which Spot keeps.
+    Three things shape the spelling (docs/design.md §3.3):
+
+    * Spot's SERE repetition bounds are 8-bit, so a bound above :data:`MAX_SERE_BOUND` is split.
+      The split is *greedy*: ``r[*0..400]`` is written ``r[*0..253] | r[*254];r[*0..146]`` (the
+      second block starts only once the first is full), not ``r[*0..254];r[*0..146]``. Both
+      denote the same words (concatenation is associative), but the second is ambiguous: after
+      k letters the translator must track every split i + j = k, and its derivative formulas grow
+      with k, so the translation was cubic-like (``:max 2000`` took 113 s; greedy: about 1 s).
+    * Spot 2.13 simplifies ``{r}[*0..n]`` wrongly when every word of ``r`` has length ≥ 2 (e.g.
+      ``{a[*2..]}[*0..1]`` becomes ``a[*]``, which accepts ``a``); found by our differential test.
+      So a block that may repeat zero times is written ``{[*0] | {r}[*1..n]}``, which Spot keeps.
+    * Callers bound ``hi`` (and ``lo``) by :data:`MAX_REPEAT_BOUND` when the spec is read.
     """
-    parts = []
-    for a, b in _ranges(lo, hi):
-        if b == 0:
-            parts.append("[*0]")
-        elif a == 0:
-            parts.append("{[*0] | {" + body + "}" + ("[+]" if b is None else f"[*1..{b}]") + "}")
-        elif b is None:
-            parts.append("{" + body + "}" + f"[*{a}..]")
-        else:
-            parts.append("{" + body + "}" + (f"[*{a}]" if a == b else f"[*{a}..{b}]"))
-    return ";".join(parts)
+    if hi is None:
+        head: list[str] = []
+        while lo > MAX_SERE_BOUND:  # fixed-count blocks are unambiguous: no greedy form needed
+            head.append(_block(body, MAX_SERE_BOUND, MAX_SERE_BOUND))
+            lo -= MAX_SERE_BOUND
+        tail = "{[*0] | {" + body + "}[+]}" if lo == 0 else "{" + body + "}" + f"[*{lo}..]"
+        return ";".join([*head, tail])
+    if hi <= MAX_SERE_BOUND:
+        return _block(body, lo, hi)
+    rest = _repeat(body, max(0, lo - MAX_SERE_BOUND), hi - MAX_SERE_BOUND)
+    full = _block(body, MAX_SERE_BOUND, MAX_SERE_BOUND) + ";" + rest
+    if lo >= MAX_SERE_BOUND:
+        return "{" + full + "}"
+    return "{" + _block(body, lo, MAX_SERE_BOUND - 1) + " | {" + full + "}}"
+
+
+def _block(body: str, lo: int, hi: int) -> str:
+    """``{body}[*lo..hi]`` for bounds Spot accepts (``hi`` ≤ :data:`MAX_SERE_BOUND`)."""
+    if hi == 0:
+        return "[*0]"
+    if lo == 0:
+        return "{[*0] | {" + body + "}" + f"[*1..{hi}]" + "}"
+    return "{" + body + "}" + (f"[*{lo}]" if lo == hi else f"[*{lo}..{hi}]")
 
 
 def sere(p: Pattern, atom: Callable[[str], str]) -> str:
@@ -170,7 +187,15 @@ class Formulas:
 
 
 def build_formulas(spec: Spec) -> Formulas:
-    """Build the whole formula: pattern, trace-end/alphabet axioms, and constraints."""
+    """Build the whole formula: pattern, trace-end/alphabet axioms, and constraints.
+
+    A spec built in Python rather than read from a file gets the reader's size check here.
+    """
+    size = unrolled_size(spec.behavior)
+    if size > MAX_UNROLLED_STEPS:
+        raise SpecError(f"the behaviour unrolls to {size} steps, more than the limit of "
+                        f"{MAX_UNROLLED_STEPS}", spec.behavior.loc, spec.text or None,
+                        "see MAX_UNROLLED_STEPS in ltlagent.spec (docs/design.md §3.3)")
     enc = encode(spec)
     prefix, body = split_always(spec.behavior)
     readable = _build(spec, prefix, body, _quote, None)

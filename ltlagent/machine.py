@@ -1,4 +1,4 @@
-"""The monitor's byte machine: what generated text may look like, one byte at a time (DESIGN §5).
+"""The monitor's byte machine: what generated text may look like, one byte at a time (docs/design.md §5).
 
 A machine state combines everything the monitor tracks between two bytes:
 

@@ -1,4 +1,4 @@
-"""A set of allowed token ids, and applying it to a row of logits cheaply (DESIGN §5).
+"""A set of allowed token ids, and applying it to a row of logits cheaply (docs/design.md §5).
 
 Measured here (2 cores, torch CPU, 128k logits): ``masked_fill_`` with a bool mask 160 µs, ``add_``
 of a cached 0/−inf bias 19 µs, ``index_fill_`` of 300 forbidden ids 9 µs, −inf plus a copy of 20

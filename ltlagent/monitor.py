@@ -1,4 +1,4 @@
-"""The token-level decoding monitor (DESIGN §5): compile once (:class:`TokenIndex`), step cheaply
+"""The token-level decoding monitor (docs/design.md §5): compile once (:class:`TokenIndex`), step cheaply
 (:class:`Monitor`, one cursor per sequence).
 
 Public API (stable; the agent runner and the ``transformers`` processor are built on it):
@@ -25,7 +25,7 @@ import codecs
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -503,7 +503,7 @@ class Monitor:
         self._ngen = 0
         self._buf = bytearray()
         # per visited state: [state index, content start, content end | None, by_env, forced]
-        self._segs: list[list[object]] = []
+        self._segs: list[list[Any]] = []  # [state index, start, end or None, by_env, forced]
         self._dec = codecs.getincrementaldecoder("utf-8")("replace")
 
     # -- what may come next
@@ -654,7 +654,7 @@ class Monitor:
     def trace(self) -> list[str]:
         """Names of the states visited so far, in order."""
         names = self.index.tables.names
-        return [names[s[0]] for s in self._segs]  # type: ignore[index]
+        return [names[s[0]] for s in self._segs]
 
     @property
     def steps(self) -> list[StateText]:
@@ -666,8 +666,8 @@ class Monitor:
         out = []
         for k, start, end, by_env, forced in self._segs:
             e = end if end is not None else len(self._buf) - pending
-            text = bytes(self._buf[start:e]).decode("utf-8", "replace").strip()  # type: ignore[misc]
-            out.append(StateText(names[k], text, bool(by_env), bool(forced)))  # type: ignore[index]
+            text = bytes(self._buf[start:e]).decode("utf-8", "replace").strip()
+            out.append(StateText(names[k], text, bool(by_env), bool(forced)))
         return out
 
     @property

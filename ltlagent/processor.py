@@ -1,4 +1,4 @@
-"""The monitor as a ``transformers.LogitsProcessor`` and ``StoppingCriteria`` (DESIGN §5).
+"""The monitor as a ``transformers.LogitsProcessor`` and ``StoppingCriteria`` (docs/design.md §5).
 
 Usable with a plain ``model.generate(..., logits_processor=[proc], stopping_criteria=[proc.stopping])``:
 greedy, sampling, batches with left padding, beam search. The state of each row is re-derived from
@@ -36,7 +36,7 @@ __all__ = ["LtlLogitsProcessor", "LtlStoppingCriteria", "logits_processor"]
 _MAX_PAUSED = 4096
 
 
-class LtlLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
+class LtlLogitsProcessor(LogitsProcessor):
     """Masks each row's logits so that every generated trace obeys the spec.
 
     ``max_new_tokens``: pass the same value as to ``generate``; the processor then leaves room to
@@ -178,7 +178,7 @@ class LtlLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
         return self._state(row.astype(np.int64))[0]
 
 
-class LtlStoppingCriteria(StoppingCriteria):  # type: ignore[misc]
+class LtlStoppingCriteria(StoppingCriteria):
     """Stops a row when its trace is finished or waits for the environment."""
 
     def __init__(self, processor: LtlLogitsProcessor) -> None:

@@ -72,7 +72,6 @@ def describe(c: CompiledSpec) -> dict[str, object]:
 
 def _text(c: CompiledSpec) -> str:
     a = c.automaton
-    d = describe(c)
     width = max(len(n) for n in c.names)
     out = [f"spec {c.spec.name}  ({c.spec.source})", "", "states:"]
     for i, s in enumerate(c.spec.states):
@@ -84,8 +83,9 @@ def _text(c: CompiledSpec) -> str:
     for cons in a.formulas.constraints_readable:
         out.append(f"  constraint: {cons}")
     out += ["", "formula given to Spot:", f"  {a.formulas.coded}", ""]
-    s = a.summary()
-    out.append(f"automaton: {s['states']} states ({s['live_states']} live), initial {a.initial}, "
+    summary = a.summary()
+    out.append(f"automaton: {summary['states']} states ({summary['live_states']} live), "
+               f"initial {a.initial}, "
                + ("Büchi-style acceptance (infinite traces)" if a.infinite else
                   f"accepting {', '.join(map(str, sorted(a.accepting)))}")
                + f"; translated in {a.translate_seconds * 1000:.1f} ms")
@@ -96,7 +96,7 @@ def _text(c: CompiledSpec) -> str:
         moves = ", ".join(f"{c.names[i]} → {a.delta[q][i]}" for i in a.allowed_index[q])
         tag = " (accepting)" if a.is_complete(q) else ""
         out.append(f"  {q}{tag}: {moves or '(nothing further)'}")
-    for w in d["warnings"]:  # type: ignore[union-attr]
+    for w in warnings(c):
         out.append(f"warning: {w}")
     return "\n".join(out) + "\n"
 

@@ -1,28 +1,38 @@
 """The spec language: parsed, checked, immutable.
 
 A spec declares states (prompt string, flags, content constraints) and a behaviour pattern over
-them (DESIGN §2). This module turns source text into a :class:`Spec` and reports every static
-error it can find with ``file:line:col``. It knows nothing about Spot; :mod:`ltlagent.ltl` and
-:mod:`ltlagent.automaton` take it from here.
+them (docs/design.md §2). This module turns source text into a :class:`Spec` and reports every
+static error it can find with ``file:line:col`` (§11): whatever a later stage would refuse is
+refused here, so ``show``, ``validate`` and ``run`` agree on which specs are valid. To that end it
+asks Spot to parse raw ``(ltl "…")`` strings and builds each content DFA once (both imported
+lazily); the translation itself is :mod:`ltlagent.ltl` and :mod:`ltlagent.automaton`.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, NoReturn
 
 from .errors import Location, SpecError, SpecErrors, UsageError
 from .sexp import Atom, Node, SList, read_sexps
 
 __all__ = [
     "State", "Pattern", "Step", "Next", "Until", "Always", "Or", "Repeat", "Formula", "Spec",
-    "parse_spec", "load_spec", "bundled_specs", "resolve_spec_path", "TOOLS_CHOICES",
+    "parse_spec", "load_spec", "bundled_specs", "resolve_spec_path", "unrolled_size",
+    "TOOLS_CHOICES", "MAX_UNROLLED_STEPS",
 ]
 
 #: Sentinel for ``(:choices :tools)``: the Action state's choices are the names of the agent's tools.
 TOOLS_CHOICES = ":tools"
+
+#: Most steps a behaviour may have once every bounded repetition is written out (docs/design.md
+#: §3.3): the automaton needs about one state per unrolled step, and Spot's translation time grows
+#: about quadratically with them (2000 steps: about a second; 5000: ten).
+MAX_UNROLLED_STEPS = 2500
 
 
 @dataclass(frozen=True)
@@ -201,44 +211,48 @@ class _Parser:
         self.errors.append(SpecError(message, loc, self.text, hint))
 
     def fail(self) -> None:
+        """Raise the errors found so far, if any."""
         if len(self.errors) == 1:
             raise self.errors[0]
         if self.errors:
             raise SpecErrors(self.errors)
 
+    def abort(self, message: str, loc: Location | None, hint: str | None = None) -> NoReturn:
+        """Report an error that later checks cannot get past, with those found so far."""
+        self.err(message, loc, hint)
+        self.fail()
+        raise AssertionError("unreachable: fail() raises once an error is recorded")
+
     # -- top level
     def spec(self, nodes: list[Node]) -> Spec:
         if not nodes:
-            self.err("empty spec: expected (define NAME (:states …) (:behavior …))",
-                     Location(self.source, 1, 1))
-            self.fail()
+            self.abort("empty spec: expected (define NAME (:states …) (:behavior …))",
+                       Location(self.source, 1, 1))
         root = nodes[0]
         for extra in nodes[1:]:
             self.err("unexpected text after the (define …) form", extra.loc,
                      "a spec file holds exactly one (define …)")
         if not isinstance(root, SList) or root.head() != "define":
-            self.err("expected (define NAME (:states …) (:behavior …))", root.loc)
-            self.fail()
-        assert isinstance(root, SList)
+            self.abort("expected (define NAME (:states …) (:behavior …))", root.loc)
         items = root.items
-        if len(items) < 2 or not isinstance(items[1], Atom) or items[1].is_string:
-            self.err("(define …) needs a name", root.loc)
-            self.fail()
-        name = str(items[1].value)  # type: ignore[union-attr]
+        name_atom = items[1] if len(items) >= 2 else None
+        if not isinstance(name_atom, Atom) or name_atom.is_string:
+            self.abort("(define …) needs a name", root.loc)
+        name = name_atom.value
         sections: dict[str, SList] = {}
         for sec in items[2:]:
             head = sec.head() if isinstance(sec, SList) else None
-            if head is None:
+            if not isinstance(sec, SList) or head is None:
                 self.err(f"expected a section like (:states …), found {_show(sec)}", sec.loc)
                 continue
             if head not in _SECTIONS:
-                self.err(f"unknown keyword {head!r}", sec.items[0].loc,  # type: ignore[union-attr]
+                self.err(f"unknown keyword {head!r}", sec.items[0].loc,
                          _suggest(head, _SECTIONS) or f"sections are {', '.join(_SECTIONS)}")
                 continue
             if head in sections:
                 self.err(f"duplicate section {head}", sec.loc)
                 continue
-            sections[head] = sec  # type: ignore[assignment]
+            sections[head] = sec
         if ":states" not in sections:
             self.err("missing (:states …)", root.loc)
         if ":behavior" not in sections:
@@ -260,6 +274,7 @@ class _Parser:
                     constraints.append(f)
         if behavior is not None:
             self.check_always(behavior, last=True)
+            self.check_size(behavior)
         self.fail()
         assert behavior is not None
         return Spec(name, tuple(states), behavior, tuple(constraints), self.source, self.text)
@@ -338,28 +353,25 @@ class _Parser:
                     else:
                         self.err(f"unknown flag {_show(a)}", a.loc, "the flag is :env-input")
             elif key == ":choices":
+                strings = [a for a in args if isinstance(a, Atom) and a.is_string]
                 if len(args) == 1 and isinstance(args[0], Atom) and args[0].value == TOOLS_CHOICES \
                         and not args[0].is_string:
                     opts["choices"] = (TOOLS_CHOICES,)
-                elif not args or not all(isinstance(a, Atom) and a.is_string for a in args):
+                elif not args or len(strings) != len(args):
                     self.err(":choices takes one or more strings, or :tools", opt.loc)
-                else:
-                    opts["choices"] = tuple(a.value for a in args)  # type: ignore[union-attr]
+                elif self.check_content(opt, tuple(a.value for a in strings)):
+                    opts["choices"] = tuple(a.value for a in strings)
             elif key == ":regex":
                 if len(args) != 1 or not isinstance(args[0], Atom) or not args[0].is_string:
                     self.err(":regex takes one string", opt.loc)
-                else:
-                    try:
-                        re.compile(args[0].value)
-                        opts["regex"] = args[0].value
-                    except re.error as e:
-                        self.err(f"bad :regex: {e}", args[0].loc)
+                elif self.check_regex(args[0]):
+                    opts["regex"] = args[0].value
             elif key == ":stop":
-                if not args or not all(isinstance(a, Atom) and a.is_string and a.value
-                                       for a in args):
+                stops = [a.value for a in args if isinstance(a, Atom) and a.is_string and a.value]
+                if not args or len(stops) != len(args):
                     self.err(":stop takes one or more non-empty strings", opt.loc)
                 else:
-                    opts["stop"] = tuple(a.value for a in args)  # type: ignore[union-attr]
+                    opts["stop"] = tuple(stops)
             elif key == ":max-tokens":
                 n = _int(args[0]) if len(args) == 1 else None
                 if n is None or n < 1:
@@ -373,7 +385,35 @@ class _Parser:
         if opts.get("env_input") and ("choices" in opts or "regex" in opts):
             self.err(f"state {nm.value!r} is :env-input: content constraints apply only to text "
                      "the model writes", node.loc)
+        # each value in opts has its field's type (set above); a dict of mixed values cannot say so
         return State(nm.value, text, loc=nm.loc, **opts)  # type: ignore[arg-type]
+
+    def check_regex(self, atom: Atom) -> bool:
+        """A ``:regex`` must be valid Python syntax *and* within what the decoding monitor
+        compiles (no backreferences, lookaround, ``\\b``, inline flags other than ``(?s)``/``(?a)``,
+        bounded size): checked now, so that ``show`` and ``validate`` refuse what ``run`` would."""
+        try:
+            re.compile(atom.value)
+        except re.error as e:
+            at = _inside(atom, e.pos, 1, self.text) if e.pos is not None else atom.loc
+            self.err(f"bad :regex: {e.msg}", at)
+            return False
+        return self.check_content(atom, atom.value)
+
+    def check_content(self, where: Node, content: str | tuple[str, ...]) -> bool:
+        """Build the content DFA the monitor will use (a regex or choices); its refusal becomes
+        a spec error at ``where``."""
+        from .content import choices_dfa, regex_dfa  # content needs the automaton module
+
+        try:
+            if isinstance(content, str):
+                regex_dfa(content)
+            else:
+                choices_dfa(content)
+        except UsageError as e:
+            self.err(str(e), where.loc, e.hint)
+            return False
+        return True
 
     # -- patterns
     def pattern(self, node: Node, declared: set[str], depth: int) -> Pattern | None:
@@ -396,9 +436,9 @@ class _Parser:
         args = [self.pattern(a, declared, depth + 1) for a in node.items[1:]
                 if not (op == "repeat" and isinstance(a, Atom) and
                         (a.value.startswith(":") or _int(a) is not None))]
-        if any(a is None for a in args):
+        pats = [a for a in args if a is not None]
+        if len(pats) != len(args):
             return None
-        pats: list[Pattern] = args  # type: ignore[assignment]
         bounded = _UNTIL_BOUNDED.match(op)
         if op == "next":
             if not pats:
@@ -481,6 +521,26 @@ class _Parser:
         elif isinstance(p, Repeat):
             self.check_always(p.body, last=False)
 
+    def check_size(self, p: Pattern) -> None:
+        """Bounded repetitions must not unroll past :data:`MAX_UNROLLED_STEPS` (reported at the
+        repetition that contributes most, before Spot is asked)."""
+        total = unrolled_size(p)
+        if total <= MAX_UNROLLED_STEPS:
+            return
+        worst: tuple[int, Pattern] = (0, p)
+        todo = [p]
+        while todo:
+            q = todo.pop()
+            if isinstance(q, Until | Repeat):
+                worst = max(worst, (unrolled_size(q), q), key=lambda t: t[0])
+            todo.extend(_children(q))
+        size, culprit = worst
+        self.err(f"this repetition unrolls to {size} steps (the whole behaviour to {total}), more "
+                 f"than the limit of {MAX_UNROLLED_STEPS}", culprit.loc,
+                 "each repetition is written out for Spot, whose automaton needs about one state "
+                 "per step and whose translation time grows quadratically with them; use an "
+                 "unbounded (until P Q) or (repeat P) where the exact count does not matter")
+
     # -- constraints
     def formula(self, node: Node, declared: set[str]) -> Formula | None:
         if isinstance(node, Atom):
@@ -501,10 +561,12 @@ class _Parser:
             if len(args) != 1 or not isinstance(args[0], Atom) or not args[0].is_string:
                 self.err('(ltl "…") takes one string in Spot syntax', node.loc)
                 return None
+            if not self.check_raw_ltl(args[0], declared):
+                return None
             return Formula("ltl", raw=args[0].value, loc=node.loc)
         arity = 1 if op in _LTL_UNARY else 2 if op in _LTL_BINARY else -1 if op in _LTL_NARY \
             else None
-        if arity is None:
+        if arity is None or op is None:
             self.err(f"unknown keyword {op!r} in :constraints", node.loc,
                      _suggest(op or "", [*_LTL_UNARY, *_LTL_BINARY, *_LTL_NARY, "ltl"]))
             return None
@@ -512,10 +574,122 @@ class _Parser:
             self.err(f"({op} …) takes {arity if arity > 0 else 'one or more'} argument(s), "
                      f"found {len(args)}", node.loc)
             return None
-        subs = [self.formula(a, declared) for a in args]
-        if any(s is None for s in subs):
+        subs = [f for f in (self.formula(a, declared) for a in args) if f is not None]
+        if len(subs) != len(args):
             return None
-        return Formula(op, tuple(subs), loc=node.loc)  # type: ignore[arg-type]
+        return Formula(op, tuple(subs), loc=node.loc)
+
+
+    def check_raw_ltl(self, atom: Atom, declared: set[str]) -> bool:
+        """A raw ``(ltl "…")`` string must parse in Spot, be plain LTL (``from_ltlf`` refuses
+        SEREs and PSL) and name only declared states: checked here, so that a typo is a
+        ``file:line:col`` error instead of a failure deep in the translation."""
+        import spot
+
+        raw = atom.value
+        try:
+            f = spot.formula(raw)
+        except SyntaxError as e:  # Spot's parse errors: ">>> G(\n     ^\nmessage", repeated
+            col, width, why = _spot_syntax_error(str(e))
+            self.err(f"bad LTL in (ltl \"…\"): {why}", _inside(atom, col, width, self.text),
+                     "Spot syntax: !, &, |, ->, <->, X, F, G, U, R, W, M; quote state names "
+                     "that are not plain identifiers, e.g. \"Action-Input\"")
+            return False
+        if not f.is_ltl_formula():
+            self.err("(ltl \"…\") takes an LTL formula; SEREs ({…}, [*]) and PSL operators are "
+                     "not supported in constraints", atom.loc,
+                     "write sequences in the :behavior pattern instead")
+            return False
+        ok = True
+        for ap in sorted(_atomic_propositions(f)):
+            if ap in declared:
+                continue
+            ok = False
+            # Spot reads an unquoted name that starts with F, G or X as operators: "Foo" is F(oo)
+            glued = re.search(r"(?<![\w\"-])([FGX]+)" + re.escape(ap) + r"(?![\w-])", raw)
+            at = glued.start() if glued else raw.find(ap)
+            width = glued.end() - glued.start() if glued else len(ap)
+            if glued:
+                word = glued.group(0)
+                hint: str | None = (f"Spot reads {word} as {' '.join(glued.group(1))} {ap}: "
+                                    f"quote state names in raw LTL, e.g. \\\"{word}\\\"")
+            else:
+                hint = _suggest(ap, sorted(declared)) or \
+                    f"declared states: {', '.join(sorted(declared))}"
+            self.err(f"unknown state {ap!r} in (ltl \"…\")", _inside(atom, at, width, self.text),
+                     hint)
+        return ok
+
+
+def _spot_syntax_error(message: str) -> tuple[int, int, str]:
+    """Column (0-based), caret width and text of a Spot parse error.
+
+    Spot reports each problem as ``>>> FORMULA`` / a caret line / a message, the first problem
+    being the parse error proper and later ones its recovery (``missing closing parenthesis,
+    treating …``); the recovery messages often say more, so they are added in parentheses.
+    """
+    found: list[tuple[int, int, str]] = []
+    lines = message.split("\n")
+    for i, line in enumerate(lines[:-1]):
+        caret = line.lstrip(" ")
+        if caret.startswith("^") and i > 0 and lines[i - 1].startswith(">>> "):
+            col = len(line) - len(caret) - len(">>> ")
+            found.append((max(0, col), len(caret.rstrip()), lines[i + 1].strip()))
+    if not found:
+        return 0, 1, message.strip() or "syntax error"
+    col, width, first = found[0]
+    extra = [m.split(", treating")[0] for _, _, m in found[1:]
+             if m and not m.startswith("ignoring trailing garbage")]
+    return col, width, first + (f" ({'; '.join(extra)})" if extra else "")
+
+
+def _atomic_propositions(f: Any) -> set[str]:
+    """The atomic proposition names of a Spot formula."""
+    import spot
+
+    out: set[str] = set()
+
+    def visit(g: spot.formula) -> bool:
+        if g.kind() == spot.op_ap:
+            out.add(g.ap_name())
+        return False  # keep descending
+
+    f.traverse(visit)
+    return out
+
+
+def _inside(atom: Atom, index: int, width: int, text: str) -> Location:
+    """The location of characters ``index…index+width`` of a string atom's value (``index`` may be
+    the end: the closing quote), when the source spells the value without escapes; else the
+    atom's own location."""
+    loc = atom.loc
+    if text[loc.offset + 1 : loc.end - 1] != atom.value or not 0 <= index <= len(atom.value):
+        return loc
+    off = loc.offset + 1 + index
+    return Location(loc.source, loc.line, loc.column + 1 + index, off, off + max(1, width))
+
+
+def _children(p: Pattern) -> tuple[Pattern, ...]:
+    if isinstance(p, Step):
+        return ()
+    if isinstance(p, Next | Or):
+        return p.parts
+    if isinstance(p, Until):
+        return (p.body, p.then)
+    return (p.body,)
+
+
+def unrolled_size(p: Pattern) -> int:
+    """Steps of ``p`` with every bounded repetition written out (an unbounded one counts its
+    minimum plus one iteration): the size that Spot's automaton and translation time follow."""
+    if isinstance(p, Step):
+        return 1
+    if isinstance(p, Next | Or):
+        return sum(unrolled_size(q) for q in p.parts)
+    if isinstance(p, Until | Repeat):
+        times = max(1, p.max if p.max is not None else p.min + 1)
+        return unrolled_size(p.body) * times + (unrolled_size(p.then) if isinstance(p, Until) else 0)
+    return unrolled_size(p.body)
 
 
 def _int(node: Node) -> int | None:
@@ -535,8 +709,8 @@ def _at(loc: Location | None) -> str:
     return f"{loc.line}:{loc.column}" if loc else "?"
 
 
-def _suggest(word: str, options: object) -> str | None:
-    close = difflib.get_close_matches(word, list(options), n=1)  # type: ignore[call-overload]
+def _suggest(word: str, options: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(word, list(options), n=1)
     return f"did you mean {close[0]!r}?" if close else None
 
 

@@ -192,7 +192,9 @@ def _convert(value: object, type_: str, arg: str) -> object:
         except ValueError:
             raise ValueError(f"input {arg!r} must be of type {type_}, got {s[:40]!r}") from None
         value = parsed
-    ok = {"integer": int, "number": (int, float), "boolean": bool, "object": dict, "array": list}[type_]
+    kinds: dict[str, type | tuple[type, ...]] = {"integer": int, "number": (int, float),
+                                                 "boolean": bool, "object": dict, "array": list}
+    ok = kinds[type_]
     if not isinstance(value, ok):
         raise ValueError(f"input {arg!r} must be of type {type_}")
     return value
@@ -291,11 +293,12 @@ def tool(function: Callable[..., object] | None = None, *, name: str | None = No
 
 # --- Calculator ------------------------------------------------------------------------------
 
-_BINOPS: dict[type, Callable[[object, object], object]] = {
+# Any: operands are whatever _eval returns (int or float), checked by _check after each step
+_BINOPS: dict[type, Callable[[typing.Any, typing.Any], typing.Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
 }
-_UNARY: dict[type, Callable[[object], object]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type, Callable[[typing.Any], typing.Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
 class _Refused(Exception):
@@ -312,7 +315,7 @@ class Calculator(Tool):
 
     name = "Calculator"
     description = "Evaluate an arithmetic expression with numbers, + - * / // % ** and parentheses."
-    inputs: typing.ClassVar[dict[str, dict[str, object]]] = {
+    inputs: dict[str, dict[str, object]] = {  # noqa: RUF012 (read-only; instances may override)
         "expression": {"type": "string", "description": "the expression, e.g. 17 * 23 + 4"}}
 
     def __init__(self, max_length: int = 200, max_digits: int = 1000, max_exponent: int = 10_000) -> None:
@@ -373,12 +376,12 @@ class Calculator(Tool):
             left, right = self._eval(node.left), self._eval(node.right)
             if isinstance(node.op, ast.Pow):
                 self._check_power(left, right)
-            value = _BINOPS[type(node.op)](left, right)  # type: ignore[arg-type]
+            value = _BINOPS[type(node.op)](left, right)
             if isinstance(value, complex):
                 raise _Refused("the result is not a real number.")
             return self._check(value)
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            return self._check(_UNARY[type(node.op)](self._eval(node.operand)))  # type: ignore[arg-type]
+            return self._check(_UNARY[type(node.op)](self._eval(node.operand)))
         raise _Refused(self._why(node))
 
     def _check_power(self, base: int | float, exp: int | float) -> None:
@@ -550,7 +553,7 @@ class Search(Tool):
     name = "Search"
     description = ("Search for a page by its title; returns its first sentences, or similar titles "
                    "when no page has that title.")
-    inputs: typing.ClassVar[dict[str, dict[str, object]]] = {
+    inputs: dict[str, dict[str, object]] = {  # noqa: RUF012 (read-only; instances may override)
         "query": {"type": "string", "description": "the title (entity) to search for"}}
 
     def __init__(self, store: DocumentStore, sentences: int = 5, *, _browser: _Browser | None = None) -> None:
@@ -583,7 +586,7 @@ class Lookup(Tool):
     name = "Lookup"
     description = ("Look up a string in the last page found by Search; returns the next sentence "
                    "containing it.")
-    inputs: typing.ClassVar[dict[str, dict[str, object]]] = {
+    inputs: dict[str, dict[str, object]] = {  # noqa: RUF012 (read-only; instances may override)
         "keyword": {"type": "string", "description": "the string to look up"}}
 
     def __init__(self, store: DocumentStore, *, _browser: _Browser | None = None) -> None:

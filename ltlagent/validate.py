@@ -1,4 +1,4 @@
-"""``ltlagent validate``: replay the few-shot examples of a prompt through a spec (DESIGN §7).
+"""``ltlagent validate``: replay the few-shot examples of a prompt through a spec (docs/design.md §7).
 
 The prompt is read as bytes, in chunks, and scanned by the spec's own keyword lexer (the one the
 decoding monitor uses); each prompt string found is a step in the spec's automaton table.

@@ -1,4 +1,4 @@
-"""Token id → bytes for any Hugging Face tokenizer (DESIGN §5: the monitor works on bytes).
+"""Token id → bytes for any Hugging Face tokenizer (docs/design.md §5: the monitor works on bytes).
 
 Three readings, picked from the tokenizer's decoder:
 
@@ -119,7 +119,7 @@ def vocab_from_bytes(tokens: Sequence[bytes | None], eos_ids: Iterable[int] = ()
 def _backend(tokenizer: object) -> object | None:
     """The ``tokenizers.Tokenizer`` behind ``tokenizer`` (or itself), if there is one."""
     if hasattr(tokenizer, "backend_tokenizer"):
-        return tokenizer.backend_tokenizer  # type: ignore[attr-defined]
+        return tokenizer.backend_tokenizer
     if type(tokenizer).__module__.startswith("tokenizers") and hasattr(tokenizer, "to_str"):
         return tokenizer
     return None
@@ -153,7 +153,7 @@ def _token_strings(tokenizer: object, backend: object | None) -> tuple[list[str 
     added: dict[int, bool] = {}
     dec = getattr(tokenizer, "added_tokens_decoder", None)
     if dec is None and backend is not None and hasattr(backend, "get_added_tokens_decoder"):
-        dec = backend.get_added_tokens_decoder()  # type: ignore[attr-defined]
+        dec = backend.get_added_tokens_decoder()
     for i, t in (dec or {}).items():
         added[int(i)] = bool(getattr(t, "special", False))
     for i in getattr(tokenizer, "all_special_ids", None) or ():
@@ -161,14 +161,14 @@ def _token_strings(tokenizer: object, backend: object | None) -> tuple[list[str 
     if backend is not None:  # id_to_token is ~2x faster than get_vocab() at 128k
         n = backend.get_vocab_size(with_added_tokens=True)  # type: ignore[attr-defined]
         if hasattr(tokenizer, "__len__"):
-            n = max(n, len(tokenizer))  # type: ignore[arg-type]
+            n = max(n, len(tokenizer))
         n = max([n, *(i + 1 for i in added)])
         toks: list[str | None] = list(map(backend.id_to_token, range(n)))  # type: ignore[attr-defined]
     else:
         vocab = tokenizer.get_vocab()  # type: ignore[attr-defined]
         n = max(vocab.values(), default=-1) + 1
         if hasattr(tokenizer, "__len__"):
-            n = max(n, len(tokenizer))  # type: ignore[arg-type]
+            n = max(n, len(tokenizer))
         toks = [None] * n
         for s, i in vocab.items():
             toks[i] = s
@@ -321,8 +321,8 @@ def _read_sentencepiece(toks: list[str | None], added: dict[int, bool]) -> Parts
         else:
             keep.append(k)
     for i, sp in added.items():  # byte tokens declared as special added tokens still are bytes
-        s = toks[i] if 0 <= i < len(toks) else None
-        m = _BYTE_TOKEN.match(s) if sp and s is not None and len(s) == 6 else None
+        tok = toks[i] if 0 <= i < len(toks) else None
+        m = _BYTE_TOKEN.match(tok) if sp and tok is not None and len(tok) == 6 else None
         if m is not None:
             extra[i] = bytes([int(m.group(1), 16)])
     plain_ids = plain_ids[np.asarray(keep, dtype=np.int64)] if keep else np.zeros(0, dtype=np.int64)

@@ -1,6 +1,6 @@
-"""An independent reference evaluator of the pattern semantics (DESIGN §2.1), for differential tests.
+"""An independent reference evaluator of the pattern semantics (docs/design.md §2.1), for differential tests.
 
-Written from the table in DESIGN §2.1, not from the translator: a pattern denotes a regular
+Written from the table in docs/design.md §2.1, not from the translator: a pattern denotes a regular
 language over states (``S`` one step, ``next`` concatenation, ``until P Q`` = ``P* Q`` with
 optional bounds, ``or`` union, ``repeat``/``optional`` bounded repetition) and ``always P`` = P^ω
 with non-empty iterations, only in last position. Matching is by sets of positions; for lassos

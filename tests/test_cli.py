@@ -104,3 +104,42 @@ def test_core_imports_without_the_llm_extras() -> None:
             "raise SystemExit(main(['check-trace', 'react', 'Final-Thought', 'Answer']))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_public_api_resolves_and_spec_side_stays_torch_free() -> None:
+    """Every name in ``ltlagent.__all__`` resolves; the validator and the equivalence checker
+    load without torch and transformers."""
+    import ltlagent
+
+    for name in ltlagent.__all__:
+        assert getattr(ltlagent, name) is not None, name
+    code = ("import sys\n"
+            "sys.modules['torch'] = None\nsys.modules['transformers'] = None\n"
+            "import ltlagent\n"
+            "v, eq = ltlagent.Validator, ltlagent.check_equivalence\n"
+            "r = eq(ltlagent.load_spec('react'), ltlagent.load_spec('react'))\n"
+            "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(("case", "needle"), [
+    ('(:regex "(?i)yes")', "inline flag (?i)"),
+    ('(:regex "\\\\bfoo")', "word boundary"),
+    ("(ltl \"G(\")", "missing closing parenthesis"),
+    ("(:max 100000)", "limit of 2500"),
+])
+def test_bad_input_is_exit_2_with_file_line_col(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  case: str, needle: str) -> None:
+    """Before: a TypeError traceback at run time (regex), exit 0 from show (regex), a traceback
+    (raw LTL), over a minute of silence (large bound)."""
+    regex = case if case.startswith("(:regex") else ""
+    constraints = f"\n  (:constraints {case})" if case.startswith("(ltl") else ""
+    behavior = "(next Thought (repeat Answer :max 100000))" if ":max" in case \
+        else "(next Thought Answer)"
+    f = tmp_path / "bad.sexp"
+    f.write_text(f'(define t\n  (:states (Thought (:text "Thought:"))\n'
+                 f'    (Answer (:text "Answer:") {regex}))\n  (:behavior {behavior}){constraints})\n')
+    code, out, err = run(capsys, "show", str(f))
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith(f"{f}:") and ": error: " in err and needle in err and "^" in err, err

@@ -1,4 +1,4 @@
-"""Differential test (DESIGN §9): the Spot automaton against the independent reference evaluator.
+"""Differential test (docs/design.md §9): the Spot automaton against the independent reference evaluator.
 
 Random patterns (next/until/always/or/optional/repeat, nesting depth up to 5, up to 8 states) and
 random finite and lasso traces, some drawn from the pattern's own language and then perturbed.
@@ -166,7 +166,7 @@ def test_infinite_specs_agree_with_reference(spec: Spec, seed: int) -> None:
     check_agreement(spec, aut, seed)
 
 
-# --- the mutation: `until` read as textbook LTL U (DESIGN §2.1 explains why that is wrong) -----
+# --- the mutation: `until` read as textbook LTL U (docs/design.md §2.1 explains why that is wrong) -----
 
 def textbook_ltl(p: Pattern, atom: object) -> str:
     """The literal LTL reading: next = the paper's ○⟨…⟩ chain, until = U."""
@@ -221,3 +221,32 @@ def test_mutation_is_caught() -> None:
 
     with pytest.raises(AssertionError):
         property_on_mutant()
+
+
+# --- bounds above Spot's 8-bit limit are split (docs/design.md §3.3): the split must stay exact ---
+
+A, B, C = Step("S0"), Step("S1"), Step("S2")
+
+
+@pytest.mark.parametrize("pattern", [
+    Repeat(A, 0, 300),
+    Repeat(A, 250, 520),
+    Next((Repeat(A, 254, 509), C)),
+    Until(Or((A, Next((A, B)))), C, 253, 300),
+    Until(Repeat(A, 0, 1), C, 0, 260),  # a body that matches the empty word
+    Repeat(Next((A, B)), 0, 260),  # every word has length >= 2: the Spot simplification pitfall
+    Repeat(Next((A, B)), 255, None),
+])
+def test_large_bounds_agree_with_reference(pattern: Pattern) -> None:
+    spec = Spec("big", tuple(State(n, f"<{n}>") for n in ("S0", "S1", "S2")), pattern)
+    aut = compile_spec(spec)
+    rng = random.Random(0)
+    lengths = {0, 1, 2, 252, 253, 254, 255, 256, 259, 260, 261, 299, 300, 301, 508, 509, 510, 519,
+               520, 521}
+    words = [["S0"] * k for k in sorted(lengths)]
+    words += [[*w, "S2"] for w in words]
+    words += [[x for _ in range(k) for x in ("S0", "S1")] for k in (253, 254, 255, 256)]
+    words += [[rng.choice(("S0", "S0", "S0", "S1")) for _ in range(k)] + ["S2"]
+              for k in (253, 254, 255, 299, 300, 301)]
+    for w in words:
+        assert (aut.run(w).status == "accepted") == reference.accepts(pattern, w), (pattern, len(w))

@@ -1,4 +1,4 @@
-"""The decoding monitor (DESIGN §5, issue 4).
+"""The decoding monitor (docs/design.md §5, issue 4).
 
 The main property is a differential test: random specs, random seeds, a randomly initialised tiny
 model sampling at temperature 1 under the LogitsProcessor. Every trace must be accepted by Spot's

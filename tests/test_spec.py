@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,9 @@ import pytest
 from ltlagent import compile, load_spec, parse_spec
 from ltlagent.errors import SpecError
 from ltlagent.sexp import MAX_DEPTH
-from ltlagent.spec import Next, Repeat, Until
+from ltlagent.spec import MAX_UNROLLED_STEPS, Next, Repeat, Until, unrolled_size
+
+from .test_content import UNSUPPORTED
 
 DATA = Path(__file__).parent / "data"
 
@@ -152,3 +155,103 @@ def test_reference_specs_of_the_paper_authors_compile() -> None:
     for f in files:
         c = compile(f)
         assert c.automaton.allowed(c.automaton.initial) == (c.spec.states[0].name,), f
+
+
+# --- issue 12: nothing the later stages refuse gets past the reader ------------------------------
+
+def regex_spec(regex: str) -> str:
+    escaped = regex.replace("\\", "\\\\").replace('"', '\\"')
+    return spec("(next Thought Answer)", STATES.replace('(:text "Answer:")',
+                                                        f'(:text "Answer:") (:regex "{escaped}")'))
+
+
+@pytest.mark.parametrize(("regex", "words"), UNSUPPORTED)
+def test_unsupported_regex_is_refused_when_the_spec_is_read(regex: str, words: str) -> None:
+    """``show`` used to accept these (exit 0); the monitor then crashed with a TypeError."""
+    with pytest.raises(SpecError) as ei:
+        parse_spec(regex_spec(regex), "t.sexp")
+    e = ei.value
+    assert words in e.message and e.hint, e.render()
+    assert e.loc is not None and (e.loc.line, e.loc.column) == (5, 39), e.render()  # the string
+
+
+def test_regex_syntax_error_points_into_the_string() -> None:
+    with pytest.raises(SpecError) as ei:
+        parse_spec(regex_spec("ab[0-9"), "t.sexp")
+    e = ei.value
+    assert "unterminated character set" in e.message
+    assert e.loc is not None and (e.loc.line, e.loc.column) == (5, 39 + 1 + 2), e.render()
+
+
+def constraint_spec(raw: str, states: str = STATES) -> str:
+    return spec("(next Thought Answer)", states, f'\n  (:constraints (ltl "{raw}"))')
+
+
+@pytest.mark.parametrize(("raw", "col", "needle", "hint"), [
+    ("G(", 25, "missing closing parenthesis", "Spot syntax"),
+    ("G Thought &", 34, 'missing right operand for "and operator"', "Spot syntax"),
+    ("F(Answer))", 32, "unexpected closing parenthesis", "Spot syntax"),
+    ("Thought[*2]", 30, "unexpected opening bracket", "Spot syntax"),
+    ("G(Thought -> X Answr)", 38, "unknown state 'Answr'", "did you mean 'Answer'?"),
+    ("{Thought;Answer}", 22, "SEREs", "in the :behavior pattern"),
+])
+def test_malformed_raw_ltl_is_a_positional_error(raw: str, col: int, needle: str, hint: str) -> None:
+    """``(ltl "G(")`` used to print Spot's warning and a Python traceback."""
+    with pytest.raises(SpecError) as ei:
+        parse_spec(constraint_spec(raw), "t.sexp")
+    e = ei.value
+    assert needle in e.message and e.hint is not None and hint in e.hint, e.render()
+    assert e.loc is not None and (e.loc.line, e.loc.column) == (7, col), e.render()
+
+
+def test_raw_ltl_state_names_that_spot_reads_as_operators() -> None:
+    """Unquoted, ``Finish`` is Spot's ``F inish``: say so instead of failing on 'inish'."""
+    states = STATES.replace("(Action", "(Finish").replace('"Action:"', '"Finish:"')
+    with pytest.raises(SpecError) as ei:
+        parse_spec(constraint_spec("G Finish", states), "t.sexp")
+    e = ei.value
+    assert e.hint is not None and "Spot reads Finish as F inish" in e.hint, e.render()
+    quoted = compile(parse_spec(constraint_spec('F \\"Finish\\"', states).replace(
+        "(next Thought Answer)", "(next Thought (optional Finish) Answer)")))
+    assert quoted.automaton.run(["Thought", "Finish", "Answer"]).accepted
+    assert not quoted.automaton.run(["Thought", "Answer"]).accepted
+
+
+@pytest.mark.parametrize(("behavior", "size"), [
+    ("(repeat Thought :max 100000)", 100000),
+    ("(next Thought (until_5000 Action Answer))", 5001),
+    ("(repeat (next Thought Action) :min 1500)", 3002),
+    ("(repeat (repeat Thought :max 100) :max 100)", 10000),
+])
+def test_bounds_past_the_limit_are_refused_early(behavior: str, size: int) -> None:
+    """``:max 100000`` used to run past a minute with no output."""
+    t0 = time.perf_counter()
+    with pytest.raises(SpecError) as ei:
+        parse_spec(spec(behavior), "t.sexp")
+    assert time.perf_counter() - t0 < 5
+    e = ei.value
+    assert f"unrolls to {size} steps" in e.message and f"limit of {MAX_UNROLLED_STEPS}" in e.message
+    assert e.hint is not None and "quadratically" in e.hint
+    assert e.loc is not None and e.loc.line == 6
+
+
+def test_unrolled_size() -> None:
+    def size(b: str) -> int:
+        return unrolled_size(parse_spec(spec(b)).behavior)
+
+    assert size("Thought") == 1
+    assert size("(next Thought (or Action Answer))") == 3
+    assert size("(until_300 (next Thought Action) Answer)") == 601
+    assert size("(until Thought Answer)") == 2
+    assert size("(repeat Thought :min 4)") == 5
+    assert size("(optional (next Thought Action))") == 2
+
+
+def test_a_bound_of_2000_compiles_in_seconds() -> None:
+    """``(repeat A :max 2000)`` took 113 s: its split into 8-bit Spot bounds was ambiguous."""
+    t0 = time.perf_counter()
+    a = compile(parse_spec(spec(f"(next (repeat Thought :max {MAX_UNROLLED_STEPS - 1}) Answer)"))
+                ).automaton
+    assert time.perf_counter() - t0 < 30
+    assert a.run(["Thought"] * (MAX_UNROLLED_STEPS - 1) + ["Answer"]).accepted
+    assert a.run(["Thought"] * MAX_UNROLLED_STEPS + ["Answer"]).status == "rejected"

@@ -1,4 +1,4 @@
-"""Tiny offline tokenizers and models for the monitor tests (DESIGN §9: nothing is downloaded).
+"""Tiny offline tokenizers and models for the monitor tests (docs/design.md §9: nothing is downloaded).
 
 * :func:`byte_level` — GPT-2 style byte-level BPE trained from in-memory text;
 * :func:`sentencepiece` — Llama-2 style: ``▁`` for spaces, ``<0xNN>`` byte-fallback tokens in the
