@@ -186,8 +186,11 @@ def run_main(args: argparse.Namespace) -> int:
     from .lexer import CONTEXT_LABELS
     from .loader import load_model
 
-    loaded = load_model(args.model, tokenizer=args.tokenizer,
-                        progress=lambda msg: err.write(f"-- {msg}\n") if args.format == "text" else None)
+    def progress(msg: str) -> None:
+        if args.format == "text":
+            err.write(f"-- {msg}\n")
+
+    loaded = load_model(args.model, tokenizer=args.tokenizer, progress=progress)
     labels = () if args.no_example_boundary else (*CONTEXT_LABELS, *args.context_label)
     agent = Agent.from_spec(compiled, loaded.model, loaded.tokenizer, tools=tools, environment=environment,
                             prompt=args.prompt, tool_timeout=args.tool_timeout, context_labels=labels,
