@@ -113,3 +113,25 @@ def test_mixed_batch_and_untouched_requests(llm: object) -> None:
             assert ids == list(next(free).outputs[0].token_ids)
         else:
             assert _ok(s, ids), (s, _trace(s, ids))
+
+
+def test_agent_run_batch_matches_the_transformers_runner(llm: object) -> None:
+    """ReAct episodes with a calculator through environment turns: every trace accepted or paused
+    correctly; greedy episodes equal the transformers runner's (same spec, prompt and budget)."""
+    from ltlagent.agent import Agent
+    from ltlagent.tools import Calculator
+    from ltlagent.vllm_backend import vllm_agent
+
+    tasks = ["What is 12 * 7?", "Natalia sold 48 clips in April and half as many in May. How many in all?",
+             "What is 3 + 4?"]
+    agent = vllm_agent("react", llm, tools=[Calculator()])
+    results = agent.run_batch(tasks, max_new_tokens=200, max_steps=12)
+    ref = Agent.from_spec("react", tools=[Calculator()])
+    for task, r in zip(tasks, results, strict=True):
+        assert r.verdict != "rejected", r.trace
+        want = ref.run(task, max_new_tokens=200, max_steps=12, max_state_tokens=None)
+        assert r.transcript == want.transcript, (r.transcript, want.transcript)
+        assert (r.trace, r.verdict, r.stop_reason) == (want.trace, want.verdict, want.stop_reason)
+    sampled = agent.run_batch(tasks * 4, temperature=1.0, seed=0, max_new_tokens=150, max_steps=10)
+    assert all(r.verdict != "rejected" for r in sampled)
+    assert sum(r.usage["forward_calls"] for r in sampled) > len(sampled)  # environment turns happened
