@@ -9,7 +9,9 @@ file path, or spec text), ``tools`` (fills ``(:choices :tools)``), ``budget`` (m
 whole trace, default: what has been replayed plus ``max_tokens``), ``max_steps``, ``newline``, and for
 a request that continues a trace after environment text: ``prompt_tokens`` (how many of the prompt's
 tokens precede the trace) and ``env`` (``[start, end)`` token ranges of the prompt that the
-environment wrote). A request without ``extra_args["ltlagent"]`` is left untouched.
+environment wrote). The value may also be a spec name alone, or the mapping as JSON text
+(``vllm serve`` accepts only flat ``vllm_xargs``). A request without ``extra_args["ltlagent"]`` is
+left untouched.
 
 Each constrained row of the persistent batch has its own :class:`~ltlagent.monitor.Monitor`; token
 indexes are built once per (spec, tools, newline) and shared. The masks of the whole batch are
@@ -27,6 +29,7 @@ Runner V2 has another interface: run with ``VLLM_USE_V2_MODEL_RUNNER=0``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -63,7 +66,12 @@ class RequestOptions:
         if not extra_args or EXTRA_KEY not in extra_args:
             return None
         raw = extra_args[EXTRA_KEY]
-        if isinstance(raw, str):
+        if isinstance(raw, str) and raw.lstrip().startswith("{"):  # JSON: vllm serve's vllm_xargs are flat
+            try:
+                raw = json.loads(raw)
+            except ValueError as e:
+                raise UsageError(f"extra_args[{EXTRA_KEY!r}] is not valid JSON: {e}") from None
+        elif isinstance(raw, str):
             raw = {"spec": raw}
         what = f"extra_args[{EXTRA_KEY!r}]"
         if not isinstance(raw, Mapping):

@@ -158,8 +158,10 @@ def test_continuing_after_environment_text_replays_the_prefix() -> None:
 def test_options_are_checked() -> None:
     assert RequestOptions.parse(None) is None and RequestOptions.parse({"x": 1}) is None
     assert RequestOptions.parse({"ltlagent": "react"}) == RequestOptions("react")
+    as_json = RequestOptions.parse({"ltlagent": '{"spec": "react", "tools": ["Search"], "env": [[3, 5]]}'})
+    assert as_json == RequestOptions("react", ("Search",), env=((3, 5),))
     for bad in ({"spec": 3}, {"spec": "react", "budget": -1}, {"spec": "react", "tools": "Search"},
-                {"spec": "react", "env": [[5, 2]]}, {"spec": "react", "colour": 1}, ["react"]):
+                {"spec": "react", "env": [[5, 2]]}, {"spec": "react", "colour": 1}, ["react"], "{bad json"):
         with pytest.raises(UsageError):
             RequestOptions.parse({"ltlagent": bad})
 
