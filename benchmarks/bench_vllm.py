@@ -6,7 +6,7 @@ VLLM_USE_V2_MODEL_RUNNER=0 .venv-vllm/bin/python benchmarks/bench_vllm.py``). Al
 one run on one engine, so the ratios compare like with like.
 
 * constrained: ``agent.run_batch`` of N ReAct episodes (calculator tool, sampling at temperature 1,
-  seeded), every environment turn a new request on the same prefix;
+  engine seed), every environment turn a new request on the same prefix;
 * unconstrained: N plain requests on the same prompts, no ltlagent arguments, each generating the
   constrained episodes' mean number of tokens (``ignore_eos``), in one ``generate`` call;
 * processor time: ``update_state`` + ``apply`` of the ltlagent processor, timed inside the engine,
@@ -66,7 +66,9 @@ def main() -> None:
 
     proc, log = _timed_processor()
     model = args.model or str(BUNDLED_MODEL)
-    kw: dict[str, Any] = {"kv_cache_memory_bytes": 512 << 20} if args.model is None else {}
+    kw: dict[str, Any] = {}
+    if args.model is None:  # the tiny model: eager float32 (no compile step; as in the tests)
+        kw = {"kv_cache_memory_bytes": 512 << 20, "enforce_eager": True, "dtype": "float32"}
     llm = vllm.LLM(model=model, logits_processors=[proc], max_model_len=1024, max_num_seqs=64, seed=0,
                    gpu_memory_utilization=args.device_memory, **kw)
     agent = vllm_agent("react", llm, tools=[Calculator()])
@@ -81,7 +83,7 @@ def main() -> None:
         tasks = [TASKS[k % len(TASKS)] for k in range(n)]
         log.clear()
         t = time.perf_counter()
-        res = agent.run_batch(tasks, temperature=1.0, seed=0, max_new_tokens=args.max_new_tokens,
+        res = agent.run_batch(tasks, temperature=1.0, max_new_tokens=args.max_new_tokens,
                               max_steps=12)
         dt = time.perf_counter() - t
         gen = sum(r.usage["generated_tokens"] for r in res)
@@ -93,7 +95,7 @@ def main() -> None:
             step_rows = [s for rows, s in log if rows >= 48]
         per = max(1, round(gen / n))
         prompts = [{"prompt_token_ids": agent._encode(agent.prompt(task), special=True)} for task in tasks]
-        sp = vllm.SamplingParams(max_tokens=per, min_tokens=per, ignore_eos=True, temperature=1.0, seed=0)
+        sp = vllm.SamplingParams(max_tokens=per, min_tokens=per, ignore_eos=True, temperature=1.0)
         t = time.perf_counter()
         outs = llm.generate(prompts, sp, use_tqdm=False)
         du = time.perf_counter() - t

