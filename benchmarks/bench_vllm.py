@@ -74,7 +74,7 @@ def main() -> None:
     agent = vllm_agent("react", llm, tools=[Calculator()])
     agent.run_batch(TASKS[:2], max_new_tokens=20)  # warm-up: index built, engine warm
     print(f"model: {model}; vllm {vllm.__version__}")
-    print("| concurrent episodes | constrained tok/s | turns (requests) | accepted or paused | "
+    print("| concurrent episodes | constrained tok/s | requests | not rejected | "
           "engine steps | ms per step | processor ms per step | unconstrained tok/s | "
           "constrained / unconstrained |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
