@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from .errors import LtlAgentError, UsageError
 
 if TYPE_CHECKING:
     import torch
@@ -102,12 +102,22 @@ class RequestOptions:
                    bool(raw.get("newline", False)), ints["prompt_tokens"], tuple(env))
 
 
+    def check_spec(self) -> None:
+        """Raise ``UsageError`` / ``SpecError`` (both ``ValueError`` s) when the spec cannot be read."""
+        from .spec import parse_spec, resolve_spec_path
+
+        if "(" in self.spec or "\n" in self.spec:
+            parse_spec(self.spec)
+        else:
+            resolve_spec_path(self.spec)
+
+
 class _Row:
     """One constrained request: its cursor and the live list of its output tokens."""
 
     __slots__ = ("dead", "monitor", "output", "seen")
 
-    def __init__(self, monitor: Monitor, output: list[int], dead: bool) -> None:
+    def __init__(self, monitor: Monitor | None, output: list[int], dead: bool) -> None:
         self.monitor = monitor
         self.output = output  # vLLM's running list (a reference: it grows as tokens are sampled)
         self.seen = 0
@@ -128,6 +138,7 @@ class MonitorBatch:
         self.rows: dict[int, _Row] = {}
         self._indexes: dict[tuple[str, tuple[str, ...] | None, bool], TokenIndex] = {}
         self._dense: dict[tuple[int, int, str], tuple[object, torch.Tensor]] = {}
+        self._eos: Mask | None = None
 
     # -- indexes
     def index_for(self, opts: RequestOptions) -> TokenIndex:
@@ -156,8 +167,12 @@ class MonitorBatch:
             return False
         from .monitor import Monitor
 
-        mon = Monitor(self.index_for(opts), max_new_tokens=opts.budget, max_steps=opts.max_steps,
-                      eos_ends_text=False)
+        try:
+            index = self.index_for(opts)
+        except LtlAgentError:  # validate_params let it through (e.g. a spec that does not compile):
+            self.rows[i] = _Row(None, output_ids, True)  # end the request rather than the engine
+            return True
+        mon = Monitor(index, max_new_tokens=opts.budget, max_steps=opts.max_steps, eos_ends_text=False)
         dead = False
         if opts.prompt_tokens is not None:
             dead = not self._replay(mon, list(prompt_ids or ()), opts)
@@ -211,6 +226,18 @@ class MonitorBatch:
             self.move(a, b, getattr(direction, "name", str(direction)) == "SWAP")
 
     # -- masks
+    def _eos_mask(self) -> Mask:
+        """EOS only, from the tokenizer alone (for a row whose spec could not be built)."""
+        if self._eos is None:
+            import numpy as np
+
+            from .masks import Mask
+            from .vocab import read_tokenizer
+
+            reading = read_tokenizer(self.tokenizer, None)
+            self._eos = Mask(len(reading.tokens), allowed=np.asarray(reading.eos, dtype=np.int64))
+        return self._eos
+
     def _catch_up(self, row: _Row) -> None:
         """Advance the row's monitor over the tokens sampled since the last step."""
         out = row.output
@@ -219,7 +246,7 @@ class MonitorBatch:
             if tok < 0:  # a placeholder for a token not sampled yet
                 break
             mon = row.monitor
-            if mon.is_finished or mon.waiting_for_env:
+            if mon is None or mon.is_finished or mon.waiting_for_env:
                 row.dead = True  # the request should have ended (EOS was ignored)
                 break
             try:
@@ -232,8 +259,10 @@ class MonitorBatch:
     def mask_of(self, i: int) -> Mask:
         """Row ``i``'s current mask (after catching up with its sampled tokens)."""
         row = self.rows[i]
-        self._catch_up(row)
         mon = row.monitor
+        if mon is None:
+            return self._eos_mask()
+        self._catch_up(row)
         if row.dead or mon.is_finished or mon.waiting_for_env:
             return _eos_only(mon.index)
         return mon.current_mask()
@@ -301,8 +330,11 @@ class LtlLogitsProcessor(_VllmLogitsProcessor):  # type: ignore[misc,valid-type]
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
-        """Reject malformed ltlagent options when the request arrives (a ``ValueError``)."""
-        RequestOptions.parse(getattr(sampling_params, "extra_args", None))
+        """Reject malformed ltlagent options and unknown or invalid specs when the request arrives
+        (a ``ValueError``: HTTP 400 when served)."""
+        opts = RequestOptions.parse(getattr(sampling_params, "extra_args", None))
+        if opts is not None:
+            opts.check_spec()
 
     def is_argmax_invariant(self) -> bool:
         return False  # it changes which token greedy decoding picks

@@ -189,3 +189,16 @@ def tiny_spec_text() -> str:
     from ltlagent.spec import load_spec
 
     return load_spec("chain-of-thought").text
+
+
+def test_a_spec_that_cannot_be_built_ends_the_request_not_the_engine() -> None:
+    """validate_params rejects unknown specs up front; one that slips through (here: added directly)
+    gets an EOS-only row instead of an exception inside the engine."""
+    tok = tiny.straddle()
+    with pytest.raises(UsageError):
+        RequestOptions("no-such-spec").check_spec()
+    RequestOptions("react").check_spec()
+    batch = MonitorBatch(tok, cache=False)
+    batch.update(Update(1, added=[(0, Params({"ltlagent": "no-such-spec"}), [1], [])]))
+    logits = batch.apply(torch.zeros(1, len(tok) + 3))
+    assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == [tok.eos_token_id]
