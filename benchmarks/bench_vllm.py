@@ -1,0 +1,113 @@
+"""ltlagent inside vLLM (issue #10): throughput of 1, 8 and 64 concurrent ReAct episodes, constrained
+vs unconstrained, and the processor's time per engine step.
+
+Run in the vLLM environment: ``make bench-vllm`` (or ``VLLM_ENABLE_V1_MULTIPROCESSING=0
+VLLM_USE_V2_MODEL_RUNNER=0 .venv-vllm/bin/python benchmarks/bench_vllm.py``). All figures come from
+one run on one engine, so the ratios compare like with like.
+
+* constrained: ``agent.run_batch`` of N ReAct episodes (calculator tool, sampling at temperature 1,
+  engine seed), every environment turn a new request on the same prefix;
+* unconstrained: N plain requests on the same prompts, no ltlagent arguments, each generating the
+  constrained episodes' mean number of tokens (``ignore_eos``), in one ``generate`` call;
+* processor time: ``update_state`` + ``apply`` of the ltlagent processor, timed inside the engine,
+  per engine step, for steps with at least 48 rows during the 64-episode run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from typing import Any
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (timings)
+os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+
+TASKS = ["What is 12 * 7?", "Natalia sold 48 clips in April and half as many in May. How many in all?",
+         "What is 3 + 4 * 5?", "A shirt costs 20 dollars and is 25 percent off. What is the price?"]
+
+
+def _timed_processor() -> tuple[type, list[tuple[int, float]]]:
+    """The ltlagent processor with its per-step time recorded (rows, seconds)."""
+    from ltlagent.vllm_processor import LtlLogitsProcessor
+
+    log: list[tuple[int, float]] = []
+
+    class Timed(LtlLogitsProcessor):
+        def update_state(self, batch_update: Any) -> None:
+            t = time.perf_counter()
+            super().update_state(batch_update)
+            self._t = time.perf_counter() - t
+
+        def apply(self, logits: Any) -> Any:
+            t = time.perf_counter()
+            out = super().apply(logits)
+            log.append((int(logits.shape[0]), getattr(self, "_t", 0.0) + time.perf_counter() - t))
+            self._t = 0.0
+            return out
+
+    return Timed, log
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default=None, help="model path or name (default: the bundled model)")
+    ap.add_argument("--sizes", default="1,8,64")
+    ap.add_argument("--max-new-tokens", type=int, default=200)
+    ap.add_argument("--device-memory", type=float, default=0.3, help="vLLM gpu_memory_utilization")
+    args = ap.parse_args()
+
+    import vllm
+
+    from ltlagent.agent import BUNDLED_MODEL
+    from ltlagent.tools import Calculator
+    from ltlagent.vllm_backend import vllm_agent
+
+    proc, log = _timed_processor()
+    model = args.model or str(BUNDLED_MODEL)
+    kw: dict[str, Any] = {}
+    if args.model is None:  # the tiny model: eager float32 (no compile step; as in the tests)
+        kw = {"kv_cache_memory_bytes": 512 << 20, "enforce_eager": True, "dtype": "float32"}
+    llm = vllm.LLM(model=model, logits_processors=[proc], max_model_len=1024, max_num_seqs=64, seed=0,
+                   gpu_memory_utilization=args.device_memory, **kw)
+    agent = vllm_agent("react", llm, tools=[Calculator()])
+    agent.run_batch(TASKS[:2], max_new_tokens=20)  # warm-up: index built, engine warm
+    print(f"model: {model}; vllm {vllm.__version__}")
+    print("| concurrent episodes | constrained tok/s | requests | not rejected | "
+          "engine steps | ms per step | processor ms per step | unconstrained tok/s | "
+          "constrained / unconstrained |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    step_rows: list[float] = []
+    for n in [int(x) for x in args.sizes.split(",")]:
+        tasks = [TASKS[k % len(TASKS)] for k in range(n)]
+        log.clear()
+        t = time.perf_counter()
+        res = agent.run_batch(tasks, temperature=1.0, max_new_tokens=args.max_new_tokens,
+                              max_steps=12)
+        dt = time.perf_counter() - t
+        gen = sum(r.usage["generated_tokens"] for r in res)
+        reqs = sum(r.usage["forward_calls"] for r in res)
+        ok = sum(r.verdict != "rejected" for r in res)
+        steps = len(log)
+        proc_ms = sum(s for _, s in log) / max(steps, 1) * 1e3
+        if n >= 48:
+            step_rows = [s for rows, s in log if rows >= 48]
+        per = max(1, round(gen / n))
+        prompts = [{"prompt_token_ids": agent._encode(agent.prompt(task), special=True)} for task in tasks]
+        sp = vllm.SamplingParams(max_tokens=per, min_tokens=per, ignore_eos=True, temperature=1.0)
+        t = time.perf_counter()
+        outs = llm.generate(prompts, sp, use_tqdm=False)
+        du = time.perf_counter() - t
+        ugen = sum(len(o.outputs[0].token_ids) for o in outs)
+        c, u = gen / dt, ugen / du
+        print(f"| {n} | {c:,.0f} | {reqs} | {ok}/{n} | {steps} | {dt / max(steps, 1) * 1e3:.2f} | "
+              f"{proc_ms:.3f} | {u:,.0f} | {c / u:.2f} |")
+    if step_rows:
+        med = statistics.median(step_rows) * 1e3
+        print(f"\nprocessor time per engine step at batch >= 48 (update_state + apply): median {med:.3f} ms, "
+              f"mean {statistics.fmean(step_rows) * 1e3:.3f} ms over {len(step_rows)} steps")
+
+
+if __name__ == "__main__":
+    main()

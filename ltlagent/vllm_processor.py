@@ -1,0 +1,346 @@
+"""The decoding monitor inside vLLM (issue #10): a logits processor for vLLM's v1 interface.
+
+A request opts in through its sampling parameters' extra arguments::
+
+    SamplingParams(max_tokens=256, extra_args={"ltlagent": {"spec": "react", "tools": ["Search"]}})
+
+Keys of ``extra_args["ltlagent"]`` (see :class:`RequestOptions`): ``spec`` (a bundled name, a spec
+file path, or spec text), ``tools`` (fills ``(:choices :tools)``), ``budget`` (model tokens of the
+whole trace, default: what has been replayed plus ``max_tokens``), ``max_steps``, ``newline``, and for
+a request that continues a trace after environment text: ``prompt_tokens`` (how many of the prompt's
+tokens precede the trace) and ``env`` (``[start, end)`` token ranges of the prompt that the
+environment wrote). The value may also be a spec name alone, or the mapping as JSON text
+(``vllm serve`` accepts only flat ``vllm_xargs``). A request without ``extra_args["ltlagent"]`` is
+left untouched.
+
+Each constrained row of the persistent batch has its own :class:`~ltlagent.monitor.Monitor`; token
+indexes are built once per (spec, tools, newline) and shared. The masks of the whole batch are
+stacked from per-mask cached boolean rows and applied with one ``masked_fill_``. EOS is allowed
+only where the trace is complete; on entering an ``:env-input`` state only EOS is allowed, so the
+request ends there and the caller continues with a new request on the same prefix (environment
+text appended, ``env`` naming its range).
+
+:class:`MonitorBatch` is the engine-independent core (batch bookkeeping and mask assembly; it needs
+only torch); :class:`LtlLogitsProcessor` adapts it to ``vllm.v1.sample.logits_processor``. Use it
+offline with ``vllm.LLM(model, logits_processors=[LtlLogitsProcessor])`` or with
+``vllm serve MODEL --logits-processors ltlagent.vllm_processor:LtlLogitsProcessor``. vLLM's Model
+Runner V2 has another interface: run with ``VLLM_USE_V2_MODEL_RUNNER=0``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import LtlAgentError, UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+    from .masks import Mask
+    from .monitor import Monitor, TokenIndex
+
+__all__ = ["EXTRA_KEY", "RequestOptions", "MonitorBatch", "LtlLogitsProcessor"]
+
+#: The key of ``SamplingParams.extra_args`` that holds a request's ltlagent options.
+EXTRA_KEY = "ltlagent"
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """A request's ltlagent options, checked (:meth:`parse` raises ``UsageError``, a ``ValueError``)."""
+
+    spec: str
+    tools: tuple[str, ...] | None = None
+    budget: int | None = None
+    max_steps: int | None = None
+    newline: bool = False
+    prompt_tokens: int | None = None
+    env: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def parse(cls, extra_args: Mapping[str, Any] | None) -> RequestOptions | None:
+        """The options in ``extra_args`` (None when the request does not opt in)."""
+        if not extra_args or EXTRA_KEY not in extra_args:
+            return None
+        raw = extra_args[EXTRA_KEY]
+        if isinstance(raw, str) and raw.lstrip().startswith("{"):  # JSON: vllm serve's vllm_xargs are flat
+            try:
+                raw = json.loads(raw)
+            except ValueError as e:
+                raise UsageError(f"extra_args[{EXTRA_KEY!r}] is not valid JSON: {e}") from None
+        elif isinstance(raw, str):
+            raw = {"spec": raw}
+        what = f"extra_args[{EXTRA_KEY!r}]"
+        if not isinstance(raw, Mapping):
+            raise UsageError(f"{what} must be a spec name or a mapping, got {type(raw).__name__}")
+        keys = {"spec", "tools", "budget", "max_steps", "newline", "prompt_tokens", "env"}
+        unknown = sorted(set(raw) - keys)
+        if unknown:
+            raise UsageError(f"{what}: unknown key {unknown[0]!r}")
+        spec = raw.get("spec")
+        if not isinstance(spec, str) or not spec:
+            raise UsageError(f"{what}['spec'] must be a spec name, path or text")
+        tools = raw.get("tools")
+        if tools is not None and (isinstance(tools, str) or not all(isinstance(t, str) for t in tools)):
+            raise UsageError(f"{what}['tools'] must be a list of tool names")
+        ints = {}
+        for key in ("budget", "max_steps", "prompt_tokens"):
+            v = raw.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise UsageError(f"{what}[{key!r}] must be a non-negative integer, got {v!r}")
+            ints[key] = v
+        env: list[tuple[int, int]] = []
+        for r in raw.get("env") or ():
+            if (not isinstance(r, Sequence) or len(r) != 2 or not all(isinstance(x, int) for x in r)
+                    or not 0 <= r[0] <= r[1] or (env and r[0] < env[-1][1])):
+                raise UsageError(f"{what}['env'] must be ordered [start, end) ranges, got {r!r}")
+            env.append((int(r[0]), int(r[1])))
+        return cls(spec, tuple(tools) if tools is not None else None, ints["budget"], ints["max_steps"],
+                   bool(raw.get("newline", False)), ints["prompt_tokens"], tuple(env))
+
+
+    def check_spec(self) -> None:
+        """Raise ``UsageError`` / ``SpecError`` (both ``ValueError`` s) when the spec cannot be read."""
+        from .spec import parse_spec, resolve_spec_path
+
+        if "(" in self.spec or "\n" in self.spec:
+            parse_spec(self.spec)
+        else:
+            resolve_spec_path(self.spec)
+
+
+class _Row:
+    """One constrained request: its cursor and the live list of its output tokens."""
+
+    __slots__ = ("dead", "monitor", "output", "seen")
+
+    def __init__(self, monitor: Monitor | None, output: list[int], dead: bool) -> None:
+        self.monitor = monitor
+        self.output = output  # vLLM's running list (a reference: it grows as tokens are sampled)
+        self.seen = 0
+        self.dead = dead
+
+
+class MonitorBatch:
+    """Per-row monitors of a persistent batch, and the batch mask (no vLLM needed).
+
+    ``tokenizer``: what :func:`~ltlagent.monitor.build_index` accepts. ``cache``: the on-disk index
+    cache. Rows are keyed by their batch index; :meth:`update` applies vLLM's batch updates
+    (removed, then added, then moved), :meth:`apply` masks a ``(batch, vocab)`` logits tensor.
+    """
+
+    def __init__(self, tokenizer: object, *, cache: bool = True) -> None:
+        self.tokenizer = tokenizer
+        self.cache = cache
+        self.rows: dict[int, _Row] = {}
+        self._indexes: dict[tuple[str, tuple[str, ...] | None, bool], TokenIndex] = {}
+        self._dense: dict[tuple[int, int, str], tuple[object, torch.Tensor]] = {}
+        self._eos: Mask | None = None
+
+    # -- indexes
+    def index_for(self, opts: RequestOptions) -> TokenIndex:
+        """The token index of ``opts``' spec and tools (built once, then shared by all rows)."""
+        key = (opts.spec, opts.tools, opts.newline)
+        hit = self._indexes.get(key)
+        if hit is None:
+            from .compiled import compile as compile_spec
+            from .monitor import build_index
+            from .spec import parse_spec
+
+            text = "(" in opts.spec or "\n" in opts.spec  # spec text, else a bundled name or a path
+            spec = parse_spec(opts.spec) if text else opts.spec
+            base = build_index(compile_spec(spec), self.tokenizer, tool_names=opts.tools, cache=self.cache)
+            hit = self._indexes[key] = base.variant(opts.newline)
+        return hit
+
+    # -- batch bookkeeping
+    def add(self, i: int, extra_args: Mapping[str, Any] | None, prompt_ids: Sequence[int] | None,
+            output_ids: list[int], max_tokens: int | None = None) -> bool:
+        """Row ``i`` now holds a new request; returns whether it is constrained. A row continuing a
+        trace replays the prompt's trace tokens (``prompt_tokens`` on, environment ranges fed as such)."""
+        opts = RequestOptions.parse(extra_args)
+        if opts is None:
+            self.rows.pop(i, None)
+            return False
+        from .monitor import Monitor
+
+        try:
+            index = self.index_for(opts)
+        except LtlAgentError:  # validate_params let it through (e.g. a spec that does not compile):
+            self.rows[i] = _Row(None, output_ids, True)  # end the request rather than the engine
+            return True
+        mon = Monitor(index, max_new_tokens=opts.budget, max_steps=opts.max_steps, eos_ends_text=False)
+        dead = False
+        if opts.prompt_tokens is not None:
+            dead = not self._replay(mon, list(prompt_ids or ()), opts)
+        if opts.budget is None:
+            mon.set_remaining(max_tokens)
+        self.rows[i] = _Row(mon, output_ids, dead)
+        return True
+
+    @staticmethod
+    def _replay(mon: Monitor, ids: list[int], opts: RequestOptions) -> bool:
+        """Feed the trace part of the prompt; False when it is not a trace the monitor allows."""
+        pos = int(opts.prompt_tokens or 0)
+        try:
+            for start, end in opts.env:
+                if start < pos or end > len(ids):
+                    return False
+                for tok in ids[pos:start]:
+                    mon.advance(tok)
+                mon.feed_env(ids[start:end])
+                pos = end
+            for tok in ids[pos:]:
+                mon.advance(tok)
+        except UsageError:
+            return False
+        return True
+
+    def remove(self, i: int) -> None:
+        self.rows.pop(i, None)
+
+    def move(self, a: int, b: int, swap: bool) -> None:
+        """``swap``: rows ``a`` and ``b`` trade places; else row ``a`` moves to ``b`` (``a`` empties)."""
+        ra = self.rows.pop(a, None)
+        rb = self.rows.pop(b, None)
+        if ra is not None:
+            self.rows[b] = ra
+        if swap and rb is not None:
+            self.rows[a] = rb
+
+    def update(self, batch_update: Any) -> None:
+        """Apply a vLLM ``BatchUpdate`` (or None: nothing changed), in vLLM's order: removed, added,
+        moved. Added entries are ``(index, params, prompt_ids, output_ids)``; moved entries
+        ``(a, b, directionality)`` with directionality ``SWAP`` or ``UNIDIRECTIONAL``."""
+        if batch_update is None:
+            return
+        for i in batch_update.removed:
+            self.remove(i)
+        for i, params, prompt_ids, output_ids in batch_update.added:
+            self.add(i, getattr(params, "extra_args", None), prompt_ids, output_ids,
+                     getattr(params, "max_tokens", None))
+        for a, b, direction in batch_update.moved:
+            self.move(a, b, getattr(direction, "name", str(direction)) == "SWAP")
+
+    # -- masks
+    def _eos_mask(self) -> Mask:
+        """EOS only, from the tokenizer alone (for a row whose spec could not be built)."""
+        if self._eos is None:
+            import numpy as np
+
+            from .masks import Mask
+            from .vocab import read_tokenizer
+
+            reading = read_tokenizer(self.tokenizer, None)
+            self._eos = Mask(len(reading.tokens), allowed=np.asarray(reading.eos, dtype=np.int64))
+        return self._eos
+
+    def _catch_up(self, row: _Row) -> None:
+        """Advance the row's monitor over the tokens sampled since the last step."""
+        out = row.output
+        while row.seen < len(out) and not row.dead:
+            tok = out[row.seen]
+            if tok < 0:  # a placeholder for a token not sampled yet
+                break
+            mon = row.monitor
+            if mon is None or mon.is_finished or mon.waiting_for_env:
+                row.dead = True  # the request should have ended (EOS was ignored)
+                break
+            try:
+                mon.advance(tok)
+            except UsageError:
+                row.dead = True  # another processor overrode the mask
+                break
+            row.seen += 1
+
+    def mask_of(self, i: int) -> Mask:
+        """Row ``i``'s current mask (after catching up with its sampled tokens)."""
+        row = self.rows[i]
+        mon = row.monitor
+        if mon is None:
+            return self._eos_mask()
+        self._catch_up(row)
+        if row.dead or mon.is_finished or mon.waiting_for_env:
+            return _eos_only(mon.index)
+        return mon.current_mask()
+
+    def _forbidden(self, mask: Mask | None, width: int, device: object) -> torch.Tensor:
+        """The cached boolean row (True: forbidden) of ``mask`` (None: all allowed)."""
+        import torch
+
+        key = (id(mask), width, str(device))
+        hit = self._dense.get(key)
+        if hit is None:
+            row = torch.zeros(width, dtype=torch.bool)
+            if mask is not None:
+                row[:] = True
+                ids = mask.allowed_ids()
+                row[torch.as_tensor(ids[ids < width], dtype=torch.long)] = False
+            hit = self._dense[key] = (mask, row.to(device))  # the mask is kept alive with its id
+        return hit[1]
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        """Set the forbidden logits of every constrained row to -inf, in place (one ``masked_fill_``)."""
+        if logits.dim() != 2:
+            raise ValueError(f"expected logits of shape (batch, vocab), got {tuple(logits.shape)}")
+        n, width = logits.shape
+        live = [i for i in self.rows if i < n]
+        if not live:
+            return logits
+        import torch
+
+        free = self._forbidden(None, width, logits.device)
+        masks = {i: self.mask_of(i) for i in live}
+        forb = torch.stack([self._forbidden(masks[i], width, logits.device) if i in masks else free
+                            for i in range(n)])
+        logits.masked_fill_(forb, float("-inf"))
+        return logits
+
+
+def _eos_only(index: TokenIndex) -> Mask:
+    """The mask of a row that must end: EOS only (the index's DONE state mask)."""
+    from .machine import DONE
+
+    return index.mask(index.machine.intern((DONE, 0, -1, 0, 0, 0, 0, 0)))
+
+
+def _load_tokenizer(vllm_config: Any) -> object:
+    from transformers import AutoTokenizer
+
+    mc = vllm_config.model_config
+    name = getattr(mc, "tokenizer", None) or mc.model
+    remote = bool(getattr(mc, "trust_remote_code", False))
+    return AutoTokenizer.from_pretrained(name, trust_remote_code=remote)
+
+
+try:  # the vLLM adapter exists where vLLM is installed
+    from vllm.v1.sample.logits_processor import LogitsProcessor as _VllmLogitsProcessor
+except ImportError:  # pragma: no cover - depends on the install
+    _VllmLogitsProcessor = object  # type: ignore[assignment,misc]
+
+
+class LtlLogitsProcessor(_VllmLogitsProcessor):  # type: ignore[misc,valid-type]
+    """vLLM v1 logits processor: the spec's monitor for every request that opts in (module docstring)."""
+
+    def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool) -> None:
+        self.batch = MonitorBatch(_load_tokenizer(vllm_config))
+
+    @classmethod
+    def validate_params(cls, sampling_params: Any) -> None:
+        """Reject malformed ltlagent options and unknown or invalid specs when the request arrives
+        (a ``ValueError``: HTTP 400 when served)."""
+        opts = RequestOptions.parse(getattr(sampling_params, "extra_args", None))
+        if opts is not None:
+            opts.check_spec()
+
+    def is_argmax_invariant(self) -> bool:
+        return False  # it changes which token greedy decoding picks
+
+    def update_state(self, batch_update: Any) -> None:
+        self.batch.update(batch_update)
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        return self.batch.apply(logits)
