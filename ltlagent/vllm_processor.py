@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .errors import LtlAgentError, UsageError
 
@@ -279,7 +279,7 @@ class MonitorBatch:
                 row[:] = True
                 ids = mask.allowed_ids()
                 row[torch.as_tensor(ids[ids < width], dtype=torch.long)] = False
-            hit = self._dense[key] = (mask, row.to(device))  # the mask is kept alive with its id
+            hit = self._dense[key] = (mask, row.to(cast("torch.device", device)))  # keeps the mask alive
         return hit[1]
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
