@@ -34,6 +34,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import IntEnum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,21 +44,69 @@ from .content import WHITESPACE, ContentDFA, choices_dfa, regex_dfa
 from .errors import UsageError
 from .lexer import ROOT, Lexer, build_lexer
 
-__all__ = ["FREE", "END", "ENV", "DONE", "INF", "SpecTables", "Machine", "build_tables", "STOP_EVENT",
-           "SEP_NEWLINE", "BOUNDARY_EVENT", "boundary_strings"]
+__all__ = ["FREE", "END", "ENV", "DONE", "INF", "Key", "EventKind", "ByteEvent", "encode_event",
+           "decode_event", "SpecTables", "Machine", "build_tables", "SEP_NEWLINE", "boundary_strings"]
 
 FREE, END, ENV, DONE = 0, 1, 2, 3
 INF = 1 << 30
-#: Event codes: 0 nothing, STOP_EVENT the text ended at a :stop string, BOUNDARY_EVENT - j the text
-#: ended at example boundary j (a context label starting a line), 1 + 2k (+1 when forced) state k
-#: entered.
-STOP_EVENT = -1
-BOUNDARY_EVENT = -2
 #: END ``sep`` value: the text ended without a newline; a newline separator must be written next.
 SEP_NEWLINE = 2
 NL = 0x0A
 
-Key = tuple[int, int, int, int, int, int, int, int]
+
+class Key(NamedTuple):
+    """A machine state (the module docstring says what each field means). A named tuple: hashed and
+    compared as fast as a plain tuple, read by name everywhere outside this module."""
+
+    mode: int
+    q: int
+    cur: int
+    node: int
+    content: int
+    stop: int
+    pre: int
+    sep: int
+
+
+class EventKind(IntEnum):
+    """What happened on a byte."""
+
+    NONE = 0
+    ENTER = 1  # state ``arg`` was entered (``forced``: its prompt string was written after the text ended)
+    STOP = 2  # the text ended at one of the state's ``:stop`` strings
+    BOUNDARY = 3  # the text ended at example boundary ``arg`` (a context label starting a line)
+
+
+class ByteEvent(NamedTuple):
+    """An event, decoded (:func:`decode_event`)."""
+
+    kind: EventKind
+    arg: int = 0
+    forced: bool = False
+
+
+def encode_event(ev: ByteEvent) -> int:
+    """The int a machine row stores for ``ev``: 0 nothing, ``1 + 2k`` (``+1`` forced) state k entered,
+    -1 a ``:stop`` string, ``-2 - j`` boundary j. A positive code is exactly "a state is entered",
+    which the vectorised walks test on whole arrays (``Machine.E``)."""
+    if ev.kind == EventKind.ENTER:
+        return 1 + 2 * ev.arg + int(ev.forced)
+    if ev.kind == EventKind.STOP:
+        return -1
+    if ev.kind == EventKind.BOUNDARY:
+        return -2 - ev.arg
+    return 0
+
+
+def decode_event(code: int) -> ByteEvent:
+    """The event coded by ``code`` (:func:`encode_event`)."""
+    if code > 0:
+        return ByteEvent(EventKind.ENTER, (code - 1) // 2, (code - 1) % 2 == 1)
+    if code == -1:
+        return ByteEvent(EventKind.STOP)
+    if code < -1:
+        return ByteEvent(EventKind.BOUNDARY, -2 - code)
+    return ByteEvent(EventKind.NONE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -210,10 +260,10 @@ class Machine:
         self._need: dict[int, int] = {}
         self._need_steps: dict[int, int] = {}
         self._next: dict[int, frozenset[int]] = {}
-        self._eos: dict[tuple[int, bool], tuple[int, int]] = {}
+        self._eos: dict[tuple[int, bool], tuple[int, str]] = {}
         self._paths: dict[int, bytes] = {}
         self._viable_memo: dict[tuple[int, int, int], bool] = {}
-        self.start = self.intern((END, t.initial, -1, ROOT, 0, 0, 0, 0))
+        self.start = self.intern(Key(END, t.initial, -1, ROOT, 0, 0, 0, 0))
 
     # -- states
     def intern(self, key: Key) -> int:
@@ -234,7 +284,12 @@ class Machine:
         return sid
 
     def mode(self, sid: int) -> int:
-        return self.keys[sid][0]
+        return self.keys[sid].mode
+
+    def done_state(self) -> int:
+        """A DONE state: the trace is over (EOS, or a cursor that must end; every DONE state has
+        the same mask)."""
+        return self.intern(Key(DONE, 0, -1, ROOT, 0, 0, 0, 0))
 
     def complete(self, sid: int) -> bool:
         """A trace ending here is accepted (content, pending bytes included, valid)."""
@@ -262,10 +317,8 @@ class Machine:
             d = t.content[cur]
             if d is not None and c not in d.accepting:
                 return None, 0
-        ev = 1 + 2 * k + (1 if forced else 0)
-        if t.env[k]:
-            return (ENV, q2, k, ROOT, 0, 0, 0, 0), ev
-        return (FREE, q2, k, ROOT, 0, 0, 0, 0), ev
+        ev = encode_event(ByteEvent(EventKind.ENTER, k, forced))
+        return Key(ENV if t.env[k] else FREE, q2, k, ROOT, 0, 0, 0, 0), ev
 
     def _step_key(self, key: Key, b: int) -> tuple[Key | None, int]:
         mode, q, cur, node, c, sn, pre, sep = key
@@ -300,9 +353,10 @@ class Machine:
                     if cd is not None and not self._can_close(cd, c, node2):
                         return None, 0
                     j = hit - t.own_stops[cur]
-                    ev = STOP_EVENT if j < 0 else BOUNDARY_EVENT - j % len(t.boundaries)
+                    ev = encode_event(ByteEvent(EventKind.STOP) if j < 0 else
+                                      ByteEvent(EventKind.BOUNDARY, j % len(t.boundaries)))
                     return self._end_key(q, cur, node2, c, b == NL), ev
-            return (FREE, q, cur, node2, c, sn, 0, int(t.newline and b == NL)), 0
+            return Key(FREE, q, cur, node2, c, sn, 0, int(t.newline and b == NL)), 0
         # END: bytes leaving the pending window must be ones written before the end, or one
         # whitespace separator (with ``newline`` always a newline; written first with SEP_NEWLINE)
         if sep == SEP_NEWLINE:
@@ -323,7 +377,7 @@ class Machine:
             pre -= npre
         if k >= 0:
             return self._enter(q, cur, c, k, True)
-        return (END, q, cur, node2, c, 0, pre, sep), 0
+        return Key(END, q, cur, node2, c, 0, pre, sep), 0
 
     def _end_key(self, q: int, cur: int, node: int, c: int, last_nl: bool) -> Key:
         """The END state after the text of ``cur`` ended at lexer ``node`` with content ``c``:
@@ -336,7 +390,7 @@ class Machine:
             c2 = d.feed(c, t.node_bytes[node] + b"\n") if d is not None else 0
             if d is None or (c2 >= 0 and c2 in d.accepting):
                 sep = SEP_NEWLINE
-        return (END, q, cur, node, c, 0, self.t.lexer.depth[node], sep)
+        return Key(END, q, cur, node, c, 0, self.t.lexer.depth[node], sep)
 
     def _viable(self, cur: int, c: int, node: int) -> bool:
         """Content ``c`` with pending bytes ``p``: either all of ``p`` becomes content, or a prompt
@@ -410,16 +464,16 @@ class Machine:
         a state's text; else (-1, "")."""
         hit = self._eos.get((sid, ends_text))
         if hit is not None:
-            return hit  # type: ignore[return-value]
+            return hit
         mode, q, cur = self.keys[sid][:3]
         res: tuple[int, str] = (-1, "")
         if mode in (FREE, END) and self.complete(sid):
-            res = (self.intern((DONE, q, cur, ROOT, 0, 0, 0, 0)), "finished")
+            res = (self.intern(Key(DONE, q, cur, ROOT, 0, 0, 0, 0)), "finished")
         elif mode == FREE and ends_text and cur >= 0:
             res = (self.end_text(sid), "end")
             if res[0] == sid:
                 res = (-1, "")
-        self._eos[(sid, ends_text)] = res  # type: ignore[assignment]
+        self._eos[(sid, ends_text)] = res
         return res
 
     def end_text(self, sid: int) -> int:
@@ -428,8 +482,8 @@ class Machine:
         if mode != FREE:
             return sid
         e = self.intern(self._end_key(q, cur, node, c, bool(nl)))
-        if self.need(e) >= INF and self.keys[e][7] == SEP_NEWLINE:  # no separator where it cannot be
-            e = self.intern((END, q, cur, node, c, 0, self.t.lexer.depth[node], 0))
+        if self.need(e) >= INF and self.keys[e].sep == SEP_NEWLINE:  # no separator where it cannot be
+            e = self.intern(Key(END, q, cur, node, c, 0, self.t.lexer.depth[node], 0))
         return e if self.need(e) < INF else sid
 
     def after_env(self, sid: int, data: bytes) -> int:
@@ -445,16 +499,16 @@ class Machine:
                              "read it as a new state (escape or rephrase it)")
         e = self.intern(self._end_key(q, cur, node, 0, data.endswith(b"\n")))
         if self.need(e) >= INF:
-            e = self.intern((END, q, cur, node, 0, 0, lx.depth[node], 0))
+            e = self.intern(Key(END, q, cur, node, 0, 0, lx.depth[node], 0))
         return e
 
     # -- distances
     def _edges(self, sid: int) -> list[tuple[int, int, int]]:
         """(next, cost, event) over class representatives that are single-byte tokens."""
         key = self.keys[sid]
-        if key[0] == ENV:
-            return [(self.intern((END, key[1], key[2], ROOT, 0, 0, 0, 0)), 0, 0)]
-        if key[0] == DONE:
+        if key.mode == ENV:
+            return [(self.intern(Key(END, key.q, key.cur, ROOT, 0, 0, 0, 0)), 0, 0)]
+        if key.mode == DONE:
             return []
         reps = self.t.reps
         return [(s, 1, ev) for c, (s, ev) in enumerate(self.row(sid)) if s >= 0 and reps[c] >= 0]
@@ -462,7 +516,8 @@ class Machine:
     def _target(self, sid: int) -> bool:
         if self.t.infinite:  # no acceptance: progress means entering the next state
             key = self.keys[sid]
-            return key[0] == ENV or (key[0] == FREE and key[3] == ROOT and key[4] == 0 and key[5] == 0)
+            return key.mode == ENV or (key.mode == FREE and key.node == ROOT and key.content == 0
+                                       and key.stop == 0)
         return self.complete(sid)
 
     def need(self, sid: int) -> int:
@@ -531,7 +586,7 @@ class Machine:
             for w, _cost, ev in self._edges(u):
                 if ev > 0:
                     if self.need(w) < INF:
-                        out.add((ev - 1) // 2)
+                        out.add(decode_event(ev).arg)
                 elif w not in seen and self.need(w) < INF:
                     seen.add(w)
                     stack.append(w)

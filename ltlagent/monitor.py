@@ -25,7 +25,7 @@ import codecs
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -33,20 +33,22 @@ from .compiled import CompiledSpec
 from .compiled import compile as compile_spec
 from .errors import CompileError, UsageError
 from .machine import (
-    BOUNDARY_EVENT,
     DONE,
     END,
     ENV,
     FREE,
     INF,
-    STOP_EVENT,
+    ByteEvent,
+    EventKind,
     Machine,
     SpecTables,
     boundary_strings,
     build_tables,
+    decode_event,
 )
-from .masks import Mask, Steering
+from .masks import Mask
 from .spec import Spec
+from .steering import Steering
 from .vocab import (
     FirstByteIndex,
     Vocab,
@@ -59,7 +61,7 @@ from .vocab import (
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Event", "StateText", "TokenIndex", "Monitor", "build_index", "spec_fingerprint"]
+__all__ = ["Event", "StateText", "Segment", "TokenIndex", "Monitor", "build_index", "spec_fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -74,12 +76,13 @@ class Event:
     * ``"end"``: the text of ``state`` ended without a prompt string; ``reason`` is ``"eos"``,
       ``"stop"``, ``"max-tokens"`` or ``"boundary"`` (the model began a new example: a context
       label such as ``Question:`` started a line; ``text`` is that label and ``at`` the byte
-      offset in :attr:`Monitor.text` where it starts, which is where the state's content ends);
+      offset in :attr:`Monitor.text_bytes` where it starts, which is where the state's content ends);
       from now on only allowed prompt strings may be written.
     * ``"env"``: ``state`` is an ``:env-input`` state just entered; the caller must call
       :meth:`Monitor.feed_env` before generating again.
     * ``"text"``: ``text`` was appended to the text (the decoded delta of one token; incomplete
-      UTF-8 sequences are held back until complete).
+      UTF-8 sequences are held back until complete); ``at`` is the byte offset in
+      :attr:`Monitor.text_bytes` where it starts.
     * ``"finished"``: the trace is complete and EOS was consumed.
     """
 
@@ -101,6 +104,22 @@ class StateText:
     forced: bool = False
 
 
+class Segment(NamedTuple):
+    """One visited state in a monitor's record (:attr:`Monitor.segments`), as byte offsets into
+    :attr:`Monitor.text_bytes`. Replaced, never changed, when the monitor learns more about it, so
+    a :meth:`Monitor.fork` shares the record's closed part."""
+
+    state: int  # the spec state's index
+    start: int  # where its content starts (just after its prompt string)
+    prompt: int  # where its prompt string starts
+    tokens_before: int  # tokens consumed before the one that completed its prompt string
+    forced: bool = False  # its prompt string was written after the text had ended
+    end: int | None = None  # where its content ends (None while it is the current state)
+    by_env: bool = False  # the environment wrote its text
+    ended: str | None = None  # why its text ended without a prompt string ("eos", "stop", "max-tokens"…)
+    label: str | None = None  # "boundary": the context label at which the model began a new example
+
+
 class _Memo:
     """The mutable memo inside a compiled index: machine rows, masks, per-token steps."""
 
@@ -108,30 +127,20 @@ class _Memo:
         self.machine = machine
         self.masks: dict[tuple[int, bool], Mask] = {}
         self.steer: dict[tuple[int, bool, bool, int, int], Mask] = {}
-        self.after: dict[tuple[int, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.metric: dict[tuple[int, bool, bool], tuple[np.ndarray, np.ndarray]] = {}
-        self.step_max: dict[tuple[int, bool], int] = {}
         self.variants: dict[bool, TokenIndex] = {}
-        self.steps: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
-        self.kw_cand: dict[int, np.ndarray] = {}
-        self.stop_cand: dict[tuple[int, int, int], np.ndarray] = {}
-        self.stop_tokens: dict[int, np.ndarray] = {}
-        self.quiet: dict[tuple[int, int, bool], np.ndarray] = {}
-        self.quiet_sids: dict[tuple[int, int], np.ndarray] = {}
-        self.dfa_final: dict[object, np.ndarray] = {}
-        self.by_length: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.steps: dict[int, tuple[int, tuple[tuple[ByteEvent, int], ...]]] = {}
         self.disk_key: str | None = None  # the index's cache key, when masks persist (ltlagent.warm)
         self.warm: tuple[str, int] | None = None  # (masks entry, masks loaded or last saved)
 
 
 @dataclass(frozen=True, eq=False)
-class TokenIndex(Steering):
+class TokenIndex:
     """Spec × tokenizer, compiled: token bytes, candidate sets, the byte machine.
 
     Immutable as far as its users can tell; the machine rows and masks for the (automaton state,
     lexer node, content state) combinations actually visited are computed on first use and
     memoised inside (deterministically, so one index can serve many monitors). Build it with
-    :func:`build_index`.
+    :func:`build_index` (or :meth:`create` from its parts).
     """
 
     compiled: CompiledSpec
@@ -140,22 +149,22 @@ class TokenIndex(Steering):
     buckets: FirstByteIndex = field(repr=False)
     tables: SpecTables = field(repr=False)
     kw_tokens: np.ndarray = field(repr=False)  # text tokens that contain a whole prompt string
+    steering: Steering = field(repr=False)  # vocabulary walks: candidates, masks' metrics, steering
+    _memo: _Memo = field(repr=False)
     from_cache: bool = False
     #: test-only: one masking rule switched off, to show the differential tests catch it
     #: ("keywords": free text may write forbidden prompt strings; "budget": no token-budget steering;
     #: "steps": no step-limit steering)
     mutation: str | None = None
-    _memo: _Memo = field(repr=False, default=None)  # type: ignore[assignment]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_memo", _Memo(Machine(self.tables)))
-        object.__setattr__(self, "_flat", np.frombuffer(self.vocab.flat, dtype=np.uint8))
-        object.__setattr__(self, "_lengths", self.vocab.lengths.astype(np.int64))
-        object.__setattr__(self, "_eos", frozenset(self.vocab.eos_ids))
-        eos_mask = np.zeros(self.vocab.size, dtype=bool)
-        eos_mask[[e for e in self.vocab.eos_ids if 0 <= e < self.vocab.size]] = True
-        object.__setattr__(self, "_eos_mask", eos_mask)
-        object.__setattr__(self, "_nontext", np.nonzero(~self.vocab.is_text)[0].astype(np.int64))
+    @classmethod
+    def create(cls, compiled: CompiledSpec, tool_names: tuple[str, ...] | None, vocab: Vocab,
+               buckets: FirstByteIndex, tables: SpecTables, kw_tokens: np.ndarray, *,
+               from_cache: bool = False, mutation: str | None = None) -> TokenIndex:
+        """An index with a fresh byte machine, steering and memo over these parts."""
+        machine = Machine(tables)
+        return cls(compiled, tool_names, vocab, buckets, tables, kw_tokens,
+                   Steering(machine, vocab, buckets, kw_tokens), _Memo(machine), from_cache, mutation)
 
     @property
     def vocab_size(self) -> int:
@@ -178,10 +187,11 @@ class TokenIndex(Steering):
 
     # -- stepping
     def is_eos(self, tok: int) -> bool:
-        return tok in self._eos  # type: ignore[attr-defined]
+        return tok in self.vocab.eos_ids
 
-    def token_step(self, sid: int, tok: int) -> tuple[int, tuple[tuple[int, int], ...]]:
-        """Feed the bytes of text token ``tok``: (next state or -1, events with byte offsets)."""
+    def token_step(self, sid: int, tok: int) -> tuple[int, tuple[tuple[ByteEvent, int], ...]]:
+        """Feed the bytes of text token ``tok``: (next state or -1, events with the byte offset
+        after the byte that caused each)."""
         memo = self._memo.steps
         k = sid * self.vocab.size + tok
         hit = memo.get(k)
@@ -190,33 +200,36 @@ class TokenIndex(Steering):
                 hit = (-1, ())
             else:
                 s2, evs = self._memo.machine.feed(sid, self.vocab.token_bytes(tok))
-                hit = (s2, tuple(evs))
+                hit = (s2, tuple((decode_event(ev), off) for ev, off in evs))
             memo[k] = hit
         return hit
 
     def advance(self, sid: int, count: int, tok: int, ends_text: bool
-                ) -> tuple[int, int, tuple[tuple[int, int], ...], str | None]:
+                ) -> tuple[int, int, tuple[tuple[ByteEvent, int], ...], str | None]:
         """One token for a cursor ``(sid, count)`` (count: tokens in the current state's text).
 
         Returns (next state or -1, next count, byte events, why the text ended or None).
         """
         m = self._memo.machine
         reason: str | None = None
-        if tok in self._eos:  # type: ignore[attr-defined]
+        if tok in self.vocab.eos_ids:
             s2, kind = m.eos(sid, ends_text)
             return s2, 0, (), ("eos" if kind == "end" else None)
         s2, evs = self.token_step(sid, tok)
         if s2 < 0:
             return -1, 0, evs, None
-        entered = any(ev > 0 for ev, _ in evs)
-        count = 0 if entered else count + 1
-        if any(ev == STOP_EVENT for ev, _ in evs):
-            reason = "stop"
-        elif any(ev <= BOUNDARY_EVENT for ev, _ in evs):
-            reason = "boundary"
+        if evs:
+            kinds = {ev.kind for ev, _ in evs}
+            count = 0 if EventKind.ENTER in kinds else count + 1
+            if EventKind.STOP in kinds:
+                reason = "stop"
+            elif EventKind.BOUNDARY in kinds:
+                reason = "boundary"
+        else:
+            count += 1
         key = m.keys[s2]
-        if key[0] == FREE:
-            mt = self.tables.max_tokens[key[2]]
+        if key.mode == FREE:
+            mt = self.tables.max_tokens[key.cur]
             if mt is not None and count >= mt:
                 s3 = m.end_text(s2)
                 if s3 != s2:
@@ -238,26 +251,27 @@ class TokenIndex(Steering):
             base = memo.masks[(sid, ends_text)] = self._compute_mask(sid, ends_text)
         if self.tables.infinite or (remaining is None and steps_left is None):
             return base
-        ending = count is not None and self._ends_next(sid, count)
+        steer = self.steering
+        ending = count is not None and steer.ends_next(sid, count)
         slack = 1 + max(self.tables.kw_len) if ending else 0  # an ended text may need a separator
         b_on = (remaining is not None and self.mutation != "budget"
-                and remaining - 1 < self._max_need(sid, base) + slack)
+                and remaining - 1 < steer.max_need(sid, base) + slack)
         s_on = (steps_left is not None and self.mutation != "steps"
-                and (ending or steps_left < self._max_step_cost(sid, ends_text, base)))
+                and (ending or steps_left < steer.max_step_cost(sid, ends_text, base)))
         if not (b_on or s_on):
             return base
-        ids = self._after(sid, ends_text, base)[0]
+        ids = steer.after(sid, ends_text, base)[0]
         if ids.size == 0:
             return base
         sel = np.ones(ids.size, dtype=bool)
         s_thr = b_thr = -1
-        if s_on:
-            costs = self._metric(sid, ends_text, base, ending)[1]
-            s_thr = max(int(steps_left), int(costs.min()))  # type: ignore[arg-type]
+        if s_on and steps_left is not None:
+            costs = steer.metric(sid, ends_text, base, ending)[1]
+            s_thr = max(int(steps_left), int(costs.min()))
             sel = costs <= s_thr
-        if b_on:
-            needs = self._metric(sid, ends_text, base, ending)[0]
-            b_thr = max(int(remaining) - 1, int(needs[sel].min()))  # type: ignore[arg-type]
+        if b_on and remaining is not None:
+            needs = steer.metric(sid, ends_text, base, ending)[0]
+            b_thr = max(int(remaining) - 1, int(needs[sel].min()))
             sel &= needs <= b_thr
         key = (sid, ends_text, ending, b_thr, s_thr)
         hit = memo.steer.get(key)
@@ -265,35 +279,36 @@ class TokenIndex(Steering):
             hit = memo.steer[key] = Mask(self.vocab.size, allowed=ids[sel])
         return hit
 
-    def _eos_allowed(self, sid: int, ends_text: bool) -> bool:
-        m = self._memo.machine
-        s2, _kind = m.eos(sid, ends_text)
-        return s2 >= 0 and m.need(s2) < INF
+    def final_mask(self) -> Mask:
+        """The mask of a sequence that must end: EOS only (every token that is not text, for a
+        tokenizer without EOS)."""
+        return self.mask(self._memo.machine.done_state())
 
     def _compute_mask(self, sid: int, ends_text: bool) -> Mask:
         m = self._memo.machine
+        steer = self.steering
         key = m.keys[sid]
-        mode, cur = key[0], key[2]
+        mode, cur = key.mode, key.cur
         size = self.vocab.size
         eos = np.asarray(self.vocab.eos_ids, dtype=np.int64)
         if mode in (ENV, DONE):
-            mk = Mask(size, allowed=eos) if eos.size else Mask(size, forbidden=self._nontext)  # type: ignore[attr-defined]
+            mk = Mask(size, allowed=eos) if eos.size else Mask(size, forbidden=steer.nontext)
             mk.max_need = 0
             return mk
-        eos_ok = eos.size > 0 and self._eos_allowed(sid, ends_text)
+        eos_ok = eos.size > 0 and steer.eos_viable(sid, ends_text)
         eos_need = m.need(m.eos(sid, ends_text)[0]) if eos_ok else 0
         if mode == FREE and self.tables.content[cur] is None:
-            cand = self._free_candidates(sid)
-            ids, ends, _ent = self._walk(sid, cand)
-            needs = self._needs(ends)
+            cand = steer.candidates(sid)
+            ids, ends, _ent = steer.walk(sid, cand)
+            needs = steer.needs(ends)
             good = ids[needs < INF]
             bad = np.setdiff1d(cand, good) if self.mutation != "keywords" else cand[:0]
-            forb = np.concatenate([self._nontext, bad])  # type: ignore[attr-defined]
+            forb = np.concatenate([steer.nontext, bad])
             if eos_ok:
                 forb = np.setdiff1d(forb, eos)
             mk = Mask(size, forbidden=forb)
             mk.max_need = max(int(needs[needs < INF].max()) if good.size else 0, eos_need)
-            mk.quiet = True  # the bound for quiet tokens is added lazily by _max_need
+            mk.quiet = True  # the bound for quiet tokens is added lazily by Steering.max_need
             return mk
         if mode == END and not eos_ok:
             forced = self._forced_token(sid)
@@ -306,8 +321,8 @@ class TokenIndex(Steering):
             m.row(sid)
             live = m.T[sid] >= 0
         cand = self.buckets.first_bytes(live)
-        ids, ends, _ent = self._walk(sid, cand)
-        needs = self._needs(ends)
+        ids, ends, _ent = steer.walk(sid, cand)
+        needs = steer.needs(ends)
         ok = needs < INF
         allowed = ids[ok]
         if eos_ok:
@@ -328,52 +343,12 @@ class TokenIndex(Steering):
                 return tok, m.need(s2)
         return None
 
-    def _free_candidates(self, sid: int) -> np.ndarray:
-        """Tokens that could complete a prompt string or a :stop string from ``sid``; every other
-        token is "quiet" in free text: allowed, and no event happens inside it."""
-        memo = self._memo
-        _mode, _q, cur, node, _c, sn, _pre, _sep = memo.machine.keys[sid]
-        kc = memo.kw_cand.get(node)
-        if kc is None:
-            pend = self.tables.node_bytes[node]
-            parts = [self.kw_tokens]
-            for kb in self.tables.lexer.keyword_bytes:
-                for j in range(1, min(len(kb), len(pend) + 1)):
-                    if pend.endswith(kb[:j]):
-                        parts.append(self.buckets.with_prefix(kb[j:]))
-            kc = memo.kw_cand[node] = np.unique(np.concatenate(parts))
-        stop = self.tables.stops[cur]
-        if stop is None:
-            return kc
-        sc = memo.stop_cand.get((node, cur, sn))
-        if sc is None:
-            st = memo.stop_tokens.get(cur)
-            if st is None:
-                st = memo.stop_tokens[cur] = tokens_containing(self.vocab, stop.keyword_bytes)
-            pend = stop.pending(sn)
-            parts = [st]
-            for kb in stop.keyword_bytes:
-                for j in range(1, min(len(kb), len(pend) + 1)):
-                    if pend.endswith(kb[:j]):
-                        parts.append(self.buckets.with_prefix(kb[j:]))
-            sc = memo.stop_cand[(node, cur, sn)] = np.unique(np.concatenate([kc, *parts]))
-        return sc
-
-    def _max_need(self, sid: int, base: Mask) -> int:
-        """Upper bound of ``need`` after any token ``base`` allows."""
-        mx = base.max_need if base.max_need is not None else INF
-        if not base.quiet:
-            return mx
-        # a free-text mask: the candidates' bound, and every state a quiet token can lead to
-        _mode, q, cur = self._memo.machine.keys[sid][:3]
-        return max(mx, int(self._quiet_needs(q, cur).max()))
-
     def mutated(self, rule: str) -> TokenIndex:
         """A fresh copy with one masking rule disabled (tests only; see :attr:`mutation`)."""
         if rule not in ("keywords", "budget", "steps"):
             raise ValueError(f"unknown mutation {rule!r}")
-        return TokenIndex(self.compiled, self.tool_names, self.vocab, self.buckets, self.tables,
-                          self.kw_tokens, self.from_cache, rule)
+        return TokenIndex.create(self.compiled, self.tool_names, self.vocab, self.buckets, self.tables,
+                                 self.kw_tokens, from_cache=self.from_cache, mutation=rule)
 
     @property
     def newline(self) -> bool:
@@ -389,8 +364,8 @@ class TokenIndex(Steering):
         if hit is None:
             tables = build_tables(self.compiled, self.tool_names, frozenset(self.vocab.single_byte_tokens()),
                                   newline, self.tables.boundaries)
-            hit = TokenIndex(self.compiled, self.tool_names, self.vocab, self.buckets, tables, self.kw_tokens,
-                             self.from_cache, self.mutation)
+            hit = TokenIndex.create(self.compiled, self.tool_names, self.vocab, self.buckets, tables,
+                                    self.kw_tokens, from_cache=self.from_cache, mutation=self.mutation)
             if tables.newline != newline:  # not possible for this spec and tokenizer
                 hit = self
             elif self._memo.disk_key is not None:
@@ -403,7 +378,7 @@ class TokenIndex(Steering):
     def allowed_next_states(self, sid: int) -> tuple[str, ...]:
         """Spec states whose prompt string can come next from machine state ``sid``."""
         m = self._memo.machine
-        if m.keys[sid][0] == DONE:
+        if m.keys[sid].mode == DONE:
             return ()
         return tuple(self.tables.names[k] for k in sorted(m.allowed_next(sid)))
 
@@ -441,7 +416,11 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
     key = None
     entry = None
     if cache and disk.cache_enabled():
-        fp = vocab.fingerprint if vocab is not None else reading.fingerprint()  # type: ignore[union-attr]
+        if vocab is not None:
+            fp = vocab.fingerprint
+        else:
+            assert reading is not None
+            fp = reading.fingerprint()
         key = disk.cache_key(spec_fingerprint(compiled, tools), fp)
         entry = disk.load_entry(key)
     if entry is not None:
@@ -450,12 +429,13 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
         kw = entry["kw"]
     else:
         if vocab is None:
-            vocab = vocab_from_reading(reading)  # type: ignore[arg-type]
+            assert reading is not None
+            vocab = vocab_from_reading(reading)
         kw = tokens_containing(vocab, compiled.lexer.keyword_bytes)
     tables = build_tables(compiled, tools, frozenset(vocab.single_byte_tokens()), newline,
                           boundary_strings(compiled, context_labels))
-    index = TokenIndex(compiled, tools, vocab, first_byte_index(vocab), tables, kw,
-                       from_cache=entry is not None)
+    index = TokenIndex.create(compiled, tools, vocab, first_byte_index(vocab), tables, kw,
+                              from_cache=entry is not None)
     if index.machine.need(index.start) >= INF:
         raise CompileError(f"the tokenizer cannot write the prompt strings of {compiled.spec.name} "
                            "(some byte of a prompt string is not a token by itself)")
@@ -473,8 +453,12 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
     return index
 
 
+_UTF8 = codecs.getincrementaldecoder("utf-8")
+
+
 class Monitor:
-    """Runtime cursor over a :class:`TokenIndex`: one per generated sequence.
+    """Runtime cursor over a :class:`TokenIndex`: one per generated sequence, the only per-sequence
+    state there is (runners, logits processors and the vLLM batch all hold monitors).
 
     ``max_new_tokens``: the number of tokens the model may generate (environment text does not
     count; :meth:`set_remaining` updates it when something else uses up the context); when given,
@@ -485,6 +469,10 @@ class Monitor:
     EOS is not text and the caller should not append it to the model input (``advance`` returns an
     ``"end"`` event for it). ``newline``: True/False switches the newline separator before a prompt
     string that follows an ended text on or off (:meth:`TokenIndex.variant`); None keeps the index's.
+
+    Besides the machine state, the monitor keeps the text and its record (:attr:`segments`): each
+    visited state with where its prompt and content lie in the text, who wrote it and how its text
+    ended. Runners build their steps and verdict from it (the text is lexed once, here).
     """
 
     def __init__(self, index: TokenIndex, *, max_new_tokens: int | None = None,
@@ -499,12 +487,26 @@ class Monitor:
     def reset(self) -> None:
         """Start a new trace (same index and budget)."""
         self._sid = self.index.start
-        self._count = 0
-        self._ngen = 0
+        self._count = 0  # tokens in the current state's text
+        self._ngen = 0  # tokens consumed (generated)
+        self._ntok = 0  # tokens consumed, environment token ids included
+        self._dead = False
         self._buf = bytearray()
-        # per visited state: [state index, content start, content end | None, by_env, forced]
-        self._segs: list[list[Any]] = []  # [state index, start, end or None, by_env, forced]
-        self._dec = codecs.getincrementaldecoder("utf-8")("replace")
+        self._segs: list[Segment] = []
+        self._dec = _UTF8("replace")
+        self._held = 0  # bytes at the end of the text that the UTF-8 decoder holds back
+        self._settled = 0  # bytes of the text reported in "text" events
+
+    def fork(self) -> Monitor:
+        """An independent copy of this cursor (same index, budget and record so far): for a beam
+        that branches. Costs a copy of the text; the record's segments are shared (immutable)."""
+        new = Monitor.__new__(Monitor)
+        new.__dict__.update(self.__dict__)
+        new._buf = bytearray(self._buf)
+        new._segs = list(self._segs)
+        new._dec = _UTF8("replace")
+        new._dec.setstate(self._dec.getstate())
+        return new
 
     # -- what may come next
     def _mask(self) -> Mask:
@@ -536,11 +538,13 @@ class Monitor:
         copy of few allowed ids, or ``add_`` of a cached 0/-inf bias. Ids beyond the vocabulary are
         always forbidden.
         """
-        self._mask().apply(logits_row)
+        self.current_mask().apply(logits_row)
 
     def current_mask(self) -> Mask:
-        """The allowed tokens now, as the index's cached :class:`~ltlagent.masks.Mask` (for batch
-        processors that assemble one mask tensor for many cursors)."""
+        """The allowed tokens now, as the index's cached :class:`~ltlagent.masks.Mask` (batch
+        processors assemble one mask tensor for many cursors); EOS only once the cursor is dead."""
+        if self._dead:
+            return self.index.final_mask()
         return self._mask()
 
     def forced_token(self) -> int | None:
@@ -567,63 +571,120 @@ class Monitor:
 
     # -- consuming
     def advance(self, token_id: int) -> list[Event]:
-        """Consume one generated token; raises ``UsageError`` if it is not allowed."""
-        idx = self.index
+        """Consume one generated token; raises ``UsageError`` if it is not allowed (or the trace is
+        finished, or waits for the environment)."""
         tok = int(token_id)
         if self.waiting_for_env:
             raise UsageError("the monitor is waiting for environment text: call feed_env() first")
         if self.is_finished:
             raise UsageError("the trace is finished: reset() the monitor to start another")
         if not self._mask().allows(tok):
+            idx = self.index
             raise UsageError(f"token {tok} ({idx.vocab.token_bytes(tok)!r}) is not allowed here "
                              f"({idx.machine.describe(self._sid)})")
+        return self._consume(tok, True)
+
+    def follow(self, token_id: int, *, masked: bool = False) -> None:
+        """Consume a token chosen outside the monitor (a logits processor's row); never raises.
+
+        ``masked``: the token was sampled under this cursor's mask (vLLM): a token the mask forbids,
+        or any token after the end (finished, waiting for the environment), makes the cursor dead.
+        Without it (``transformers``, whose beam search keeps candidates the mask forbids) only a
+        token the byte machine refuses makes it dead, and tokens after a stop (EOS consumed,
+        waiting for the environment) are padding and ignored. A dead cursor allows EOS only
+        (:meth:`current_mask`) and ignores everything after."""
+        if self._dead:
+            return
+        tok = int(token_id)
+        if masked:
+            if self.is_finished or self.waiting_for_env or not self._mask().allows(tok):
+                self._dead = True
+                return
+        elif self.index.machine.mode(self._sid) in (ENV, DONE):
+            return
+        self._consume(tok, False)
+
+    def abandon(self) -> None:
+        """Give up on this trace: the cursor is dead from now on (EOS only), e.g. when a caller
+        cannot replay the tokens it was asked to continue."""
+        self._dead = True
+
+    def _consume(self, tok: int, report: bool) -> list[Event]:
+        """Step over ``tok`` and record it; the events when ``report``."""
+        idx = self.index
         sid, count, evs, reason = idx.advance(self._sid, self._count, tok, self.eos_ends_text)
+        if sid < 0:
+            self._dead = True
+            return []
         self._ngen += 1
+        self._ntok += 1
         out: list[Event] = []
-        cur = self.state
+        m = idx.machine
         if idx.is_eos(tok):
+            cur = self.state
             self._sid, self._count = sid, count
-            if idx.machine.mode(sid) == DONE:
+            if m.mode(sid) == DONE:
                 self._close(len(self._buf))
-                out.append(Event("finished", state=cur))
+                if report:
+                    out.append(Event("finished", state=cur))
             else:
-                out.append(Event("end", state=cur, reason="eos"))
+                self._text_ended("eos", None)
+                if report:
+                    out.append(Event("end", state=cur, reason="eos"))
             return out
         data = idx.vocab.token_bytes(tok)
         base = len(self._buf)
         self._buf += data
-        delta = self._dec.decode(data)
-        if delta:
-            out.append(Event("text", text=delta))
-        names, kwl = idx.tables.names, idx.tables.kw_len
+        delta, at = self._decode(data)
+        if delta and report:
+            out.append(Event("text", text=delta, at=at))
+        tables = idx.tables
         label: tuple[str, int] | None = None
         for ev, off in evs:
-            if ev <= BOUNDARY_EVENT:  # the content ends where the label starts
-                b = idx.tables.boundaries[BOUNDARY_EVENT - ev]
+            if ev.kind == EventKind.BOUNDARY:  # the content ends where the label starts
+                b = tables.boundaries[ev.arg]
                 at = base + off - len(b) + 1
                 self._close(at)
                 label = (b[1:].decode("utf-8"), at)
-                continue
-            if ev == STOP_EVENT:
-                continue
-            k = (ev - 1) // 2
-            forced = (ev - 1) % 2 == 1
-            self._close(base + off - kwl[k])
-            self._segs.append([k, base + off, None, False, forced])
-            out.append(Event("enter", state=names[k], forced=forced))
-            if idx.tables.env[k]:
-                out.append(Event("env", state=names[k]))
+            elif ev.kind == EventKind.ENTER:
+                k = ev.arg
+                prompt = base + off - tables.kw_len[k]
+                self._close(prompt)
+                self._segs.append(Segment(k, base + off, prompt, self._ntok - 1, ev.forced))
+                if report:
+                    out.append(Event("enter", state=tables.names[k], forced=ev.forced))
+                    if tables.env[k]:
+                        out.append(Event("env", state=tables.names[k]))
         self._sid, self._count = sid, count
-        if reason is not None and idx.machine.mode(sid) == END:
-            if reason == "boundary" and label is not None:
-                out.append(Event("end", state=self.state, reason=reason, text=label[0], at=label[1]))
-            else:
-                out.append(Event("end", state=self.state, reason=reason))
+        if reason is not None and m.mode(sid) == END:
+            boundary = label if reason == "boundary" else None
+            self._text_ended(reason, boundary[0] if boundary is not None else None)
+            if report:
+                if boundary is not None:
+                    out.append(Event("end", state=self.state, reason=reason, text=boundary[0],
+                                     at=boundary[1]))
+                else:
+                    out.append(Event("end", state=self.state, reason=reason))
         return out
 
+    def _decode(self, data: bytes) -> tuple[str, int]:
+        """Decode ``data`` just appended: (the text now complete, its byte offset in the text)."""
+        at = self._settled
+        delta = self._dec.decode(data)
+        if self._held or not data.isascii():
+            self._held = len(self._dec.getstate()[0])
+        self._settled = len(self._buf) - self._held
+        return delta, at
+
     def _close(self, end: int) -> None:
-        if self._segs and self._segs[-1][2] is None:
-            self._segs[-1][2] = end
+        """The current state's content ends at byte ``end``."""
+        if self._segs and self._segs[-1].end is None:
+            self._segs[-1] = self._segs[-1]._replace(end=end)
+
+    def _text_ended(self, reason: str, label: str | None) -> None:
+        """The current state's text ended without a prompt string (``reason``)."""
+        if self._segs:
+            self._segs[-1] = self._segs[-1]._replace(ended=reason, label=label)
 
     def feed_env(self, text_or_token_ids: str | Sequence[int]) -> list[Event]:
         """Append environment text (a string, or token ids of the same tokenizer) for the
@@ -632,6 +693,7 @@ class Monitor:
         contains a prompt string."""
         if not self.waiting_for_env:
             raise UsageError("feed_env() called but the monitor is not waiting for environment text")
+        ntok = 0
         if isinstance(text_or_token_ids, str):
             data = text_or_token_ids.encode("utf-8")
         else:
@@ -640,26 +702,42 @@ class Monitor:
             if bad:
                 raise UsageError(f"environment token ids {bad[:5]} are special or unknown: not text")
             data = b"".join(v.token_bytes(int(t)) for t in text_or_token_ids)
+            ntok = len(text_or_token_ids)
         self._sid = self.index.machine.after_env(self._sid, data)
         self._count = 0
+        self._ntok += ntok
         if self._segs:
-            self._segs[-1][3] = True
+            self._segs[-1] = self._segs[-1]._replace(by_env=True)
         self._buf += data
-        delta = self._dec.decode(data)
-        return [Event("text", state=self.state, text=delta)] if delta else []
+        delta, at = self._decode(data)
+        return [Event("text", state=self.state, text=delta, at=at)] if delta else []
 
     # -- where we are
     @property
     def state(self) -> str | None:
         """Name of the current spec state, or None before the first prompt string."""
-        cur = self.index.machine.keys[self._sid][2]
+        cur = self.index.machine.keys[self._sid].cur
         return self.index.tables.names[cur] if cur >= 0 else None
 
     @property
     def trace(self) -> list[str]:
         """Names of the states visited so far, in order."""
         names = self.index.tables.names
-        return [names[s[0]] for s in self._segs]
+        return [names[s.state] for s in self._segs]
+
+    @property
+    def segments(self) -> Sequence[Segment]:
+        """The record: one :class:`Segment` per visited state, in order (the last one may still
+        grow). Read-only."""
+        return self._segs
+
+    def segment_tokens(self, i: int) -> int:
+        """Tokens consumed in segment ``i``: from the token that completed its prompt string to the
+        next segment's (environment token ids included; the first segment also counts the tokens
+        written before it)."""
+        segs = self._segs
+        end = segs[i + 1].tokens_before if i + 1 < len(segs) else self._ntok
+        return end - (segs[i].tokens_before if i else 0)
 
     @property
     def steps(self) -> list[StateText]:
@@ -667,12 +745,12 @@ class Monitor:
         prefix the lexer is still holding back is not shown until it turns out to be text)."""
         names = self.index.tables.names
         m = self.index.machine
-        pending = 0 if m.mode(self._sid) == DONE else self.index.tables.lexer.depth[m.keys[self._sid][3]]
+        pending = 0 if m.mode(self._sid) == DONE else self.index.tables.lexer.depth[m.keys[self._sid].node]
         out = []
-        for k, start, end, by_env, forced in self._segs:
-            e = end if end is not None else len(self._buf) - pending
-            text = bytes(self._buf[start:e]).decode("utf-8", "replace").strip()
-            out.append(StateText(names[k], text, bool(by_env), bool(forced)))
+        for seg in self._segs:
+            e = seg.end if seg.end is not None else len(self._buf) - pending
+            text = bytes(self._buf[seg.start:e]).decode("utf-8", "replace").strip()
+            out.append(StateText(names[seg.state], text, seg.by_env, seg.forced))
         return out
 
     @property
@@ -685,25 +763,56 @@ class Monitor:
         return bytes(self._buf)
 
     @property
+    def settled(self) -> int:
+        """Bytes of the text already reported in ``"text"`` events (an incomplete UTF-8 sequence
+        at the end is held back until it completes)."""
+        return self._settled
+
+    @property
     def waiting_for_env(self) -> bool:
         """An ``:env-input`` state was just entered: call :meth:`feed_env` next."""
         return self.index.machine.mode(self._sid) == ENV
 
+    def _nothing_more(self) -> bool:
+        """A complete trace that allows nothing more, and a tokenizer without EOS to end it."""
+        m = self.index.machine
+        return not self.index.eos_token_ids and m.complete(self._sid) and not m.allowed_next(self._sid)
+
     @property
     def is_finished(self) -> bool:
-        """EOS was consumed in a complete state, or nothing more can be written (budget spent, or
-        a complete trace that allows nothing more and a tokenizer without EOS)."""
-        m = self.index.machine
-        if m.mode(self._sid) == DONE:
+        """EOS was consumed in a complete state, or nothing more can be written (budget spent, a
+        complete trace that allows nothing more and a tokenizer without EOS, or a dead cursor)."""
+        if self._dead or self.index.machine.mode(self._sid) == DONE:
             return True
         if self.max_new_tokens is not None and self._ngen >= self.max_new_tokens:
             return True
-        return not self.index.eos_token_ids and m.complete(self._sid) and not m.allowed_next(self._sid)
+        return self._nothing_more()
+
+    @property
+    def is_stopped(self) -> bool:
+        """The sequence must stop here, whatever the budget: finished (EOS consumed, or complete
+        with nothing more to write and no EOS), waiting for the environment, or dead."""
+        return self._dead or self.index.machine.mode(self._sid) in (ENV, DONE) or self._nothing_more()
+
+    @property
+    def is_dead(self) -> bool:
+        """:meth:`follow` saw a token this cursor cannot account for (or it was abandoned); only
+        EOS is allowed now."""
+        return self._dead
 
     @property
     def is_complete(self) -> bool:
         """The trace so far is accepted by the spec (finite specs)."""
         return self.index.machine.complete(self._sid)
+
+    @property
+    def verdict(self) -> str:
+        """The visited states under the spec's automaton: ``"accepted"`` (a complete finite trace,
+        content aside), ``"incomplete"``, or ``"rejected"`` (a dead cursor)."""
+        if self._dead:
+            return "rejected"
+        q = self.index.machine.keys[self._sid].q
+        return "accepted" if self._segs and self.index.compiled.automaton.is_complete(q) else "incomplete"
 
     @property
     def tokens_generated(self) -> int:

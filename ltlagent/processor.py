@@ -1,9 +1,9 @@
 """The monitor as a ``transformers.LogitsProcessor`` and ``StoppingCriteria`` (docs/design.md §5).
 
 Usable with a plain ``model.generate(..., logits_processor=[proc], stopping_criteria=[proc.stopping])``:
-greedy, sampling, batches with left padding, beam search. The state of each row is re-derived from
-the row's own generated tokens (looked up by its token prefix), never from call order, so beam
-reordering is harmless.
+greedy, sampling, batches with left padding, beam search. Each row has its own
+:class:`~ltlagent.monitor.Monitor`, found by the row's token prefix (a row continues a fork of its
+parent's), never by call order, so beam reordering is harmless.
 
 Under ``generate``, EOS ends a row: it is allowed only where the trace is complete. Entering an
 ``:env-input`` state stops the row (the stopping criteria); append the environment's text to the
@@ -23,9 +23,8 @@ from transformers import LogitsProcessor, StoppingCriteria
 
 from .compiled import CompiledSpec
 from .errors import UsageError
-from .machine import DONE, ENV
-from .masks import Mask, apply_rows
-from .monitor import TokenIndex, build_index
+from .masks import apply_rows
+from .monitor import Monitor, TokenIndex, build_index
 from .spec import Spec
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ class LtlLogitsProcessor(LogitsProcessor):
         self.max_new_tokens = max_new_tokens
         self.pad_token_id = pad_token_id
         self.stopping = LtlStoppingCriteria(self)
-        self._paused: dict[bytes, tuple[int, int]] = {}
+        self._paused: dict[bytes, Monitor] = {}
         self.reset()
 
     @classmethod
@@ -69,65 +68,66 @@ class LtlLogitsProcessor(LogitsProcessor):
         """Forget the current generation (paused rows are kept for continuation)."""
         self._start: int | None = None
         self._last_len = -1
-        self._states: dict[bytes, tuple[int, int]] = {}
+        self._states: dict[bytes, Monitor] = {}
 
-    # -- per-row state
+    # -- per-row cursors
     def _strip(self, row: np.ndarray) -> np.ndarray:
         if self.pad_token_id is None:
             return row
         nz = np.nonzero(row != self.pad_token_id)[0]
         return row[nz[0]:] if nz.size else row[:0]
 
-    def _initial(self, row: np.ndarray) -> tuple[int, int]:
-        """State of a row at the start of a call: a paused row's continuation, or a fresh trace."""
+    def _initial(self, row: np.ndarray) -> Monitor:
+        """The cursor of a row at the start of a call: a paused row's continuation (the tokens
+        after it are the environment's text), or a fresh trace."""
         full = self._strip(row)
         data = full.tobytes()
-        best: tuple[int, int] | None = None
+        best: Monitor | None = None
         best_len = -1
-        for seq, st in self._paused.items():
+        for seq, mon in self._paused.items():
             if len(seq) > best_len and data.startswith(seq):
-                best, best_len = st, len(seq)
+                best, best_len = mon, len(seq)
         if best is None:
-            return (self.index.start, 0)
-        env_ids = full[best_len // 8:]
-        v = self.index.vocab
-        env = b"".join(v.token_bytes(int(t)) for t in env_ids if 0 <= t < v.size and v.is_text[t])
-        return (self.index.machine.after_env(best[0], env), 0)
+            mon = Monitor(self.index, eos_ends_text=False)
+        else:
+            mon = best.fork()
+            v = self.index.vocab
+            mon.feed_env([int(t) for t in full[best_len // 8:] if 0 <= t < v.size and v.is_text[t]])
+        mon.set_remaining(self.max_new_tokens)
+        return mon
 
-    def _state(self, row: np.ndarray) -> tuple[int, int]:
-        """(machine state, tokens in the current state's text) after the row's generated tokens.
+    def _monitor(self, row: np.ndarray) -> Monitor:
+        """The cursor after the row's generated tokens.
 
-        States are memoised by the row's whole token prefix (prompt included), so rows are told
-        apart by content, not by position: beam reordering and batches need no bookkeeping."""
+        Cursors are memoised by the row's whole token prefix (prompt included), so rows are told
+        apart by content, not by position: beam reordering and batches need no bookkeeping. A row
+        continues a fork of its parent's cursor (the parent may have several children)."""
         assert self._start is not None
         states = self._states
-        st = states.get(row.tobytes())
-        if st is not None:
-            return st
+        mon = states.get(row.tobytes())
+        if mon is not None:
+            return mon
         n = row.shape[0]
         j = n - 1
         while j > self._start and row[:j].tobytes() not in states:
             j -= 1
-        st = states.get(row[:j].tobytes())
-        if st is None:
+        parent = states.get(row[:j].tobytes())
+        if parent is None:
             j = self._start
-            st = states[row[:j].tobytes()] = self._initial(row[:j])
-        m = self.index.machine
+            parent = states[row[:j].tobytes()] = self._initial(row[:j])
+        mon = parent.fork()
         for k in range(j, n):
-            tok = int(row[k])
-            # after a stop, what follows (padding) is not text; a dead row stays dead
-            if st[0] >= 0 and m.mode(st[0]) not in (ENV, DONE):
-                sid, count, _evs, _reason = self.index.advance(st[0], st[1], tok, False)
-                st = (sid, count)
-                if sid >= 0 and m.mode(sid) == ENV:
-                    self._pause(row[:k + 1], st)
-            states[row[:k + 1].tobytes()] = st
-        return st
+            waiting = mon.waiting_for_env
+            mon.follow(int(row[k]))  # after a stop, what follows (padding) is ignored
+            if mon.waiting_for_env and not waiting:
+                self._pause(row[:k + 1], mon)
+        states[row.tobytes()] = mon
+        return mon
 
-    def _pause(self, seq: np.ndarray, st: tuple[int, int]) -> None:
+    def _pause(self, seq: np.ndarray, mon: Monitor) -> None:
         if len(self._paused) >= _MAX_PAUSED:
             self._paused.pop(next(iter(self._paused)))
-        self._paused[self._strip(seq).tobytes()] = st
+        self._paused[self._strip(seq).tobytes()] = mon
 
     def _rows(self, input_ids: torch.Tensor) -> np.ndarray:
         ids = input_ids.detach().cpu().numpy().astype(np.int64, copy=False)
@@ -147,35 +147,32 @@ class LtlLogitsProcessor(LogitsProcessor):
         self._last_len = length
         if scores.dim() != 2 or scores.shape[0] != ids.shape[0]:
             raise ValueError(f"expected scores of shape ({ids.shape[0]}, vocab), got {tuple(scores.shape)}")
-        remaining = None if self.max_new_tokens is None else self.max_new_tokens - (length - self._start)
-        states = [self._state(ids[i]) for i in range(ids.shape[0])]
-        masks: list[Mask] = []
-        for i, (sid, count) in enumerate(states):
-            if sid < 0:
-                # a token the mask forbids: beam search keeps -inf candidates when too few are
-                # allowed; anything else means another processor overrode the mask
-                if self.strict:
-                    raise UsageError(f"row {i} holds a token the monitor forbids; another logits "
-                                     "processor may have overridden the mask")
-                masks.append(self._dead_mask())
-                continue
-            masks.append(self.index.mask(sid, False, remaining, None, count))
+        monitors = [self._monitor(ids[i]) for i in range(ids.shape[0])]
+        if self.strict:
+            # a token the mask forbids: beam search keeps -inf candidates when too few are allowed;
+            # anything else means another logits processor overrode the mask
+            dead = next((i for i, mon in enumerate(monitors) if mon.is_dead), None)
+            if dead is not None:
+                raise UsageError(f"row {dead} holds a token the monitor forbids; another logits "
+                                 "processor may have overridden the mask")
+        masks = [mon.current_mask() for mon in monitors]
         if scores.is_contiguous():
             apply_rows(masks, scores)  # all rows in a fixed number of tensor operations
         else:
             for i, mk in enumerate(masks):
                 mk.apply(scores[i])
         # keep only the current rows (their children are looked up next step)
-        self._states = {ids[i].tobytes(): st for i, st in enumerate(states)}
+        self._states = {ids[i].tobytes(): mon for i, mon in enumerate(monitors)}
         return scores
 
-    def _dead_mask(self) -> Mask:
-        return self.index.mask(self.index.machine.intern((DONE, 0, -1, 0, 0, 0, 0, 0)))
+    def row_monitor(self, row_ids: torch.Tensor | np.ndarray) -> Monitor:
+        """The cursor of one row (full input ids) of the current generation."""
+        row = row_ids.detach().cpu().numpy() if hasattr(row_ids, "detach") else np.asarray(row_ids)
+        return self._monitor(row.astype(np.int64))
 
     def row_state(self, row_ids: torch.Tensor | np.ndarray) -> int:
         """The machine state of one row (full input ids) of the current generation."""
-        row = row_ids.detach().cpu().numpy() if hasattr(row_ids, "detach") else np.asarray(row_ids)
-        return self._state(row.astype(np.int64))[0]
+        return self.row_monitor(row_ids).machine_state
 
 
 class LtlStoppingCriteria(StoppingCriteria):
@@ -191,12 +188,7 @@ class LtlStoppingCriteria(StoppingCriteria):
         if p._start is None:
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         ids = p._rows(input_ids)
-        m = p.index.machine
-        done = []
-        for i in range(ids.shape[0]):
-            sid, _ = p._state(ids[i])
-            done.append(sid < 0 or m.mode(sid) in (ENV, DONE) or (m.complete(sid) and not m.allowed_next(sid)
-                                                         and not p.index.eos_token_ids))
+        done = [p._monitor(ids[i]).is_stopped for i in range(ids.shape[0])]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 

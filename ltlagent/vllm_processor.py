@@ -113,15 +113,15 @@ class RequestOptions:
 
 
 class _Row:
-    """One constrained request: its cursor and the live list of its output tokens."""
+    """One constrained request: its cursor (None: its spec could not be built) and the live list of
+    its output tokens."""
 
-    __slots__ = ("dead", "monitor", "output", "seen")
+    __slots__ = ("monitor", "output", "seen")
 
-    def __init__(self, monitor: Monitor | None, output: list[int], dead: bool) -> None:
+    def __init__(self, monitor: Monitor | None, output: list[int]) -> None:
         self.monitor = monitor
         self.output = output  # vLLM's running list (a reference: it grows as tokens are sampled)
         self.seen = 0
-        self.dead = dead
 
 
 class MonitorBatch:
@@ -170,15 +170,14 @@ class MonitorBatch:
         try:
             index = self.index_for(opts)
         except LtlAgentError:  # validate_params let it through (e.g. a spec that does not compile):
-            self.rows[i] = _Row(None, output_ids, True)  # end the request rather than the engine
+            self.rows[i] = _Row(None, output_ids)  # end the request rather than the engine
             return True
         mon = Monitor(index, max_new_tokens=opts.budget, max_steps=opts.max_steps, eos_ends_text=False)
-        dead = False
-        if opts.prompt_tokens is not None:
-            dead = not self._replay(mon, list(prompt_ids or ()), opts)
+        if opts.prompt_tokens is not None and not self._replay(mon, list(prompt_ids or ()), opts):
+            mon.abandon()
         if opts.budget is None:
             mon.set_remaining(max_tokens)
-        self.rows[i] = _Row(mon, output_ids, dead)
+        self.rows[i] = _Row(mon, output_ids)
         return True
 
     @staticmethod
@@ -239,21 +238,15 @@ class MonitorBatch:
         return self._eos
 
     def _catch_up(self, row: _Row) -> None:
-        """Advance the row's monitor over the tokens sampled since the last step."""
-        out = row.output
-        while row.seen < len(out) and not row.dead:
+        """Advance the row's monitor over the tokens sampled since the last step (a token it cannot
+        account for, e.g. after an EOS the engine ignored, leaves it dead: EOS only)."""
+        out, mon = row.output, row.monitor
+        assert mon is not None
+        while row.seen < len(out):
             tok = out[row.seen]
             if tok < 0:  # a placeholder for a token not sampled yet
                 break
-            mon = row.monitor
-            if mon is None or mon.is_finished or mon.waiting_for_env:
-                row.dead = True  # the request should have ended (EOS was ignored)
-                break
-            try:
-                mon.advance(tok)
-            except UsageError:
-                row.dead = True  # another processor overrode the mask
-                break
+            mon.follow(tok, masked=True)
             row.seen += 1
 
     def mask_of(self, i: int) -> Mask:
@@ -263,8 +256,8 @@ class MonitorBatch:
         if mon is None:
             return self._eos_mask()
         self._catch_up(row)
-        if row.dead or mon.is_finished or mon.waiting_for_env:
-            return _eos_only(mon.index)
+        if mon.is_finished or mon.waiting_for_env:
+            return mon.index.final_mask()
         return mon.current_mask()
 
     def _forbidden(self, mask: Mask | None, width: int, device: object) -> torch.Tensor:
@@ -298,13 +291,6 @@ class MonitorBatch:
                             for i in range(n)])
         logits.masked_fill_(forb, float("-inf"))
         return logits
-
-
-def _eos_only(index: TokenIndex) -> Mask:
-    """The mask of a row that must end: EOS only (the index's DONE state mask)."""
-    from .machine import DONE
-
-    return index.mask(index.machine.intern((DONE, 0, -1, 0, 0, 0, 0, 0)))
 
 
 def _load_tokenizer(vllm_config: Any) -> object:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["attach", "load_masks", "mask_entry_key", "save_masks"]
 
-_KEY_WIDTH = 8  # machine key tuple (mode, q, cur, node, content, stop, pre, sep)
+_KEY_WIDTH = len(Key._fields)  # machine key (mode, q, cur, node, content, stop, pre, sep)
 _FORMAT = 1
 
 
@@ -95,7 +95,7 @@ def _decode(entry: dict[str, np.ndarray], size: int) -> list[tuple[Key, bool, Ma
         mk = Mask(size, allowed=part) if kind[i] else Mask(size, forbidden=part)
         mk.max_need = None if need[i] < 0 else int(need[i])
         mk.quiet = bool(quiet[i])
-        out.append((cast(Key, tuple(int(x) for x in rows[i, :_KEY_WIDTH])), bool(rows[i, _KEY_WIDTH]), mk))
+        out.append((Key(*(int(x) for x in rows[i, :_KEY_WIDTH])), bool(rows[i, _KEY_WIDTH]), mk))
     return out
 
 
