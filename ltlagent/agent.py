@@ -15,7 +15,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,8 @@ from .environment import (
     render_prompt,
 )
 from .errors import UsageError
-from .lexer import CONTEXT_LABELS, ROOT
+from .lexer import CONTEXT_LABELS
+from .roles import Roles
 from .spec import Spec
 from .tools import Tool
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Agent", "Step", "RunResult", "RunStream", "EnvContext", "EnvReply", "ToolEnvironment",
-    "render_prompt", "prompt_template", "neutralise", "BUNDLED_MODEL", "STOP_REASONS",
+    "render_prompt", "prompt_template", "neutralise", "BUNDLED_MODEL", "STOP_REASONS", "Roles",
 ]
 
 #: The bundled tiny model (trained on ReAct traces); used when no model is given.
@@ -222,9 +223,10 @@ def chat_prompt(tokenizer: Any, text: str) -> str:
     return str(out)
 
 
-def run_notes(steps: Sequence[Step], answer: str | None) -> tuple[str, ...]:
+def run_notes(steps: Sequence[Step], answer: str | None, answer_state: str | None = "Answer"
+              ) -> tuple[str, ...]:
     """What the trace does not show: a new example begun (and cut), the same tool call again, an
-    empty answer."""
+    empty answer (``answer_state``: the state that holds it, :attr:`Roles.answer`)."""
     notes: list[str] = []
     if any(s.boundary for s in steps):
         notes.append("boundary")
@@ -237,90 +239,62 @@ def run_notes(steps: Sequence[Step], answer: str | None) -> tuple[str, ...]:
             calls.add((s.tool, arg))
     if repeated:
         notes.append("repeated_tool_call")
-    if any(s.state == "Answer" for s in steps) and not (answer or "").strip():
+    if any(s.state == answer_state for s in steps) and not (answer or "").strip():
         notes.append("empty_answer")
     return tuple(notes)
 
 
 # --- the run ----------------------------------------------------------------------------------------
 
-class _Recorder:
-    """Turns the text stream into steps: keyword positions from the spec's lexer (the one the monitor
-    and validation use), per-step token counts, and who wrote each piece of text."""
+class _StepLog:
+    """Steps from the monitor's record: the monitor says which states were visited, where their
+    text lies and how it ended (the text is lexed once, by the monitor); the log adds what only the
+    runner knows (who wrote each piece of text, when each step began, the tool calls) and formats
+    :class:`Step` s."""
 
-    def __init__(self, compiled: CompiledSpec) -> None:
-        self.compiled = compiled
-        self.data = bytearray()
-        self.runs: list[tuple[int, str]] = []  # (start byte, kind)
-        self.node = ROOT
-        self.marks: list[tuple[int, int, int]] = []  # (keyword index, start byte, end byte)
-        self.tokens: list[int] = []
-        self.forced: list[bool] = []
+    def __init__(self, mon: Monitor, spec: Spec) -> None:
+        self.mon = mon
+        self.spec = spec
+        self.runs: list[tuple[int, str]] = []  # (start byte, kind) of each piece of text
+        self.started: list[float] = []  # when each step began
         self.info: dict[int, tuple[str | None, str | None, float]] = {}  # env step -> tool, error, s
-        self.started: list[float] = []
-        self.pre_tokens = 0
-        self.enters = 0
         self.emitted = 0
         self.done: dict[int, Step] = {}  # steps handed out, frozen as they were
-        self.cuts: dict[int, tuple[int, str]] = {}  # step -> (content end byte, context label)
 
-    def cut(self, back: int, label: str) -> None:
-        """The current step's content ends ``back`` bytes before the end (a new example began)."""
-        if self.marks:
-            self.cuts[len(self.marks) - 1] = (len(self.data) - back, label)
-
-    def add(self, text: str, kind: str) -> None:
-        b = text.encode("utf-8")
-        if not b:
-            return
-        start = len(self.data)
-        self.data += b
-        if not self.runs or self.runs[-1][1] != kind:
-            self.runs.append((start, kind))
-        lexer = self.compiled.lexer
-        self.node, hits = lexer.feed(self.node, b)
-        for kw, end in hits:
-            e = start + end
-            self.marks.append((kw, e - len(lexer.keyword_bytes[kw]), e))
-            self.tokens.append(0)
-            self.forced.append(False)
+    def wrote(self, events: Sequence[Any], kind: str) -> None:
+        """The monitor's events after text of ``kind`` (``model``, ``forced``, ``env``) was consumed."""
+        for e in events:
+            if e.kind == "text" and e.text and (not self.runs or self.runs[-1][1] != kind):
+                self.runs.append((e.at, kind))
+        while len(self.started) < len(self.mon.segments):
             self.started.append(time.perf_counter())
-
-    def entered(self, forced: bool) -> None:
-        """The monitor's ``enter`` events, in order, carry whether the prompt string was forced."""
-        if self.enters < len(self.forced):
-            self.forced[self.enters] = forced
-        self.enters += 1
-
-    def count(self, n: int = 1) -> None:
-        if self.marks:
-            self.tokens[-1] += n + (self.pre_tokens if len(self.marks) == 1 else 0)
-            if len(self.marks) == 1:
-                self.pre_tokens = 0
-        else:
-            self.pre_tokens += n
 
     def step(self, i: int) -> Step:
         if i in self.done:
             return self.done[i]
-        kw, start, kw_end = self.marks[i]
-        end = self.marks[i + 1][1] if i + 1 < len(self.marks) else len(self.data)
-        state = self.compiled.spec.states[kw]
-        segs: list[tuple[str, str]] = []
+        mon = self.mon
+        segs = mon.segments
+        seg = segs[i]
+        data = mon.text_bytes
+        end = segs[i + 1].prompt if i + 1 < len(segs) else mon.settled
+        pieces: list[tuple[str, str]] = []
         for r, (rs, kind) in enumerate(self.runs):
-            re_ = self.runs[r + 1][0] if r + 1 < len(self.runs) else len(self.data)
-            lo, hi = max(rs, start), min(re_, end)
+            re_ = self.runs[r + 1][0] if r + 1 < len(self.runs) else mon.settled
+            lo, hi = max(rs, seg.prompt), min(re_, end)
             if lo < hi:
-                segs.append((bytes(self.data[lo:hi]).decode("utf-8", "replace"), kind))
+                pieces.append((data[lo:hi].decode("utf-8", "replace"), kind))
         tool, error, secs = self.info.get(i, (None, None, 0.0))
         if not secs:
             nxt = self.started[i + 1] if i + 1 < len(self.started) else time.perf_counter()
             secs = nxt - self.started[i]
-        cut, label = self.cuts.get(i, (end, None))
-        text = bytes(self.data[kw_end:min(end, cut)]).decode("utf-8", "replace").strip()
-        return Step(index=i, state=state.name, text=text, source="env" if state.env_input else "model",
-                    tokens=self.tokens[i], forced=self.forced[i], segments=tuple(segs), tool=tool,
-                    error=error, seconds=secs, boundary=label)
+        # a new example begun inside the step: its content ends where the context label starts
+        cut = seg.end if seg.ended == "boundary" and seg.end is not None else end
+        state = self.spec.states[seg.state]
+        text = data[seg.start:min(end, cut)].decode("utf-8", "replace").strip()
+        return Step(index=i, state=state.name, text=text,
+                    source="env" if state.env_input else "model", tokens=mon.segment_tokens(i),
+                    forced=seg.forced, segments=tuple(pieces), tool=tool, error=error, seconds=secs,
+                    boundary=seg.label)
 
     def take(self, upto: int) -> list[Step]:
         """Steps ``emitted … upto-1``, now complete, to hand out."""
@@ -330,9 +304,13 @@ class _Recorder:
         self.emitted = max(self.emitted, upto)
         return out
 
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(self.step(i) for i in range(len(self.mon.segments)))
+
     @property
     def text(self) -> str:
-        return bytes(self.data).decode("utf-8", "replace")
+        """The transcript: the text reported so far."""
+        return self.mon.text_bytes[:self.mon.settled].decode("utf-8", "replace")
 
 
 class Agent:
@@ -346,7 +324,7 @@ class Agent:
 
     def __init__(self, compiled: CompiledSpec, model: Any, tokenizer: Any, tools: Sequence[Tool] = (),
                  handlers: Mapping[str, EnvFn] | None = None, template: str | None = None,
-                 max_env_chars: int = 2000, answer_state: str | None = None,
+                 max_env_chars: int = 2000, roles: Roles | None = None,
                  context_labels: Sequence[str] | None = None, chat_template: str = "off") -> None:
         if chat_template not in CHAT_TEMPLATE_MODES:
             raise UsageError(f"chat_template must be one of {', '.join(CHAT_TEMPLATE_MODES)}, "
@@ -359,7 +337,7 @@ class Agent:
         self.handlers: dict[str, EnvFn] = dict(handlers or {})
         self.template = template if template is not None else prompt_template(self.spec)
         self.max_env_chars = max_env_chars
-        self.answer_state = answer_state
+        self.roles = roles if roles is not None else Roles.resolve(compiled.spec)
         self.context_labels: tuple[str, ...] = (CONTEXT_LABELS if context_labels is None
                                                 else tuple(context_labels))
         self.chat_template = chat_template
@@ -376,7 +354,8 @@ class Agent:
                   evaluator: Callable[..., str | None] | None = None,
                   user_input: Callable[..., str | None] | None = None, prompt: str | Path | None = None,
                   tool_timeout: float | None = 30.0, max_env_chars: int = 2000,
-                  answer_state: str | None = None, tool_state: str = "Observation",
+                  answer_state: str | None = None, tool_state: str | None = None,
+                  roles: Roles | Mapping[str, str | None] | None = None,
                   context_labels: Sequence[str] | None = None, chat_template: str = "off") -> Agent:
         """Build an agent.
 
@@ -384,9 +363,14 @@ class Agent:
         objects or ``from_pretrained`` names or paths (None: the bundled tiny model). ``tools`` fill
         the prompt's ``{{tool_labels}}`` / ``{{tool_descriptions}}`` and ``(:choices :tools)``.
         Environment states are written by ``environment[state]`` (a callable taking an
-        :class:`EnvContext`, or a constant string) when given; else an ``Evaluator`` state by
-        ``evaluator(answer[, ctx])``, a ``User`` state by ``user_input(bot_text[, ctx])`` (None or
-        EOFError ends the run), and the ``tool_state`` (``Observation``) by calling the tools.
+        :class:`EnvContext`, or a constant string) when given; else the evaluator state by
+        ``evaluator(answer[, ctx])``, the user state by ``user_input(bot_text[, ctx])`` (None or
+        EOFError ends the run), and the observation state by calling the tools.
+        ``roles`` (a :class:`~ltlagent.roles.Roles` or a mapping such as ``{"answer": "Final"}``)
+        says which states play which role where the spec does not declare it (``(:role …)``);
+        the rest default to the paper's names (``Action``, ``Action-Input``, ``Observation``,
+        ``Evaluator``, ``User``, ``Answer``: :meth:`Roles.resolve`). ``answer_state`` and
+        ``tool_state`` are shorthands for the answer and observation roles.
         ``prompt`` is a template text or file (default: the bundled template of the spec).
         ``model`` may also be a GGUF file, a folder with one, or a short name such as
         ``"smollm2-135m"`` (see :mod:`ltlagent.models`).
@@ -410,17 +394,17 @@ class Agent:
             if t.name in seen:
                 raise UsageError(f"two tools are named {t.name!r}")
             seen.add(t.name)
-        action = next((st.name for st in s.states if st.tool_choices), None)
-        if action is None and "Action" in s.names:
-            action = "Action"
-        if any(st.tool_choices for st in s.states) and not tools:
-            raise UsageError(f"state {action} takes its choices from the tools (:choices :tools), "
+        asked: dict[str, str | None] = (dict(roles) if isinstance(roles, Mapping)
+                                        else asdict(roles) if roles is not None else {})
+        if answer_state is not None:
+            asked["answer"] = answer_state
+        if tool_state is not None:
+            asked["observation"] = tool_state
+        r = Roles.resolve(s, asked)
+        choosing = next((st.name for st in s.states if st.tool_choices), None)
+        if choosing is not None and not tools:
+            raise UsageError(f"state {choosing} takes its choices from the tools (:choices :tools), "
                              "but no tools were given")
-        arg_state = next((n for n in ("Action-Input", "Action_Input", "ActionInput", "Input")
-                          if n in s.names), None)
-        if answer_state is not None and answer_state not in s.names:
-            raise UsageError(f"answer_state {answer_state!r} is not a state of {s.name}")
-        answer = answer_state or ("Answer" if "Answer" in s.names else None)
         handlers: dict[str, EnvFn] = {}
         missing: list[str] = []
         used = s.used_states()
@@ -431,12 +415,12 @@ class Agent:
             if environment and st.name in environment:
                 given = environment[st.name]
                 fn = _constant(given) if isinstance(given, str) else given
-            elif st.name in ("Evaluator", "Evaluation") and evaluator is not None:
-                fn = _evaluator(evaluator, answer)
-            elif st.name == "User" and user_input is not None:
+            elif st.name == r.evaluator and evaluator is not None:
+                fn = _evaluator(evaluator, r.answer)
+            elif st.name == r.user and user_input is not None:
                 fn = _user(user_input)
-            elif tools and st.name == tool_state:
-                fn = ToolEnvironment({t.name: t for t in tools}, action, arg_state, tool_timeout)
+            elif tools and st.name == r.observation:
+                fn = ToolEnvironment.for_roles({t.name: t for t in tools}, r, tool_timeout)
             if fn is None and st.name in used:
                 missing.append(st.name)
             elif fn is not None:
@@ -446,7 +430,7 @@ class Agent:
             if unknown:
                 raise UsageError(f"environment[{unknown[0]!r}]: not an :env-input state of {s.name}")
         if missing:
-            what = {"Observation": "tools=[…]", "Evaluator": "evaluator=…", "User": "user_input=…"}
+            what = {r.observation: "tools=[…]", r.evaluator: "evaluator=…", r.user: "user_input=…"}
             hint = what.get(missing[0], f"environment={{{missing[0]!r}: …}}")
             raise UsageError(f"state {missing[0]} of {s.name} is written by the environment: pass {hint}")
         template: str | None = None
@@ -460,8 +444,8 @@ class Agent:
             else:
                 template = str(prompt)
         m, tok = _load_model(model, tokenizer)
-        return cls(compiled, m, tok, tools, handlers, template, max_env_chars, answer_state,
-                   context_labels, chat_template)
+        return cls(compiled, m, tok, tools, handlers, template, max_env_chars, r, context_labels,
+                   chat_template)
 
     @property
     def index(self) -> TokenIndex:
@@ -574,7 +558,7 @@ class Agent:
     def _answer(self, steps: Sequence[Step]) -> str | None:
         """The text of the answer state's last step (Answer, or the last model step; after
         ``Answer:`` inside it when the spec has no Answer state, as for the paper's ablated agent)."""
-        name = self.answer_state or ("Answer" if "Answer" in self.spec.names else None)
+        name = self.roles.answer
         if name is not None:
             return next((s.text for s in reversed(steps) if s.state == name), None)
         last = next((s for s in reversed(steps) if s.source == "model"), None)
@@ -614,7 +598,7 @@ class Agent:
         budget = max_new_tokens if n_ctx is None else min(max_new_tokens, n_ctx - len(prompt_ids))
         mon: Monitor = Monitor(index, max_new_tokens=budget, max_steps=max_steps, newline=newline)
         eos = set(index.eos_token_ids)
-        rec = _Recorder(self.compiled)
+        log = _StepLog(mon, self.spec)
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
         calls0, fwd0 = self.forward_calls, self.forward_tokens
@@ -637,14 +621,9 @@ class Agent:
                     in_state[:] = [0, 0]
                 elif e.kind == "end":
                     in_state[1] = 1
-                if e.kind == "text" and e.text:
-                    rec.add(e.text, kind)
-                    if on_text is not None:
-                        on_text(e.text, kind)
-                elif e.kind == "enter":
-                    rec.entered(bool(e.forced))
-                elif e.kind == "end" and e.reason == "boundary" and e.at is not None:
-                    rec.cut(len(mon.text_bytes) - e.at, e.text)
+                if e.kind == "text" and e.text and on_text is not None:
+                    on_text(e.text, kind)
+            log.wrote(events, kind)
 
         while True:
             if mon.is_finished:
@@ -655,15 +634,15 @@ class Agent:
                 else:
                     stop = "finished"
                 break
-            if len(rec.marks) > max_steps:
+            if len(mon.segments) > max_steps:
                 stop = "max_steps"
                 break
             if mon.waiting_for_env:
-                i = len(rec.marks) - 1
-                yield from rec.take(i)
-                state = self.spec.states[rec.marks[i][0]].name if rec.marks else str(mon.state)
+                i = len(mon.segments) - 1
+                yield from log.take(i)
+                state = str(mon.state)
                 te = time.perf_counter()
-                ctx = EnvContext(task, state, tuple(rec.step(j) for j in range(i)))
+                ctx = EnvContext(task, state, tuple(log.step(j) for j in range(i)))
                 try:
                     got = self.handlers[state](ctx) if state in self.handlers else None
                 except EOFError:
@@ -683,13 +662,12 @@ class Agent:
                                                                "cannot write it)")), special=False)
                     events = mon.feed_env(ids)
                 consume(events, "env")
-                rec.count(len(ids))
                 env_tokens += len(ids)
                 pending += ids
                 if n_ctx is not None:  # the environment's text used up context: steer by what is left
                     left = n_ctx - cached - len(pending)
                     mon.set_remaining(min(max_new_tokens - mon.tokens_generated, left))
-                rec.info[i] = (reply.tool, reply.error, time.perf_counter() - te)
+                log.info[i] = (reply.tool, reply.error, time.perf_counter() - te)
                 t_env += time.perf_counter() - te
                 continue
             if (mon.remaining_tokens or 0) <= 0:
@@ -721,23 +699,21 @@ class Agent:
             in_state[0] += 1
             events = mon.advance(tok)
             consume(events, kind)
-            rec.count()
             if tok in eos:
                 eos_tokens += 1  # ends a text or the trace: not model input
             else:
                 pending.append(tok)
-            yield from rec.take(len(rec.marks) - 1)
-        steps_done = rec.take(len(rec.marks))
-        yield from steps_done
-        steps = tuple(rec.step(i) for i in range(len(rec.marks)))
-        verdict = self.compiled.automaton.run([s.state for s in steps]).status
+            yield from log.take(len(mon.segments) - 1)
+        yield from log.take(len(mon.segments))
+        steps = log.steps()
         answer = self._answer(steps) if steps else None
         total = time.perf_counter() - t0
         generated = mon.tokens_generated
         decode_s = max(total - t_index - t_prefill - t_env, 1e-9)
         return RunResult(
-            task=task, answer=answer, steps=steps, prompt=prompt, notes=run_notes(steps, answer),
-            transcript=rec.text, stop_reason=stop or "finished", verdict=verdict, spec=self.spec.name,
+            task=task, answer=answer, steps=steps, prompt=prompt,
+            notes=run_notes(steps, answer, self.roles.answer), transcript=log.text,
+            stop_reason=stop or "finished", verdict=mon.verdict, spec=self.spec.name,
             usage={"prompt_tokens": len(prompt_ids), "generated_tokens": generated,
                    "forced_tokens": forced_tokens, "eos_tokens": eos_tokens, "env_tokens": env_tokens,
                    "forward_tokens": self.forward_tokens - fwd0,

@@ -25,6 +25,7 @@ from .tools import Tool
 
 if TYPE_CHECKING:
     from .agent import Step
+    from .roles import Roles
 
 __all__ = ["EnvContext", "EnvReply", "EnvFn", "ToolEnvironment", "prompt_template", "render_prompt",
            "neutralise", "PROMPTS", "ZWSP"]
@@ -108,9 +109,10 @@ def _run_with_timeout(fn: Callable[[], str], timeout: float | None
 
 
 class ToolEnvironment:
-    """ReAct's Observation: call the tool named by the last Action with the last Action Input.
+    """ReAct's Observation: call the tool named by the last step in ``action_state`` with the text
+    of the last step in ``input_state`` (the spec's action and action-input roles, :mod:`ltlagent.roles`).
 
-    With no Action state in the spec (the paper's ablated agent), the call is parsed out of the
+    With no action state in the spec (the paper's ablated agent), the call is parsed out of the
     last model text: ``Action: Name`` and ``Action Input: …`` lines, or ``Name[input]``.
     """
 
@@ -120,6 +122,12 @@ class ToolEnvironment:
         self.action_state = action_state
         self.input_state = input_state
         self.timeout = timeout
+
+    @classmethod
+    def for_roles(cls, tools: Mapping[str, Tool], roles: Roles, timeout: float | None) -> ToolEnvironment:
+        """The tool environment of a spec whose states play ``roles`` (its action and action-input
+        states; without an action state the call is read from the text)."""
+        return cls(tools, roles.action, roles.action_input, timeout)
 
     def _find(self, name: str) -> Tool | None:
         name = name.strip().strip("[]\"'`.:").strip()

@@ -171,15 +171,17 @@ def _use_colour(args: argparse.Namespace, out: IO[str]) -> bool:
 def run_main(args: argparse.Namespace) -> int:
     from .agent import Agent, RunResult
     from .compiled import compile as compile_spec
+    from .roles import Roles
 
     if args.max_steps < 1 or args.max_new_tokens < 1 or args.max_state_tokens < 1:
         raise UsageError("--max-steps, --max-new-tokens and --max-state-tokens must be at least 1")
     out, err = sys.stdout, sys.stderr
     compiled = compile_spec(args.spec)
     tools = _tools(args)
-    needs_tools = any(st.env_input and st.name == "Observation" for st in compiled.spec.states)
+    observation = Roles.resolve(compiled.spec).observation  # written by calling the tools
+    needs_tools = observation is not None
     environment = {st.name: _stdin_reader(st.name, err) for st in compiled.spec.states
-                   if st.env_input and not (needs_tools and st.name == "Observation")}
+                   if st.env_input and st.name != observation}
     if not needs_tools and args.tools is None:
         tools = []
     _quiet_transformers()

@@ -23,11 +23,17 @@ from .sexp import Atom, Node, SList, read_sexps
 __all__ = [
     "State", "Pattern", "Step", "Next", "Until", "Always", "Or", "Repeat", "Formula", "Spec",
     "parse_spec", "load_spec", "bundled_specs", "resolve_spec_path", "unrolled_size",
-    "TOOLS_CHOICES", "MAX_UNROLLED_STEPS",
+    "TOOLS_CHOICES", "MAX_UNROLLED_STEPS", "ROLES", "ENV_ROLES",
 ]
 
 #: Sentinel for ``(:choices :tools)``: the Action state's choices are the names of the agent's tools.
 TOOLS_CHOICES = ":tools"
+
+#: The roles a state may declare with ``(:role NAME)``: what the agent runner does with it
+#: (:mod:`ltlagent.roles`).
+ROLES = ("action", "action-input", "observation", "evaluator", "user", "answer")
+#: Roles of states the environment writes (they need ``(:flags :env-input)``).
+ENV_ROLES = ("observation", "evaluator", "user")
 
 #: Most steps a behaviour may have once every bounded repetition is written out (docs/design.md
 #: §3.3): the automaton needs about one state per unrolled step, and Spot's translation time grows
@@ -46,6 +52,7 @@ class State:
     regex: str | None = None
     stop: tuple[str, ...] = ()
     max_tokens: int | None = None
+    role: str | None = None  # (:role NAME), one of ROLES
     loc: Location | None = field(default=None, compare=False)
 
     @property
@@ -63,6 +70,8 @@ class State:
             d["stop"] = list(self.stop)
         if self.max_tokens is not None:
             d["max_tokens"] = self.max_tokens
+        if self.role is not None:
+            d["role"] = self.role
         return d
 
 
@@ -190,7 +199,7 @@ class Spec:
 
 # --- parsing ---------------------------------------------------------------------------------
 
-_STATE_OPTIONS = (":text", ":flags", ":choices", ":regex", ":stop", ":max-tokens")
+_STATE_OPTIONS = (":text", ":flags", ":choices", ":regex", ":stop", ":max-tokens", ":role")
 _SECTIONS = (":states", ":behavior", ":constraints")
 _PATTERN_OPS = ("next", "until", "always", "or", "optional", "repeat")
 _UNTIL_BOUNDED = re.compile(r"^until_(\d+)(?:_(\d+))?$")
@@ -284,6 +293,7 @@ class _Parser:
         out: list[State] = []
         seen: dict[str, State] = {}
         texts: dict[str, State] = {}
+        roles: dict[str, State] = {}
         for node in sec.items[1:]:
             st = self.state(node)
             if st is None:
@@ -297,6 +307,11 @@ class _Parser:
                          f"{texts[st.text].name!r}", st.loc,
                          "prompt texts signal transitions, so each must be distinct")
                 continue
+            if st.role is not None and st.role in roles:
+                self.err(f"states {roles[st.role].name!r} and {st.name!r} both declare (:role {st.role})",
+                         st.loc, "a role belongs to one state")
+            elif st.role is not None:
+                roles[st.role] = st
             seen[st.name] = st
             texts[st.text] = st
             out.append(st)
@@ -378,10 +393,23 @@ class _Parser:
                     self.err(":max-tokens takes one positive integer", opt.loc)
                 else:
                     opts["max_tokens"] = n
+            elif key == ":role":
+                role = args[0] if len(args) == 1 and isinstance(args[0], Atom) and not args[0].is_string \
+                    else None
+                if role is None:
+                    self.err(":role takes one role name", opt.loc, f"the roles are {', '.join(ROLES)}")
+                elif role.value not in ROLES:
+                    self.err(f"unknown role {role.value!r}", role.loc,
+                             _suggest(role.value, ROLES) or f"the roles are {', '.join(ROLES)}")
+                else:
+                    opts["role"] = role.value
         if text is None:
             if not any(isinstance(o, SList) and o.head() == ":text" for o in node.items[1:]):
                 self.err(f"state {nm.value!r} has no (:text \"…\")", node.loc)
             return None
+        if opts.get("role") in ENV_ROLES and not opts.get("env_input"):
+            self.err(f"state {nm.value!r} declares (:role {opts['role']}) but the model writes it", node.loc,
+                     "that role belongs to a state the environment writes: add (:flags :env-input)")
         if opts.get("env_input") and ("choices" in opts or "regex" in opts):
             self.err(f"state {nm.value!r} is :env-input: content constraints apply only to text "
                      "the model writes", node.loc)

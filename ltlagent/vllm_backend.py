@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .agent import Agent, RunResult, Step, _Recorder
+from .agent import Agent, RunResult, Step, _StepLog
 from .environment import EnvContext, EnvReply
 from .errors import UsageError
 from .vllm_processor import EXTRA_KEY
@@ -40,7 +40,7 @@ def vllm_agent(spec: Spec | str | Path, llm: Any, *, tools: Sequence[Tool] = (),
 
 
 class _Episode:
-    """One task's run: its tokens so far, environment ranges, cursor and recorder."""
+    """One task's run: its tokens so far, environment ranges, cursor and step log."""
 
     def __init__(self, agent: Agent, task: str, mon: Monitor, prompt_ids: list[int]) -> None:
         self.task = task
@@ -49,7 +49,7 @@ class _Episode:
         self.ids = list(prompt_ids)
         self.env: list[list[int]] = []
         self.mon = mon
-        self.rec = _Recorder(agent.compiled)
+        self.log = _StepLog(mon, agent.spec)
         self.stop: str | None = None
         self.env_tokens = self.eos_tokens = self.forced_tokens = self.requests = self.submitted = 0
         self.t_env = 0.0
@@ -149,16 +149,9 @@ def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_ne
 
 def _consume(agent: Agent, ep: _Episode, toks: list[int], eos: set[int], max_steps: int,
              n_ctx: int | None) -> bool:
-    """Feed one turn's tokens to the episode's cursor and recorder; run the environment when the
-    turn ended in an ``:env-input`` state. True when the episode goes on."""
-    mon, rec = ep.mon, ep.rec
-
-    def consume(events: Sequence[Any], kind: str) -> None:
-        for e in events:
-            if e.kind == "text" and e.text:
-                rec.add(e.text, kind)
-            elif e.kind == "enter":
-                rec.entered(bool(e.forced))
+    """Feed one turn's tokens to the episode's cursor; run the environment when the turn ended in
+    an ``:env-input`` state. True when the episode goes on."""
+    mon, log = ep.mon, ep.log
 
     for tok in toks:
         if mon.is_finished or mon.waiting_for_env:
@@ -169,9 +162,8 @@ def _consume(agent: Agent, ep: _Episode, toks: list[int], eos: set[int], max_ste
         except UsageError:  # the engine did not apply the mask (processor not loaded?)
             raise UsageError("vLLM produced a token the monitor forbids: was the LLM built with "
                              "logits_processors=[ltlagent.vllm_processor.LtlLogitsProcessor]?") from None
-        consume(events, "forced" if forced else "model")
+        log.wrote(events, "forced" if forced else "model")
         ep.forced_tokens += forced
-        rec.count()
         if tok in eos:
             ep.eos_tokens += 1
         else:
@@ -184,16 +176,16 @@ def _consume(agent: Agent, ep: _Episode, toks: list[int], eos: set[int], max_ste
         else:
             ep.stop = "finished"
         return False
-    if len(rec.marks) > max_steps:
+    if len(mon.segments) > max_steps:
         ep.stop = "max_steps"
         return False
     if not mon.waiting_for_env:
         ep.stop = "max_new_tokens" if (mon.remaining_tokens or 0) <= 0 else "context_full"
         return False
-    i = len(rec.marks) - 1
-    state = agent.spec.states[rec.marks[i][0]].name if rec.marks else str(mon.state)
+    i = len(mon.segments) - 1
+    state = str(mon.state)
     te = time.perf_counter()
-    ctx = EnvContext(ep.task, state, tuple(rec.step(j) for j in range(i)))
+    ctx = EnvContext(ep.task, state, tuple(log.step(j) for j in range(i)))
     try:
         got = agent.handlers[state](ctx) if state in agent.handlers else None
     except EOFError:
@@ -212,27 +204,25 @@ def _consume(agent: Agent, ep: _Episode, toks: list[int], eos: set[int], max_ste
         ids = agent._encode(agent._env_text(EnvReply("(environment text withheld: the tokenizer cannot "
                                                      "write it)")), special=False)
         events = mon.feed_env(ids)
-    consume(events, "env")
-    rec.count(len(ids))
+    log.wrote(events, "env")
     ep.env.append([len(ep.ids), len(ep.ids) + len(ids)])
     ep.ids += ids
     ep.env_tokens += len(ids)
-    rec.info[i] = (reply.tool, reply.error, time.perf_counter() - te)
+    log.info[i] = (reply.tool, reply.error, time.perf_counter() - te)
     ep.t_env += time.perf_counter() - te
     return True
 
 
 def _result(agent: Agent, ep: _Episode, t_index: float, max_steps: int, max_new_tokens: int,
             temperature: float, top_k: int | None, top_p: float | None, seed: int | None) -> RunResult:
-    rec = ep.rec
-    steps: tuple[Step, ...] = tuple(rec.step(i) for i in range(len(rec.marks)))
-    verdict = agent.compiled.automaton.run([s.state for s in steps]).status
+    steps: tuple[Step, ...] = ep.log.steps()
     total = (ep.t_end or time.perf_counter()) - ep.t0
     generated = ep.mon.tokens_generated
     decode_s = max(total - ep.t_env, 1e-9)
     return RunResult(
         task=ep.task, answer=agent._answer(steps) if steps else None, steps=steps, prompt=ep.prompt,
-        transcript=rec.text, stop_reason=ep.stop or "finished", verdict=verdict, spec=agent.spec.name,
+        transcript=ep.log.text, stop_reason=ep.stop or "finished", verdict=ep.mon.verdict,
+        spec=agent.spec.name,
         usage={"prompt_tokens": len(ep.prompt_ids), "generated_tokens": generated,
                "forced_tokens": ep.forced_tokens, "eos_tokens": ep.eos_tokens, "env_tokens": ep.env_tokens,
                "forward_tokens": ep.submitted,
