@@ -14,6 +14,7 @@ starts a new trace, so one processor can be reused across calls.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,33 +97,49 @@ class LtlLogitsProcessor(LogitsProcessor):
         mon.set_remaining(self.max_new_tokens)
         return mon
 
-    def _monitor(self, row: np.ndarray) -> Monitor:
+    def _monitor(self, row: np.ndarray, sole: bool = False) -> Monitor:
         """The cursor after the row's generated tokens.
 
         Cursors are memoised by the row's whole token prefix (prompt included), so rows are told
         apart by content, not by position: beam reordering and batches need no bookkeeping. A row
-        continues a fork of its parent's cursor (the parent may have several children)."""
+        continues a fork of its parent's cursor (a beam's parent may have several children), or,
+        when the caller knows it is its parent's ``sole`` child, takes the parent's cursor over."""
         assert self._start is not None
         states = self._states
-        mon = states.get(row.tobytes())
+        full = row.tobytes()  # row[:j].tobytes() is full[:8 * j] (int64 ids)
+        mon = states.get(full)
         if mon is not None:
             return mon
         n = row.shape[0]
         j = n - 1
-        while j > self._start and row[:j].tobytes() not in states:
+        parent = states.get(full[:8 * j])
+        while parent is None and j > self._start:
             j -= 1
-        parent = states.get(row[:j].tobytes())
+            parent = states.get(full[:8 * j])
         if parent is None:
             j = self._start
-            parent = states[row[:j].tobytes()] = self._initial(row[:j])
-        mon = parent.fork()
+            parent = states[full[:8 * j]] = self._initial(row[:j])
+            mon = parent.fork()
+        elif sole and j == n - 1:
+            mon = states.pop(full[:8 * j])  # nobody else continues it: no copy
+        else:
+            mon = parent.fork()
+        waiting = mon.waiting_for_env
         for k in range(j, n):
-            waiting = mon.waiting_for_env
             mon.follow(int(row[k]))  # after a stop, what follows (padding) is ignored
-            if mon.waiting_for_env and not waiting:
+            if not waiting and mon.waiting_for_env:
                 self._pause(row[:k + 1], mon)
-        states[row.tobytes()] = mon
+                waiting = True
+        states[full] = mon
         return mon
+
+    def _monitors(self, ids: np.ndarray) -> list[Monitor]:
+        """The cursors of all rows of ``ids`` (a row that is its parent's only child in the batch
+        takes the parent's cursor over)."""
+        if ids.shape[0] == 1:
+            return [self._monitor(ids[0], True)]
+        parents = Counter(ids[i, :-1].tobytes() for i in range(ids.shape[0]))
+        return [self._monitor(ids[i], parents[ids[i, :-1].tobytes()] == 1) for i in range(ids.shape[0])]
 
     def _pause(self, seq: np.ndarray, mon: Monitor) -> None:
         if len(self._paused) >= _MAX_PAUSED:
@@ -140,14 +157,15 @@ class LtlLogitsProcessor(LogitsProcessor):
         ids = self._rows(input_ids)
         length = ids.shape[1]
         new_call = self._start is None or length != self._last_len + 1 or any(
-            ids[i, :-1].tobytes() not in self._states for i in range(ids.shape[0]))
+            ids[i, :-1].tobytes() not in self._states and ids[i].tobytes() not in self._states
+            for i in range(ids.shape[0]))
         if new_call:
             self._start = length
             self._states = {}
         self._last_len = length
         if scores.dim() != 2 or scores.shape[0] != ids.shape[0]:
             raise ValueError(f"expected scores of shape ({ids.shape[0]}, vocab), got {tuple(scores.shape)}")
-        monitors = [self._monitor(ids[i]) for i in range(ids.shape[0])]
+        monitors = self._monitors(ids)
         if self.strict:
             # a token the mask forbids: beam search keeps -inf candidates when too few are allowed;
             # anything else means another logits processor overrode the mask
@@ -188,7 +206,7 @@ class LtlStoppingCriteria(StoppingCriteria):
         if p._start is None:
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         ids = p._rows(input_ids)
-        done = [p._monitor(ids[i]).is_stopped for i in range(ids.shape[0])]
+        done = [mon.is_stopped for mon in p._monitors(ids)]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 

@@ -115,12 +115,10 @@ def test_follow_never_raises_and_dies_on_a_refused_token() -> None:
     mon = Monitor(index, eos_ends_text=False)
     _drive(mon, tok, "Thought: go\n")
     action = tok.encode("Observation:", add_special_tokens=False)
-    before = mon.machine_state
     for t in action:  # Thought may not be followed by Observation
         mon.follow(t)
     assert mon.is_dead and mon.is_finished and mon.is_stopped and mon.verdict == "rejected"
     assert mon.current_mask().allowed_ids().tolist() == [tok.eos_token_id]
-    assert mon.machine_state != before or mon.is_dead
     with pytest.raises(UsageError):
         mon.advance(tok.eos_token_id)
 
