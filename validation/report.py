@@ -49,12 +49,13 @@ def delta_ci(out: Path, model: str, task: str, k: int, resamples: int = 4000,
 
 def accuracy_table(results: list[dict], models: list[str], tasks: list[str], ks: list[int],
                    out: Path | None = None) -> str:
-    head = "| Model | k | " + " | ".join(f"{t} Abl. | {t} ReAct | Δ" for t in tasks) + " |"
-    sep = "|---|---|" + "---|---|---|" * len(tasks)
+    head = "| Model | k | n | " + " | ".join(f"{t} Abl. | {t} ReAct | Δ" for t in tasks) + " |"
+    sep = "|---|---|---|" + "---|---|---|" * len(tasks)
     rows = [head, sep]
     for m in models:
         for k in ks:
             cells = []
+            ns = sorted({int(r["n"]) for r in results if r["model"] == m and r["k"] == k})
             for t in tasks:
                 a, c = _get(results, m, t, k, "ablated"), _get(results, m, t, k, "constrained")
                 av = f"{a['accuracy']:.1f}" if a else "–"
@@ -64,7 +65,8 @@ def accuracy_table(results: list[dict], models: list[str], tasks: list[str], ks:
                 if ci is not None:
                     d = f"{ci[0]:+.1f} [{ci[1]:+.1f}, {ci[2]:+.1f}]"
                 cells.append(f"{av} | {cv} | {d}")
-            rows.append(f"| {m} | {k} | " + " | ".join(cells) + " |")
+            n = "/".join(str(x) for x in ns) or "–"
+            rows.append(f"| {m} | {k} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -147,7 +149,8 @@ def write_report(out: Path) -> Path:
         "",
         "## Accuracy (%) per task × k × agent × model (Abl. = ablated agent, ReAct = fully constrained)",
         "",
-        "Δ = ReAct − Abl. in points, with its 95 % paired bootstrap interval over the questions [low, high].",
+        "n = questions per cell (the same questions for both agents). Δ = ReAct − Abl. in points, with its "
+        "95 % paired bootstrap interval over the questions [low, high].",
         "",
         accuracy_table(results, models, tasks, ks, out),
         "",
