@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .compiled import CompiledSpec
-from .compiled import compile as compile_spec
+from .compiled import compile_spec
 from .environment import (
     EnvContext,
     EnvFn,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .compiled import CompiledSpec
-from .compiled import compile as compile_spec
+from .compiled import compile_spec
 from .errors import CompileError, UsageError
 from .machine import (
     BOUNDARY_EVENT,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from ltlagent import compile, parse_spec
+from ltlagent import compile_spec, parse_spec
 
 T, A, I, O, FT, ANS = "Thought", "Action", "Action-Input", "Observation", "Final-Thought", "Answer"
 LOOP = [T, A, I, O]
 
 
 def verdict(spec: str, trace: list[str]) -> str:
-    return compile(spec).automaton.run(trace).status
+    return compile_spec(spec).automaton.run(trace).status
 
 
 @pytest.mark.parametrize(("trace", "status"), [
@@ -28,9 +28,9 @@ def test_react(trace: list[str], status: str) -> None:
 
 
 def test_react_rejection_names_the_step_and_what_was_allowed() -> None:
-    v = compile("react").automaton.run([T, A, FT, ANS])
+    v = compile_spec("react").automaton.run([T, A, FT, ANS])
     assert v.failed_at == 2 and v.allowed == (I,)
-    inc = compile("react").automaton.run(LOOP)
+    inc = compile_spec("react").automaton.run(LOOP)
     assert set(inc.allowed) == {T, FT} and inc.completion == (FT, ANS)
 
 
@@ -44,7 +44,7 @@ def test_reflexion() -> None:
 
 
 def test_chat_bot_is_infinite() -> None:
-    a = compile("chat-bot").automaton
+    a = compile_spec("chat-bot").automaton
     assert a.infinite
     trace: list[str] = []
     for i in range(12):  # every alternating prefix is viable and none is complete
@@ -58,21 +58,21 @@ def test_chat_bot_is_infinite() -> None:
 
 
 def test_chain_of_thought_accepts_exactly_thought_answer() -> None:
-    a = compile("chain-of-thought").automaton
+    a = compile_spec("chain-of-thought").automaton
     assert a.run([T, ANS]).accepted
     for bad in ([T], [ANS], [T, ANS, ANS], [T, T, ANS]):
         assert not a.run(bad).accepted
 
 
 def test_react_bounded_allows_at_most_three_loops() -> None:
-    a = compile("react-bounded").automaton
+    a = compile_spec("react-bounded").automaton
     assert a.run([*LOOP * 3, FT, ANS]).accepted
     v = a.run([*LOOP * 4, FT, ANS])
     assert v.status == "rejected" and v.failed_at == 12 and v.allowed == (FT,)
 
 
 def test_react_constrained_matches_react() -> None:
-    a = compile("react-constrained").automaton
+    a = compile_spec("react-constrained").automaton
     for tr in ([FT, ANS], [*LOOP, FT, ANS], [*LOOP, *LOOP, FT, ANS]):
         assert a.run(tr).accepted
     assert a.run([T, A, FT, ANS]).status == "rejected"
@@ -84,7 +84,7 @@ def test_omega_power_is_exact_not_the_safety_closure() -> None:
       (Action-Input (:text "Action Input:")) (Observation (:text "Observation:"))
       (Final-Thought (:text "Final Thought:")))
       (:behavior (always (until (next Thought Action Action-Input Observation) Final-Thought))))'''
-    a = compile(parse_spec(text)).automaton
+    a = compile_spec(parse_spec(text)).automaton
     assert not a.accepts_lasso([], LOOP)
     assert a.accepts_lasso([], [*LOOP, FT])
     assert a.accepts_lasso(LOOP, [FT])
@@ -94,12 +94,12 @@ def test_omega_power_is_exact_not_the_safety_closure() -> None:
 def test_bounds_over_255_are_exact(bound: int) -> None:
     text = f'''(define b (:states (A (:text "A:")) (B (:text "B:")))
       (:behavior (until_{bound} A B)))'''
-    a = compile(parse_spec(text)).automaton
+    a = compile_spec(parse_spec(text)).automaton
     assert a.run(["A"] * bound + ["B"]).accepted
     assert a.run(["A"] * (bound + 1) + ["B"]).status == "rejected"
     low = f'''(define b (:states (A (:text "A:")) (B (:text "B:")))
       (:behavior (until_{bound}_{bound + 2} A B)))'''
-    b = compile(parse_spec(low)).automaton
+    b = compile_spec(parse_spec(low)).automaton
     assert b.run(["A"] * (bound - 1) + ["B"]).status == "rejected"
     assert b.run(["A"] * (bound + 2) + ["B"]).accepted
 
@@ -109,7 +109,7 @@ def test_unreachable_declared_state_is_reported_by_show() -> None:
 
     text = '''(define u (:states (A (:text "A:")) (B (:text "B:")) (C (:text "C:")))
       (:behavior (next A B)) (:constraints (always (not C))))'''
-    assert warnings(compile(parse_spec(text))) == [
+    assert warnings(compile_spec(parse_spec(text))) == [
         "state 'C' is declared but no trace of this spec visits it"]
 
 
@@ -120,7 +120,7 @@ def test_table_agrees_with_spot_on_every_edge() -> None:
     from ltlagent.ltl import Encoding
 
     for name in ("react", "reflexion", "react-bounded", "chat-bot"):
-        a = compile(name).automaton
+        a = compile_spec(name).automaton
         aut = a.spot_automaton()
         enc = Encoding(a.names)
         d = aut.get_dict()
