@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .compiled import CompiledSpec
-from .compiled import compile_spec
+from .compiled import CompiledSpec, compile_spec
 from .errors import CompileError, UsageError
 from .machine import (
     BOUNDARY_EVENT,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltlagent import compile_spec, parse_spec
+from ltlagent import Automaton, compile_spec, parse_spec
 
 T, A, I, O, FT, ANS = "Thought", "Action", "Action-Input", "Observation", "Final-Thought", "Answer"
 LOOP = [T, A, I, O]
@@ -129,3 +129,66 @@ def test_table_agrees_with_spot_on_every_edge() -> None:
                 cube = spot.formula_to_bdd(spot.formula(enc.state_cube(a.names[i])), d, aut)
                 dsts = [e.dst for e in aut.out(q) if (e.cond & cube).id() != 0]
                 assert dsts == ([r] if r >= 0 else []), (name, q, a.names[i])
+
+
+def test_spot_automaton_is_kept_and_parsed_at_most_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder's Spot automaton is reused; a pickled copy (the table only) parses the HOA text
+    once, however many Spot views are asked of it."""
+    import pickle
+
+    from ltlagent import spotlib
+
+    parsed: list[str] = []
+    real = spotlib.from_hoa
+
+    def counting(text: str) -> object:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(spotlib, "from_hoa", counting)
+    a = compile_spec("chat-bot").automaton
+    assert a.spot_automaton() is a.spot_automaton()
+    assert a.accepts_lasso([], ["Chat-Bot", "User"]) and a.letter_edges
+    assert parsed == []
+    b = pickle.loads(pickle.dumps(a))
+    assert b == a and hash(b) == hash(a)
+    first = b.spot_automaton()
+    assert b.accepts_lasso([], ["Chat-Bot", "User"]) and not b.accepts_lasso([], ["Chat-Bot"])
+    assert b.letter_edges == a.letter_edges and b.accepting_marks == a.accepting_marks
+    assert b.spot_automaton() is first
+    assert parsed == [a.hoa]
+
+
+def _hand_built() -> Automaton:
+    """0 -A-> 1 -B-> 3 (accepting); 0 -B-> 2 -C-> 4: states 2 and 4 cannot reach acceptance."""
+    from ltlagent.graph import coreachable
+    from ltlagent.ltl import Formulas
+
+    delta = ((1, 2, -1), (-1, 3, -1), (-1, -1, 4), (-1, -1, -1), (-1, -1, -1))
+    return Automaton(("A", "B", "C"), 0, delta, frozenset({3}), coreachable(delta, {3}), False,
+                     Formulas("", "", False), "")
+
+
+def test_derived_views_of_the_table() -> None:
+    a = _hand_built()
+    assert a.live == {0, 1, 3}
+    assert a.live_delta == ((1, -1, -1), (-1, 3, -1), (-1, -1, -1), (-1, -1, -1), (-1, -1, -1))
+    assert a.allowed_index == ((0,), (1,), (), (), ())
+    assert a.reachable == {0, 1, 3}
+    assert a.doomed == {2, 4}
+    assert a.visited_names == {"A", "B"}
+    assert a.state_cubes == ("(b0 & !b1)", "(!b0 & b1)", "(b0 & b1)")
+    assert a.live_delta is a.live_delta  # computed once
+
+
+def test_show_warnings_read_the_views() -> None:
+    from ltlagent.compiled import CompiledSpec
+    from ltlagent.lexer import build_lexer
+    from ltlagent.show import warnings
+
+    spec = parse_spec('''(define h (:states (A (:text "A:")) (B (:text "B:")) (C (:text "C:")))
+      (:behavior (next A B)))''')
+    c = CompiledSpec(spec, _hand_built(), build_lexer(["A:", "B:", "C:"]))
+    assert warnings(c) == [
+        "state 'C' is declared but no trace of this spec visits it",
+        "automaton states 2, 4 cannot reach acceptance: the monitor never lets a trace enter them"]

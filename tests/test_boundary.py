@@ -179,8 +179,8 @@ def test_chat_template_modes(tok: Any) -> None:
 def test_boundary_at_the_start_of_a_text(tok: Any) -> None:
     """A label right after the prompt string (only whitespace before it) also starts a new example;
     the one-line stop still waits for the text to begin."""
-    index = build_index(compile_spec("react-agent"), tok, tool_names=["Calculator"], context_labels=CONTEXT_LABELS,
-                        cache=False)
+    index = build_index(compile_spec("react-agent"), tok, tool_names=["Calculator"],
+                        context_labels=CONTEXT_LABELS, cache=False)
     mon = Monitor(index, newline=True)
     events = _walk(mon, tok, "Thought: add\nAction: Calculator\nAction Input:\nQuestion:")
     ends = [e for e in events if e.kind == "end"]
