@@ -98,7 +98,7 @@ class Automaton:
 
     def allowed(self, q: int) -> tuple[str, ...]:
         """The states allowed next from ``q`` (successors from which acceptance is reachable)."""
-        return tuple(n for n, r in zip(self.names, self.delta[q]) if r in self.live)
+        return tuple(self.names[i] for i in self.allowed_index[q])
 
     @cached_property
     def allowed_index(self) -> tuple[tuple[int, ...], ...]:
@@ -142,6 +142,7 @@ class Automaton:
 
     @cached_property
     def _spot(self) -> TwaGraph:
+        """Spot's automaton: the builder's own object, else parsed from ``hoa`` on first use."""
         return spotlib.from_hoa(self.hoa)
 
     @cached_property

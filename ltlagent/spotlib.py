@@ -156,6 +156,7 @@ def translate(formula: str) -> TwaGraph:
 # -- reading automata --------------------------------------------------------------------------
 
 def initial_state(aut: TwaGraph) -> int:
+    """The number of ``aut``'s initial state."""
     return int(aut.get_init_state_number())
 
 
@@ -229,9 +230,11 @@ def difference_word(yes: TwaGraph, no: TwaGraph, letters: Sequence[str]
 
 
 def to_hoa(aut: TwaGraph) -> str:
+    """``aut`` in the HOA format (kept with the table for ``show --hoa`` and unpickled copies)."""
     return str(aut.to_str("hoa"))
 
 
 def from_hoa(text: str) -> TwaGraph:
+    """The automaton of an HOA text, with the same state numbers as the one written."""
     return _spot().automaton(text)
 

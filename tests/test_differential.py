@@ -190,11 +190,11 @@ def textbook_ltl(p: Pattern, atom: object) -> str:
 
 
 def textbook_formulas(spec: Spec) -> Formulas:
-    import spot
+    from ltlagent import spotlib
 
     enc = encode(spec)
     core = textbook_ltl(spec.behavior, enc.state_cube)
-    f = str(spot.from_ltlf(spot.formula(core), ALIVE))
+    f = spotlib.ltlf_to_ltl(core, ALIVE)
     axioms = f"G({ALIVE} -> {enc.valid()}) & G(!{ALIVE} -> {enc.cube(0)})"
     return Formulas(core, f"{f} & {axioms}", False)
 

@@ -57,7 +57,7 @@ def test_content_does_not_import_the_automaton() -> None:
 def test_dispatch_table_covers_every_command() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert list(sub.choices) == [c.name for c in COMMANDS]  # type: ignore[union-attr]
+    assert sub.choices is not None and list(sub.choices) == [c.name for c in COMMANDS]
     assert {c.name for c in COMMANDS} == {"show", "check-trace", "validate", "check-equiv", "run"}
     for c in COMMANDS:
         args = parser.parse_args([c.name, *(["react", "react"] if c.name == "check-equiv" else
@@ -89,10 +89,10 @@ def test_old_compile_name_warns_and_still_works() -> None:
     import ltlagent.compiled
 
     with pytest.warns(DeprecationWarning, match="compile_spec"):
-        f = ltlagent.compile  # type: ignore[attr-defined]
+        f = ltlagent.compile
     assert f is ltlagent.compile_spec
     with pytest.warns(DeprecationWarning, match="compile_spec"):
-        g = ltlagent.compiled.compile  # type: ignore[attr-defined]
+        g = ltlagent.compiled.compile
     assert g is ltlagent.compile_spec
     assert "compile" not in ltlagent.__all__  # the new name does not warn (warnings are errors)
     assert ltlagent.compile_spec("react").names
