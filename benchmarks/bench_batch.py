@@ -149,7 +149,7 @@ def main() -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ltlagent import cache
-    from ltlagent.compiled import compile as compile_spec
+    from ltlagent.compiled import compile_spec
     from ltlagent.monitor import build_index
 
     torch.set_num_threads(1)

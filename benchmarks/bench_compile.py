@@ -55,7 +55,7 @@ def stress_spec(n_states: int = 30, depth: int = 6, seed: int = 7) -> str:
 
 
 PROBE = ("import time, json, sys; t=time.perf_counter(); import ltlagent; "
-         "c=ltlagent.compile(sys.argv[1]); "
+         "c=ltlagent.compile_spec(sys.argv[1]); "
          "print(json.dumps({'total': time.perf_counter()-t, "
          "'translate': c.automaton.translate_seconds, 'states': c.automaton.num_states}))")
 

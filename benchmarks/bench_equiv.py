@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from ltlagent.automaton import compile_spec
+from ltlagent.automaton import build_automaton
 from ltlagent.equiv import check_equivalence
 from ltlagent.spec import Spec, load_spec, parse_spec
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         sec, r = timed(a, b, args.repeat)
         ces = ", ".join(f"{c.accepted_by}:{c.length}" for c in r.counterexamples) or "-"
         verdict = "equivalent" if r.holds else "not equivalent"
-        sizes = f"{compile_spec(a).num_states}/{compile_spec(b).num_states}"
+        sizes = f"{build_automaton(a).num_states}/{build_automaton(b).num_states}"
         print(f"{label:<30} {sizes:>10} {verdict:<15} {ces:<16} {sec * 1000:>10.1f}")
     print(f"\n(python {sys.version.split()[0]}; states: automaton states of each spec; "
           "counterexamples: side that accepts it : length)")

@@ -101,7 +101,7 @@ def pct(xs: list[float], q: float) -> float:
 
 def bench_compile(size: int, spec: str, reps: int) -> dict[str, float]:
     from ltlagent import cache
-    from ltlagent.compiled import compile as compile_spec
+    from ltlagent.compiled import compile_spec
     from ltlagent.monitor import Monitor, build_index
 
     t0 = time.perf_counter()
@@ -202,7 +202,7 @@ def replay(index: object, toks: list[int], reps: int) -> list[float]:
 def bench_steps(size: int, spec: str) -> dict[str, float]:
     import torch
 
-    from ltlagent.compiled import compile as compile_spec
+    from ltlagent.compiled import compile_spec
     from ltlagent.monitor import build_index
     from ltlagent.processor import LtlLogitsProcessor
 
@@ -252,7 +252,7 @@ def bench_outlines(size: int) -> dict[str, float] | None:
         return None
     import torch
 
-    from ltlagent.compiled import compile as compile_spec
+    from ltlagent.compiled import compile_spec
     from ltlagent.monitor import build_index
     from ltlagent.vocab import vocab_from_tokenizer
 
@@ -301,7 +301,7 @@ def bench_generate(size: int, new_tokens: int, reps: int) -> dict[str, float]:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessor
 
-    from ltlagent.compiled import compile as compile_spec
+    from ltlagent.compiled import compile_spec
     from ltlagent.monitor import build_index
     from ltlagent.processor import LtlLogitsProcessor
 

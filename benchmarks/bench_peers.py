@@ -286,7 +286,7 @@ def summary(passes: list[list[float]]) -> dict[str, float]:
 def run(size: int, reps: int) -> dict[str, object]:
     import bench_monitor as bm
 
-    from ltlagent.compiled import compile as compile_spec
+    from ltlagent.compiled import compile_spec
     from ltlagent.monitor import build_index
 
     tok, _ = bm.tokenizer(size)

@@ -35,7 +35,7 @@ def child(size: int) -> dict[str, float]:
     import torch
 
     from ltlagent import warm
-    from ltlagent.compiled import compile as compile_spec
+    from ltlagent.compiled import compile_spec
     from ltlagent.monitor import build_index
 
     torch.set_num_threads(1)

@@ -19,8 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .compiled import CompiledSpec
-from .compiled import compile as compile_spec
+from .compiled import CompiledSpec, compile_spec
 from .environment import (
     EnvContext,
     EnvFn,

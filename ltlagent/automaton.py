@@ -1,31 +1,30 @@
-"""Spot automaton → a small frozen transition table (docs/design.md §3).
+"""Spot automaton → a small frozen transition table, and the views derived from it (docs/design.md §3).
 
 Spot is the source of truth: the spec's formula is translated once to a deterministic automaton
 (finite specs through ``to_finite``, infinite ones as a deterministic ω-automaton), and read into
 an immutable table ``(automaton state, spec state) → next automaton state``. Everything on the hot
-path (check-trace, validation, the decoding monitor) uses the table; lassos go back to Spot.
+path (check-trace, validation, the decoding monitor) uses the table; lassos go back to Spot, whose
+automaton each :class:`Automaton` keeps (parsed at most once). Spot is reached through
+:mod:`ltlagent.spotlib` only.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field, fields
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
 
+from . import spotlib
 from .errors import CompileError, SpecError
+from .graph import coreachable, reachable
 from .ltl import ALIVE, MARK, Encoding, Formulas, build_formulas, encode
 from .spec import Spec
+from .spotlib import EdgeTable, TwaGraph
 
-if TYPE_CHECKING:
-    import spot
-
-__all__ = ["Automaton", "Verdict", "compile_spec", "translate"]
+__all__ = ["Automaton", "Verdict", "build_automaton", "translate", "DEAD"]
 
 DEAD = -1
-_BDD_FALSE = 0  # BuDDy's id of the constant false BDD
 
 
 @dataclass(frozen=True)
@@ -54,6 +53,10 @@ class Automaton:
     ``delta[q][i]`` is the successor of automaton state ``q`` on spec state ``names[i]`` (or -1).
     ``live`` holds the states from which some complete trace (finite) or some accepted infinite
     continuation (infinite) is still possible; transitions into non-live states are not allowed.
+
+    The views every consumer needs (the live table, reachability, the state codes, Spot's
+    automaton and its edges) are derived here once, on first use, and cached on the instance; a
+    pickled copy carries the table only and re-derives them.
     """
 
     names: tuple[str, ...]
@@ -65,6 +68,20 @@ class Automaton:
     formulas: Formulas
     hoa: str = field(repr=False, compare=False)
     translate_seconds: float = field(default=0.0, compare=False)
+    #: Spot's automaton and its edge table when the builder has them (else derived from ``hoa``).
+    spot_graph: InitVar[TwaGraph | None] = None
+    spot_edges: InitVar[EdgeTable | None] = None
+
+    def __post_init__(self, spot_graph: TwaGraph | None, spot_edges: EdgeTable | None) -> None:
+        """Seed the caches of the Spot views with what the builder already holds."""
+        if spot_graph is not None:
+            self.__dict__["_spot"] = spot_graph
+        if spot_edges is not None:
+            self.__dict__["letter_edges"] = spot_edges
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickle the table only: Spot's objects do not pickle, and the views are re-derived."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     # -- queries used everywhere
     @property
@@ -81,12 +98,63 @@ class Automaton:
 
     def allowed(self, q: int) -> tuple[str, ...]:
         """The states allowed next from ``q`` (successors from which acceptance is reachable)."""
-        return tuple(n for n, r in zip(self.names, self.delta[q]) if r in self.live)
+        return tuple(self.names[i] for i in self.allowed_index[q])
 
     @cached_property
     def allowed_index(self) -> tuple[tuple[int, ...], ...]:
         """Per automaton state, the indices of the allowed next spec states."""
-        return tuple(tuple(i for i, r in enumerate(row) if r in self.live) for row in self.delta)
+        return tuple(tuple(i for i, r in enumerate(row) if r >= 0) for row in self.live_delta)
+
+    # -- derived views, computed once per automaton
+    @cached_property
+    def live_delta(self) -> tuple[tuple[int, ...], ...]:
+        """``delta`` with every transition into a state that is not live folded into -1: the
+        allowed moves, as a table."""
+        live = self.live
+        return tuple(tuple(r if r in live else DEAD for r in row) for row in self.delta)
+
+    @cached_property
+    def reachable(self) -> frozenset[int]:
+        """States some allowed trace reaches (through allowed transitions from the initial
+        state; empty when the initial state is not live)."""
+        return reachable(self.live_delta, self.initial if self.initial in self.live else DEAD)
+
+    @cached_property
+    def doomed(self) -> frozenset[int]:
+        """States reachable through the raw table that can no longer reach acceptance: the
+        monitor never lets a trace enter them."""
+        return reachable(self.delta, self.initial) - self.live
+
+    @cached_property
+    def visited_names(self) -> frozenset[str]:
+        """Spec states on some allowed transition from a reachable state: those a trace visits."""
+        return frozenset(self.names[i] for q in self.reachable for i in self.allowed_index[q])
+
+    @cached_property
+    def encoding(self) -> Encoding:
+        """The binary code of the spec states that Spot's automaton reads."""
+        return Encoding(self.names)
+
+    @cached_property
+    def state_cubes(self) -> tuple[str, ...]:
+        """Each spec state's code as a conjunction of literals: the letters for Spot."""
+        return tuple(self.encoding.state_cube(n) for n in self.names)
+
+    @cached_property
+    def _spot(self) -> TwaGraph:
+        """Spot's automaton: the builder's own object, else parsed from ``hoa`` on first use."""
+        return spotlib.from_hoa(self.hoa)
+
+    @cached_property
+    def letter_edges(self) -> EdgeTable:
+        """Spot's edges per state and spec state: ``(successor, acceptance marks)`` (equivalence
+        reads the marks of infinite specs)."""
+        return spotlib.letter_edges(self._spot, self.state_cubes)
+
+    @cached_property
+    def accepting_marks(self) -> frozenset[int]:
+        """The acceptance-mark sets (bit masks) whose infinite recurrence makes a run accept."""
+        return spotlib.accepting_mark_sets(self._spot)
 
     def is_complete(self, q: int) -> bool:
         """A finite trace ending in ``q`` is accepted."""
@@ -152,15 +220,13 @@ class Automaton:
             raise ValueError("the cycle of a lasso must not be empty")
         if not self.infinite:
             return False
-        aut = self.spot_automaton()
-        enc = Encoding(self.names)
-        letter = [enc.state_cube(n) for n in [*prefix, *cycle]]
-        word = ";".join([*letter[: len(prefix)], "cycle{" + ";".join(letter[len(prefix):]) + "}"])
-        return bool(aut.intersects(_spot().parse_word(word, aut.get_dict()).as_automaton()))
+        cube = self.encoding.state_cube
+        return spotlib.accepts_lasso(self._spot, [cube(n) for n in prefix],
+                                     [cube(n) for n in cycle])
 
-    def spot_automaton(self) -> spot.twa_graph:
-        """The Spot automaton the table was read from (re-parsed from HOA)."""
-        return _spot().automaton(self.hoa)
+    def spot_automaton(self) -> TwaGraph:
+        """The Spot automaton the table was read from (the same object on every call)."""
+        return self._spot
 
     # -- graph views (networkx) for `show`; the compile path itself avoids networkx, whose import
     # alone (0.4 s measured) would cost several times a whole spec compilation
@@ -178,7 +244,7 @@ class Automaton:
         return g
 
     def to_dot(self) -> str:
-        """Graphviz DOT with spec-state names on the edges; double circles accept."""
+        """Graphviz DOT of the live part, spec-state names on the edges; double circles accept."""
         lines = ["digraph automaton {", "  rankdir=LR;", '  node [shape=circle];',
                  '  init [shape=point, label=""];', f"  init -> {self.initial};"]
         for q in range(self.num_states):
@@ -190,9 +256,8 @@ class Automaton:
             if q not in self.live:
                 continue
             by_dst: dict[int, list[str]] = {}
-            for i, r in enumerate(row):
-                if r in self.live:
-                    by_dst.setdefault(r, []).append(self.names[i])
+            for i in self.allowed_index[q]:
+                by_dst.setdefault(row[i], []).append(self.names[i])
             for r, labels in by_dst.items():
                 lab = "\\n".join(x.replace('"', '\\"') for x in labels)
                 lines.append(f'  {q} -> {r} [label="{lab}"];')
@@ -211,91 +276,50 @@ class Automaton:
         }
 
 
-def _spot() -> Any:  # the untyped spot module, imported on first use
-    import spot
-
-    return spot
-
-
-def translate(spec: Spec, formulas: Formulas | None = None) -> spot.twa_graph:
+def translate(spec: Spec, formulas: Formulas | None = None) -> TwaGraph:
     """The deterministic Spot automaton of ``spec`` over the code propositions."""
-    import spot
-
     f = formulas or build_formulas(spec)
     try:
         if not f.infinite:
-            aut = spot.translate(f.coded, "deterministic", "sbacc")
-            return spot.to_finite(aut, ALIVE)
-        aut = spot.translate(f.coded)
-        rm = spot.remove_ap()
-        rm.add_ap(MARK)
-        return spot.postprocess(rm.strip(aut), "deterministic", "generic")
-    except (RuntimeError, SyntaxError) as e:  # Spot reports bad formulas as these
+            return spotlib.translate_finite(f.coded, ALIVE)
+        return spotlib.translate_infinite(f.coded, MARK)
+    except spotlib.SpotError as e:
         raise CompileError(f"Spot rejected the formula built for {spec.name}: {e}\n"
                            f"formula: {f.coded}") from e
 
 
-def compile_spec(spec: Spec, formulas: Formulas | None = None) -> Automaton:
+def build_automaton(spec: Spec, formulas: Formulas | None = None) -> Automaton:
     """Translate ``spec`` with Spot and read the result into a frozen table.
 
     ``formulas`` overrides the translation (tests use it to check that a wrong reading of the
     pattern is caught). Raises :class:`SpecError` (at the behaviour) when the spec admits no trace.
     """
-    import spot
-
     t0 = time.perf_counter()
     formulas = formulas or build_formulas(spec)
     aut = translate(spec, formulas)
     seconds = time.perf_counter() - t0
     enc = encode(spec)
-    bdict = aut.get_dict()
-    cubes = [spot.formula_to_bdd(spot.formula(enc.state_cube(n)), bdict, aut) for n in spec.names]
-    n = aut.num_states()
-    delta: list[list[int]] = [[DEAD] * len(cubes) for _ in range(n)]
-    for q in range(n):
-        for e in aut.out(q):
-            for i, c in enumerate(cubes):
-                if (e.cond & c).id() != _BDD_FALSE:
-                    if delta[q][i] not in (DEAD, e.dst):
-                        raise CompileError(f"automaton of {spec.name} is not deterministic")
-                    delta[q][i] = e.dst
-    init = aut.get_init_state_number()
+    edges = spotlib.letter_edges(aut, [enc.state_cube(n) for n in spec.names])
+    delta: list[list[int]] = []
+    for row in edges:
+        delta.append([])
+        for hits in row:
+            succ = {dst for dst, _ in hits}
+            if len(succ) > 1:
+                raise CompileError(f"automaton of {spec.name} is not deterministic")
+            delta[-1].append(succ.pop() if succ else DEAD)
+    n = len(delta)
     if spec.is_infinite:
         accepting: frozenset[int] = frozenset()
-        live = frozenset(q for q in range(n) if not _empty_from(aut, q))
+        live = frozenset(q for q in range(n) if not spotlib.is_empty_from(aut, q))
     else:
-        accepting = frozenset(q for q in range(n) if aut.state_is_accepting(q))
+        accepting = spotlib.accepting_states(aut)
         live = coreachable(delta, accepting)
-    table = Automaton(spec.names, init, tuple(tuple(r) for r in delta), accepting, live,
-                      spec.is_infinite, formulas, aut.to_str("hoa"), seconds)
-    if init not in live or not table.allowed(init):
+    table = Automaton(spec.names, spotlib.initial_state(aut), tuple(tuple(r) for r in delta),
+                      accepting, live, spec.is_infinite, formulas, spotlib.to_hoa(aut), seconds,
+                      spot_graph=aut, spot_edges=edges)
+    if table.initial not in live or not table.allowed(table.initial):
         raise SpecError("the spec admits no trace: its behaviour and constraints contradict "
                         "each other", spec.behavior.loc, spec.text,
                         "check the :constraints against the :behavior")
     return table
-
-
-def _empty_from(aut: spot.twa_graph, q: int) -> bool:
-    import spot
-
-    a = spot.make_twa_graph(aut, spot.twa_prop_set.all())
-    a.set_init_state(q)
-    return bool(a.is_empty())
-
-
-def coreachable(delta: Sequence[Sequence[int]], accepting: Iterable[int]) -> frozenset[int]:
-    """States of a transition table (``delta[q][letter]``, -1 = none) that can reach ``accepting``."""
-    rev: dict[int, list[int]] = {}
-    for q, row in enumerate(delta):
-        for r in row:
-            if r >= 0:
-                rev.setdefault(r, []).append(q)
-    seen = set(accepting)
-    todo = list(accepting)
-    while todo:
-        r = todo.pop()
-        for q in rev.get(r, ()):
-            if q not in seen:
-                seen.add(q)
-                todo.append(q)
-    return frozenset(seen)

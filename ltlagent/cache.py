@@ -69,12 +69,10 @@ def clear_cache() -> int:
 
 
 def _versions() -> str:
-    from . import __version__
+    from . import __version__, spotlib
 
     try:
-        import spot
-
-        spot_v = str(spot.version())
+        spot_v = spotlib.version()
     except Exception:  # Spot missing or broken: the key still differs from a working install
         spot_v = "?"
     return f"ltlagent {__version__}; spot {spot_v}; index format 1"

@@ -6,14 +6,15 @@ share one automaton and one lexer (docs/design.md §10).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .automaton import Automaton, compile_spec
+from .automaton import Automaton, build_automaton
 from .lexer import Lexer, build_lexer
 from .spec import Spec, load_spec
 
-__all__ = ["CompiledSpec", "compile"]
+__all__ = ["CompiledSpec", "compile_spec"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,15 @@ class CompiledSpec:
         return self.spec.states[index].name
 
 
-def compile(spec: Spec | str | Path) -> CompiledSpec:
-    """Compile a spec object, a spec file path or a bundled spec name."""
+def compile_spec(spec: Spec | str | Path) -> CompiledSpec:
+    """Compile a spec object, a spec file path or a bundled spec name: automaton and lexer."""
     s = spec if isinstance(spec, Spec) else load_spec(spec)
-    return CompiledSpec(s, compile_spec(s), build_lexer([st.text for st in s.states]))
+    return CompiledSpec(s, build_automaton(s), build_lexer([st.text for st in s.states]))
+
+
+def __getattr__(name: str) -> object:
+    if name == "compile":  # the old name of compile_spec, which shadowed the builtin
+        warnings.warn("ltlagent.compiled.compile is deprecated: use compile_spec",
+                      DeprecationWarning, stacklevel=2)
+        return compile_spec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

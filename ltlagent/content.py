@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from .automaton import coreachable
 from .errors import UsageError
+from .graph import coreachable
 
 __all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "DEAD", "MAX_DFA_STATES",
            "MAX_REGEX_REPEAT"]

@@ -20,25 +20,17 @@ Exit 0: equivalent (or contained), 1: not, 2: error.
 
 from __future__ import annotations
 
-import argparse
-import json
-import textwrap
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
 
-from .automaton import Automaton, compile_spec
+from . import spotlib
+from .automaton import Automaton, build_automaton
 from .errors import CompileError
-from .ltl import Encoding
-from .spec import Spec, load_spec
+from .spec import Spec
 
-if TYPE_CHECKING:
-    import spot
-
-__all__ = ["Counterexample", "StateDifference", "EquivResult", "check_equivalence",
-           "compact", "add_check_equiv_arguments", "check_equiv_main"]
+__all__ = ["Counterexample", "StateDifference", "EquivResult", "check_equivalence", "compact"]
 
 _STATE_FIELDS = ("text", "env_input", "choices", "regex", "stop", "max_tokens")
 
@@ -204,7 +196,7 @@ def state_differences(a: Spec, b: Spec, ta: Automaton, tb: Automaton) -> list[St
         x, y = sa.get(name), sb.get(name)
         if x is None or y is None:
             t = ta if y is None else tb
-            seen = "visited" if name in _visited(t) else "unvisited"
+            seen = "visited" if name in t.visited_names else "unvisited"
             out.append(StateDifference(name, "declared", seen if y is None else None,
                                        seen if x is None else None))
             continue
@@ -218,26 +210,13 @@ def state_differences(a: Spec, b: Spec, ta: Automaton, tb: Automaton) -> list[St
     return out
 
 
-def _visited(t: Automaton) -> set[str]:
-    """Names on some allowed transition reachable from the initial state."""
-    seen, todo, names = {t.initial}, [t.initial], set()
-    while todo:
-        q = todo.pop()
-        for i in t.allowed_index[q]:
-            names.add(t.names[i])
-            if t.delta[q][i] not in seen:
-                seen.add(t.delta[q][i])
-                todo.append(t.delta[q][i])
-    return names
-
-
 def check_equivalence(a: Spec, b: Spec, *, implies: bool = False, label_a: str = "a",
                       label_b: str = "b") -> EquivResult:
     """Compare the behaviours of two specs (both directions, or ``a ⊆ b`` with ``implies``)."""
     t0 = time.perf_counter()
     names = (*a.names, *(n for n in b.names if n not in a.names))
     wa, wb = _widen(a, names, b), _widen(b, names, a)
-    ta, tb = compile_spec(wa), compile_spec(wb)
+    ta, tb = build_automaton(wa), build_automaton(wb)
     ces: list[Counterexample] = []
     if ta.infinite != tb.infinite:
         ces.append(_some_word(ta, "a"))
@@ -259,7 +238,7 @@ def _some_word(t: Automaton, side: str) -> Counterexample:
     if not t.infinite:
         return Counterexample(side, t.shortest_completion(t.initial))
     res = _omega_search(_OmegaTable.of(t), None, "a")
-    if res is None:  # compile_spec rejects specs that admit no trace
+    if res is None:  # build_automaton rejects specs that admit no trace
         raise CompileError("an infinite spec without an accepted lasso")
     return replace(res, accepted_by=side)
 
@@ -268,7 +247,7 @@ def _finite_counterexamples(ta: Automaton, tb: Automaton, want_b: bool = True
                             ) -> dict[str, Counterexample]:
     """Shortest traces accepted by exactly one side: BFS over the product of the two tables."""
     n = len(ta.names)
-    da, db = _live_delta(ta), _live_delta(tb)
+    da, db = ta.live_delta, tb.live_delta
     acc_a, acc_b = ta.accepting, tb.accepting
     start = (ta.initial, tb.initial)
     parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None] = {start: None}
@@ -298,19 +277,12 @@ def _finite_counterexamples(ta: Automaton, tb: Automaton, want_b: bool = True
     return out
 
 
-def _live_delta(t: Automaton) -> tuple[tuple[int, ...], ...]:
-    """Successors, with every state that cannot reach acceptance folded into the dead state -1."""
-    return tuple(tuple(r if r in t.live else -1 for r in row) for row in t.delta)
-
-
 def _spot_agrees(ta: Automaton, tb: Automaton, found: dict[str, Counterexample],
                  implies: bool) -> None:
     """Ask Spot (pinned ω-languages of the finite specs) and check that the search agrees."""
-    import spot
-
-    fa, fb = spot.translate(ta.formulas.coded), spot.translate(tb.formulas.coded)
-    a_in_b = spot.contains(fb, fa)
-    b_in_a = True if implies else spot.contains(fa, fb)
+    fa, fb = spotlib.translate(ta.formulas.coded), spotlib.translate(tb.formulas.coded)
+    a_in_b = spotlib.contains(fb, fa)
+    b_in_a = True if implies else spotlib.contains(fa, fb)
     if a_in_b != ("a" not in found) or b_in_a != ("b" not in found):
         raise CompileError(f"product search and Spot disagree on {ta.formulas.coded} vs "
                            f"{tb.formulas.coded}")
@@ -330,29 +302,13 @@ class _OmegaTable:
 
     @classmethod
     def of(cls, t: Automaton) -> _OmegaTable:
-        import spot
-
-        aut = t.spot_automaton()
-        enc = Encoding(t.names)
-        cubes = [spot.formula_to_bdd(spot.formula(enc.state_cube(n)), aut.get_dict(), aut)
-                 for n in t.names]
-        rows = []
-        for q in range(aut.num_states()):
-            row = []
-            for c in cubes:
-                hit = (-1, 0)
-                if q in t.live:
-                    for e in aut.out(q):
-                        if (e.cond & c).id() != 0 and e.dst in t.live:
-                            hit = (e.dst, sum(1 << s for s in e.acc.sets()))
-                            break
-                row.append(hit)
-            rows.append(tuple(row))
-        k = aut.acc().num_sets()
-        acc = aut.acc()
-        good = frozenset(m for m in range(1 << k)
-                         if acc.accepting(spot.mark_t([s for s in range(k) if m >> s & 1])))
-        return cls(t.names, aut.get_init_state_number(), tuple(rows), good)
+        """The live part of ``t``'s Spot automaton, with the marks of each edge."""
+        live = t.live
+        rows = tuple(
+            tuple(next(((dst, marks) for dst, marks in hits if dst in live), (-1, 0))
+                  if q in live else (-1, 0) for hits in row)
+            for q, row in enumerate(t.letter_edges))
+        return cls(t.names, t.initial, rows, t.accepting_marks)
 
     def step(self, q: int, i: int) -> tuple[int, int]:
         return self.delta[q][i] if q >= 0 else (-1, 0)
@@ -379,7 +335,9 @@ def _omega_search(xa: _OmegaTable, xb: _OmegaTable | None, side: str) -> Counter
                 order.append(r)
     depth = {start: 0}
     for p in order[1:]:
-        depth[p] = depth[dist[p][0]] + 1  # type: ignore[index]
+        came = dist[p]
+        assert came is not None  # only the start has no parent
+        depth[p] = depth[came[0]] + 1
     best: tuple[int, tuple[int, int], list[int]] | None = None
     for p in order:
         if best is not None and depth[p] >= best[0]:
@@ -400,7 +358,10 @@ def _omega_search(xa: _OmegaTable, xb: _OmegaTable | None, side: str) -> Counter
     return Counterexample(side, tuple(yes.names[i] for i in pre), tuple(yes.names[i] for i in cyc))
 
 
-def _cycle(p: tuple[int, int], succ: object, n: int, good_y: frozenset[int],
+_Succ = Callable[[tuple[int, int], int], tuple[tuple[int, int], int, int]]
+
+
+def _cycle(p: tuple[int, int], succ: _Succ, n: int, good_y: frozenset[int],
            good_n: frozenset[int], has_no: bool, limit: int | None) -> list[int] | None:
     """Shortest cycle p → p whose marks make the yes side accept and the no side reject."""
     start = (p, 0, 0)
@@ -413,7 +374,7 @@ def _cycle(p: tuple[int, int], succ: object, n: int, good_y: frozenset[int],
         for node in frontier:
             q, my, mn = node
             for i in range(n):
-                r, ay, an = succ(q, i)  # type: ignore[operator]
+                r, ay, an = succ(q, i)
                 if r[0] < 0:
                     continue
                 key = (r, my | ay, mn | an)
@@ -444,19 +405,15 @@ def _minimise(prefix: list[int], cycle: list[int]) -> tuple[list[int], list[int]
 
 
 def _omega_counterexamples(ta: Automaton, tb: Automaton, implies: bool) -> list[Counterexample]:
-    import spot
-
     sa, sb = ta.spot_automaton(), tb.spot_automaton()
-    a_in_b = spot.contains(sb, sa)
-    b_in_a = True if implies else spot.contains(sa, sb)
+    a_in_b = spotlib.contains(sb, sa)
+    b_in_a = True if implies else spotlib.contains(sa, sb)
     xa, xb = _OmegaTable.of(ta), _OmegaTable.of(tb)
     out = []
-    for side, holds, (yes, no), (sy, sn) in (("a", a_in_b, (ta, tb), (sa, sb)),
-                                             ("b", b_in_a, (tb, ta), (sb, sa))):
+    for side, holds, yes, no in (("a", a_in_b, ta, tb), ("b", b_in_a, tb, ta)):
         if holds:
             continue
-        ce = _omega_search(xa, xb, side) or _decode(sy.intersecting_word(spot.complement(sn)),
-                                                    yes, side)
+        ce = _omega_search(xa, xb, side) or _spot_lasso(yes, no, side)
         if not (yes.accepts_lasso(list(ce.trace), list(ce.cycle or ()))
                 and not no.accepts_lasso(list(ce.trace), list(ce.cycle or ()))):
             raise CompileError(f"lasso {ce.words()} does not separate the specs")
@@ -464,44 +421,10 @@ def _omega_counterexamples(ta: Automaton, tb: Automaton, implies: bool) -> list[
     return out
 
 
-def _decode(word: spot.twa_word, t: Automaton, side: str) -> Counterexample:
-    """A Spot word as state names: each letter becomes the first state whose code it admits."""
-    import spot as sp
-
-    aut = t.spot_automaton()
-    enc = Encoding(t.names)
-    cubes = [sp.formula_to_bdd(sp.formula(enc.state_cube(n)), aut.get_dict(), aut) for n in t.names]
-
-    def name(letter: Any) -> str:  # a BuDDy bdd (untyped SWIG object)
-        for n, c in zip(t.names, cubes):
-            if (letter & c).id() != 0:
-                return n
+def _spot_lasso(yes: Automaton, no: Automaton, side: str) -> Counterexample:
+    """Spot's word accepted by ``yes`` and not ``no``, as state names (each letter: the first
+    state whose code it admits)."""
+    pre, cyc = spotlib.difference_word(yes.spot_automaton(), no.spot_automaton(), yes.state_cubes)
+    if -1 in pre or -1 in cyc:
         raise CompileError("Spot returned a letter that is no state")
-
-    return Counterexample(side, tuple(name(x) for x in word.prefix),
-                          tuple(name(x) for x in word.cycle))
-
-
-# -- command line ----------------------------------------------------------------------------------
-
-def add_check_equiv_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = textwrap.fill(
-        "Check whether two specs accept the same traces (states matched by name). Prints a "
-        "shortest trace that one accepts and the other does not, in both directions; differences "
-        "in state texts or flags are listed separately. Exit 0: equivalent; 1: not; 2: error.")
-    p.add_argument("a", help="spec file or bundled spec name")
-    p.add_argument("b", help="spec file or bundled spec name")
-    p.add_argument("--implies", action="store_true",
-                   help="check containment instead: every trace of A is a trace of B")
-    p.add_argument("--format", choices=("text", "json"), default="text")
-
-
-def check_equiv_main(args: argparse.Namespace) -> int:
-    a, b = load_spec(args.a), load_spec(args.b)
-    r = check_equivalence(a, b, implies=args.implies, label_a=args.a, label_b=args.b)
-    if args.format == "json":
-        print(json.dumps(r.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        print(r.render())
-    return 0 if r.holds else 1
-
+    return Counterexample(side, tuple(yes.names[i] for i in pre), tuple(yes.names[i] for i in cyc))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import spotlib
 from .errors import SpecError
 from .spec import (
     MAX_UNROLLED_STEPS,
@@ -20,8 +21,8 @@ from .spec import (
     Pattern,
     Repeat,
     Spec,
-    Step,
     Until,
+    Visit,
     unrolled_size,
 )
 
@@ -115,7 +116,7 @@ def _block(body: str, lo: int, hi: int) -> str:
 
 def sere(p: Pattern, atom: Callable[[str], str]) -> str:
     """The SERE (regular expression over letters) of a finite pattern (no ``always``)."""
-    if isinstance(p, Step):
+    if isinstance(p, Visit):
         return atom(p.name)
     if isinstance(p, Next):
         return "{" + ";".join(sere(q, atom) for q in p.parts) + "}"
@@ -156,24 +157,10 @@ def constraint_ltl(f: Formula, atom: Callable[[str], str]) -> str:
     if f.op in ("true", "false"):
         return f.op
     if f.op == "ltl":
-        return _substitute_raw(f.raw or "", atom)
+        return spotlib.rename_atomic_propositions(f.raw or "", atom)
     if f.op in _UN:
         return f"{_UN[f.op]}({constraint_ltl(f.args[0], atom)})"
     return "(" + f" {_BIN[f.op]} ".join(constraint_ltl(a, atom) for a in f.args) + ")"
-
-
-def _substitute_raw(raw: str, atom: Callable[[str], str]) -> str:
-    """Replace the atomic propositions of a Spot LTL string by ``atom(name)``."""
-    import spot
-
-    f = spot.formula(raw)
-
-    def sub(g: spot.formula) -> spot.formula:
-        if g.kind() == spot.op_ap:
-            return spot.formula(atom(g.ap_name()))
-        return g.map(sub)
-
-    return str(sub(f))
 
 
 @dataclass(frozen=True)
@@ -206,15 +193,13 @@ def build_formulas(spec: Spec) -> Formulas:
 
 def _build(spec: Spec, prefix: list[Pattern], body: Pattern | None,
            atom: Callable[[str], str], enc: Encoding | None) -> str:
-    import spot
-
     if body is None:
         pat = sere(prefix[0] if len(prefix) == 1 else Next(tuple(prefix)), atom)
         parts = [f"({{{pat}}}<>=> G!{ALIVE})", ALIVE, f"({ALIVE} U G!{ALIVE})"]
         if enc is not None:
             parts += [f"G({ALIVE} -> {enc.valid()})", f"G(!{ALIVE} -> {enc.cube(0)})"]
         for c in spec.constraints:
-            parts.append(str(spot.from_ltlf(spot.formula(constraint_ltl(c, atom)), ALIVE)))
+            parts.append(spotlib.ltlf_to_ltl(constraint_ltl(c, atom), ALIVE))
         return " & ".join(parts)
     it = f"{{{{{sere(body, atom)}}} && {{(!{MARK})[*];{MARK}}}}}"
     if prefix:

@@ -186,8 +186,7 @@ def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
     ``boundaries``: strings that end any model-written state's text as EOS would (the model began a
     new example: see :func:`boundary_strings`)."""
     spec, aut, lexer = compiled.spec, compiled.automaton, compiled.lexer
-    live = aut.live
-    delta = tuple(tuple(r if r in live else -1 for r in row) for row in aut.delta)
+    delta = aut.live_delta
     content: list[ContentDFA | None] = []
     for st in spec.states:
         if st.tool_choices:

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from .compiled import CompiledSpec
-from .compiled import compile as compile_spec
+from .compiled import CompiledSpec, compile_spec
 from .errors import CompileError, UsageError
 from .machine import (
     DONE,

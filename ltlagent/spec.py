@@ -4,8 +4,9 @@ A spec declares states (prompt string, flags, content constraints) and a behavio
 them (docs/design.md §2). This module turns source text into a :class:`Spec` and reports every
 static error it can find with ``file:line:col`` (§11): whatever a later stage would refuse is
 refused here, so ``show``, ``validate`` and ``run`` agree on which specs are valid. To that end it
-asks Spot to parse raw ``(ltl "…")`` strings and builds each content DFA once (both imported
-lazily); the translation itself is :mod:`ltlagent.ltl` and :mod:`ltlagent.automaton`.
+asks Spot to parse raw ``(ltl "…")`` strings (through :mod:`ltlagent.spotlib`) and builds each
+content DFA once (imported lazily); the translation itself is :mod:`ltlagent.ltl` and
+:mod:`ltlagent.automaton`.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
+from . import spotlib
 from .errors import Location, SpecError, SpecErrors, UsageError
 from .sexp import Atom, Node, SList, read_sexps
 
 __all__ = [
-    "State", "Pattern", "Step", "Next", "Until", "Always", "Or", "Repeat", "Formula", "Spec",
+    "State", "Pattern", "Visit", "Next", "Until", "Always", "Or", "Repeat", "Formula", "Spec",
     "parse_spec", "load_spec", "bundled_specs", "resolve_spec_path", "unrolled_size",
     "TOOLS_CHOICES", "MAX_UNROLLED_STEPS", "ROLES", "ENV_ROLES",
 ]
@@ -78,8 +80,9 @@ class State:
 # --- behaviour patterns -----------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Step:
-    """One step in state ``name``."""
+class Visit:
+    """``S``: one visit to state ``name``, the leaf of a pattern (a run's step is
+    :class:`ltlagent.agent.Step`)."""
 
     name: str
     loc: Location | None = field(default=None, compare=False)
@@ -130,7 +133,7 @@ class Repeat:
     loc: Location | None = field(default=None, compare=False)
 
 
-Pattern = Step | Next | Until | Always | Or | Repeat
+Pattern = Visit | Next | Until | Always | Or | Repeat
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,7 @@ class Spec:
         todo: list[Pattern] = [self.behavior]
         while todo:
             p = todo.pop()
-            if isinstance(p, Step):
+            if isinstance(p, Visit):
                 out.add(p.name)
             elif isinstance(p, Next | Or):
                 todo.extend(p.parts)
@@ -454,7 +457,7 @@ class _Parser:
                          _suggest(node.value, sorted(declared))
                          or f"declared states: {', '.join(sorted(declared))}")
                 return None
-            return Step(node.value, node.loc)
+            return Visit(node.value, node.loc)
         op = node.head()
         if op is None:
             self.err(f"expected a pattern, found {_show(node)}", node.loc,
@@ -612,24 +615,22 @@ class _Parser:
         """A raw ``(ltl "…")`` string must parse in Spot, be plain LTL (``from_ltlf`` refuses
         SEREs and PSL) and name only declared states: checked here, so that a typo is a
         ``file:line:col`` error instead of a failure deep in the translation."""
-        import spot
-
         raw = atom.value
         try:
-            f = spot.formula(raw)
-        except SyntaxError as e:  # Spot's parse errors: ">>> G(\n     ^\nmessage", repeated
-            col, width, why = _spot_syntax_error(str(e))
-            self.err(f"bad LTL in (ltl \"…\"): {why}", _inside(atom, col, width, self.text),
+            info = spotlib.inspect_ltl(raw)
+        except spotlib.LtlSyntaxError as e:  # positioned at Spot's caret
+            self.err(f"bad LTL in (ltl \"…\"): {e.message}",
+                     _inside(atom, e.column, e.width, self.text),
                      "Spot syntax: !, &, |, ->, <->, X, F, G, U, R, W, M; quote state names "
                      "that are not plain identifiers, e.g. \"Action-Input\"")
             return False
-        if not f.is_ltl_formula():
+        if not info.is_ltl:
             self.err("(ltl \"…\") takes an LTL formula; SEREs ({…}, [*]) and PSL operators are "
                      "not supported in constraints", atom.loc,
                      "write sequences in the :behavior pattern instead")
             return False
         ok = True
-        for ap in sorted(_atomic_propositions(f)):
+        for ap in sorted(info.atomic_propositions):
             if ap in declared:
                 continue
             ok = False
@@ -649,43 +650,6 @@ class _Parser:
         return ok
 
 
-def _spot_syntax_error(message: str) -> tuple[int, int, str]:
-    """Column (0-based), caret width and text of a Spot parse error.
-
-    Spot reports each problem as ``>>> FORMULA`` / a caret line / a message, the first problem
-    being the parse error proper and later ones its recovery (``missing closing parenthesis,
-    treating …``); the recovery messages often say more, so they are added in parentheses.
-    """
-    found: list[tuple[int, int, str]] = []
-    lines = message.split("\n")
-    for i, line in enumerate(lines[:-1]):
-        caret = line.lstrip(" ")
-        if caret.startswith("^") and i > 0 and lines[i - 1].startswith(">>> "):
-            col = len(line) - len(caret) - len(">>> ")
-            found.append((max(0, col), len(caret.rstrip()), lines[i + 1].strip()))
-    if not found:
-        return 0, 1, message.strip() or "syntax error"
-    col, width, first = found[0]
-    extra = [m.split(", treating")[0] for _, _, m in found[1:]
-             if m and not m.startswith("ignoring trailing garbage")]
-    return col, width, first + (f" ({'; '.join(extra)})" if extra else "")
-
-
-def _atomic_propositions(f: Any) -> set[str]:
-    """The atomic proposition names of a Spot formula."""
-    import spot
-
-    out: set[str] = set()
-
-    def visit(g: spot.formula) -> bool:
-        if g.kind() == spot.op_ap:
-            out.add(g.ap_name())
-        return False  # keep descending
-
-    f.traverse(visit)
-    return out
-
-
 def _inside(atom: Atom, index: int, width: int, text: str) -> Location:
     """The location of characters ``index…index+width`` of a string atom's value (``index`` may be
     the end: the closing quote), when the source spells the value without escapes; else the
@@ -698,7 +662,7 @@ def _inside(atom: Atom, index: int, width: int, text: str) -> Location:
 
 
 def _children(p: Pattern) -> tuple[Pattern, ...]:
-    if isinstance(p, Step):
+    if isinstance(p, Visit):
         return ()
     if isinstance(p, Next | Or):
         return p.parts
@@ -710,7 +674,7 @@ def _children(p: Pattern) -> tuple[Pattern, ...]:
 def unrolled_size(p: Pattern) -> int:
     """Steps of ``p`` with every bounded repetition written out (an unbounded one counts its
     minimum plus one iteration): the size that Spot's automaton and translation time follow."""
-    if isinstance(p, Step):
+    if isinstance(p, Visit):
         return 1
     if isinstance(p, Next | Or):
         return sum(unrolled_size(q) for q in p.parts)
@@ -746,7 +710,7 @@ def parse_spec(text: str, source: str = "<string>") -> Spec:
     """Parse and statically check spec source text (the language question: is it well formed?).
 
     Emptiness of the language needs the automaton and is checked by
-    :func:`ltlagent.automaton.compile_spec`.
+    :func:`ltlagent.automaton.build_automaton`.
     """
     if "\x00" in text:
         raise SpecError("this looks like a binary file, not a spec (it contains NUL bytes)",

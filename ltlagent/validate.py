@@ -46,24 +46,18 @@ are rescanned. Exit status: 0 all valid, 1 a violation, 2 a usage, spec or file 
 
 from __future__ import annotations
 
-import argparse
 import codecs
 import io
-import json
 import re
-import sys
-import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
-from .compiled import CompiledSpec, compile
-from .errors import UsageError
+from .compiled import CompiledSpec, compile_spec
 from .lexer import CONTEXT_LABELS
 
-__all__ = ["Diagnostic", "ExampleInfo", "FileReport", "Validator", "DEFAULT_CONTEXT_LABELS",
-           "add_validate_arguments", "validate_main"]
+__all__ = ["Diagnostic", "ExampleInfo", "FileReport", "Validator", "DEFAULT_CONTEXT_LABELS"]
 
 DEFAULT_CONTEXT_LABELS = CONTEXT_LABELS
 _CHUNK = 1 << 20
@@ -216,17 +210,10 @@ class _Tables:
     @classmethod
     def build(cls, c: CompiledSpec, tools: Sequence[str] | None) -> _Tables:
         a = c.automaton
-        live = a.live
-        delta = tuple(tuple(r if r in live else -1 for r in row) for row in a.delta)
-        seen, todo = {a.initial}, [a.initial]
-        while todo:
-            q = todo.pop()
-            for r in delta[q]:
-                if r >= 0 and r not in seen:
-                    seen.add(r)
-                    todo.append(r)
-        n = len(a.names)
-        resync = tuple(frozenset(delta[q][i] for q in seen if delta[q][i] >= 0) for i in range(n))
+        delta = a.live_delta
+        seen = a.reachable | {a.initial}
+        resync = tuple(frozenset(delta[q][i] for q in seen if delta[q][i] >= 0)
+                       for i in range(len(a.names)))
         checks = []
         for st in c.spec.states:
             choices = st.choices
@@ -247,7 +234,7 @@ class Validator:
                  strict: bool = False, context_labels: Iterable[str] = (),
                  keep_examples: bool = False, chunk_size: int = _CHUNK,
                  hold_limit: int = _HOLD) -> None:
-        self.compiled = spec if isinstance(spec, CompiledSpec) else compile(spec)
+        self.compiled = spec if isinstance(spec, CompiledSpec) else compile_spec(spec)
         self.tables = _Tables.build(self.compiled, tools)
         self.strict = strict
         self.keep_examples = keep_examples
@@ -755,80 +742,3 @@ class _Scan:
             self.infos.append(ExampleInfo(self.examples, run.line, run.column,
                                           "invalid" if bad else "valid", names))
         self.run_ = None
-
-
-# -- command line ----------------------------------------------------------------------------------
-
-def collect_files(paths: Sequence[str], patterns: Sequence[str]) -> list[Path]:
-    """Files named on the command line, and the matching files under named directories (sorted)."""
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if str(p) == "-":
-            out.append(p)
-        elif p.is_dir():
-            found = sorted({f for pat in patterns for f in p.rglob(pat)
-                            if f.is_file() and not any(x.startswith(".") for x in
-                                                       f.relative_to(p).parts)})
-            if not found:
-                raise UsageError(f"{p}: no files matching {' '.join(patterns)} in this directory")
-            out += found
-        elif p.exists() and not p.is_file():
-            raise UsageError(f"{p}: not a file or directory")
-        else:
-            out.append(p)  # a missing file is reported per file (exit 2)
-    return out
-
-
-def add_validate_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = textwrap.fill(
-        "Check the few-shot examples in prompt files against a spec. Each run of prompt strings "
-        "is replayed through the spec's automaton; problems are reported as FILE:LINE:COL. "
-        "The instructions block that describes the format is recognised and not checked. "
-        "Exit 0: every example is valid; 1: a violation; 2: a usage, spec or file error.")
-    p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="prompt files or directories ('-' reads standard input)")
-    p.add_argument("--spec", required=True, help="spec file or bundled spec name (e.g. react)")
-    p.add_argument("--strict", action="store_true",
-                   help="also report turns handed to the wrong side: an :env-input prompt string "
-                        "that does not begin a line, an :env-input step without text, and a "
-                        "prompt string on the same line as an :env-input step's text")
-    p.add_argument("--tools", action="append", default=[], metavar="NAMES",
-                   help="comma-separated tool names for (:choices :tools) states "
-                        "(default: any tool name is accepted)")
-    p.add_argument("--context-label", action="append", default=[], metavar="LABEL",
-                   help="a line starting with LABEL: introduces a new task (added to "
-                        + ", ".join(DEFAULT_CONTEXT_LABELS) + ")")
-    p.add_argument("--glob", action="append", default=[], metavar="PATTERN",
-                   help="file patterns searched in directories (default: *.txt, *.prompt)")
-    p.add_argument("--list", action="store_true", help="list every example with its trace")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="output format; json: a list with one object per file")
-
-
-def validate_main(args: argparse.Namespace) -> int:
-    tools = [x.strip() for arg in args.tools for x in arg.split(",") if x.strip()]
-    files = collect_files(args.paths, args.glob or ["*.txt", "*.prompt"])
-    v = Validator(args.spec, tools=tools or None, strict=args.strict,
-                  context_labels=args.context_label,
-                  keep_examples=args.list or args.format == "json")
-    code = 0
-    reports = []
-    for f in files:
-        r = v.validate_stream(sys.stdin.buffer, "<stdin>") if str(f) == "-" else v.validate_path(f)
-        code = max(code, r.exit_code)
-        if args.format == "json":
-            reports.append(r.to_dict())
-            continue
-        if r.error is not None:
-            print(r.error.render(), file=sys.stderr)
-            continue
-        for d in r.diagnostics:
-            print(d.render())
-        if args.list and r.example_list:
-            for e in r.example_list:
-                label = "instructions" if e.index is None else f"example {e.index}: {e.status}"
-                print(f"{r.file}:{e.line}:{e.column}: {label}: {' '.join(e.trace)}")
-        print(r.summary())
-    if args.format == "json":
-        print(json.dumps(reports, indent=2, ensure_ascii=False))
-    return code

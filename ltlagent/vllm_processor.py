@@ -146,7 +146,7 @@ class MonitorBatch:
         key = (opts.spec, opts.tools, opts.newline)
         hit = self._indexes.get(key)
         if hit is None:
-            from .compiled import compile as compile_spec
+            from .compiled import compile_spec
             from .monitor import build_index
             from .spec import parse_spec
 

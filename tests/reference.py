@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ltlagent.spec import Always, Next, Or, Pattern, Repeat, Step, Until
+from ltlagent.spec import Always, Next, Or, Pattern, Repeat, Until, Visit
 
 Pos = tuple[int, bool]  # (position, consumed at least one letter since the start of this match)
 
@@ -45,7 +45,7 @@ class Word:
 
 def ends(p: Pattern, w: Word, starts: set[Pos]) -> set[Pos]:
     """Positions where a match of ``p`` starting at one of ``starts`` can end."""
-    if isinstance(p, Step):
+    if isinstance(p, Visit):
         return {(w.succ(i), True) for i, _ in starts if w.letter(i) == p.name} if starts else set()
     if isinstance(p, Next):
         cur = starts
@@ -159,7 +159,7 @@ def _partial(p: Pattern, w: Word, starts: set[int]) -> bool:
     n = w.end
     if n in starts:
         return True
-    if isinstance(p, Step):
+    if isinstance(p, Visit):
         return any(i + 1 == n and w.letter(i) == p.name for i in starts)
     if isinstance(p, Next):
         cur = {(i, False) for i in starts}

@@ -17,8 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from ltlagent import Spec, parse_spec  # noqa: E402
-from ltlagent import compile as compile_spec  # noqa: E402
+from ltlagent import Spec, compile_spec, parse_spec  # noqa: E402
 from ltlagent.agent import (  # noqa: E402
     Agent,
     EnvContext,

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from ltlagent import compile as compile_spec  # noqa: E402
+from ltlagent import compile_spec  # noqa: E402
 from ltlagent.agent import Agent, RunResult  # noqa: E402
 from ltlagent.monitor import Monitor  # noqa: E402
 from ltlagent.tools import Calculator, tool  # noqa: E402

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from ltlagent import compile, parse_spec
+from ltlagent import Automaton, compile_spec, parse_spec
 
 T, A, I, O, FT, ANS = "Thought", "Action", "Action-Input", "Observation", "Final-Thought", "Answer"
 LOOP = [T, A, I, O]
 
 
 def verdict(spec: str, trace: list[str]) -> str:
-    return compile(spec).automaton.run(trace).status
+    return compile_spec(spec).automaton.run(trace).status
 
 
 @pytest.mark.parametrize(("trace", "status"), [
@@ -28,9 +28,9 @@ def test_react(trace: list[str], status: str) -> None:
 
 
 def test_react_rejection_names_the_step_and_what_was_allowed() -> None:
-    v = compile("react").automaton.run([T, A, FT, ANS])
+    v = compile_spec("react").automaton.run([T, A, FT, ANS])
     assert v.failed_at == 2 and v.allowed == (I,)
-    inc = compile("react").automaton.run(LOOP)
+    inc = compile_spec("react").automaton.run(LOOP)
     assert set(inc.allowed) == {T, FT} and inc.completion == (FT, ANS)
 
 
@@ -44,7 +44,7 @@ def test_reflexion() -> None:
 
 
 def test_chat_bot_is_infinite() -> None:
-    a = compile("chat-bot").automaton
+    a = compile_spec("chat-bot").automaton
     assert a.infinite
     trace: list[str] = []
     for i in range(12):  # every alternating prefix is viable and none is complete
@@ -58,21 +58,21 @@ def test_chat_bot_is_infinite() -> None:
 
 
 def test_chain_of_thought_accepts_exactly_thought_answer() -> None:
-    a = compile("chain-of-thought").automaton
+    a = compile_spec("chain-of-thought").automaton
     assert a.run([T, ANS]).accepted
     for bad in ([T], [ANS], [T, ANS, ANS], [T, T, ANS]):
         assert not a.run(bad).accepted
 
 
 def test_react_bounded_allows_at_most_three_loops() -> None:
-    a = compile("react-bounded").automaton
+    a = compile_spec("react-bounded").automaton
     assert a.run([*LOOP * 3, FT, ANS]).accepted
     v = a.run([*LOOP * 4, FT, ANS])
     assert v.status == "rejected" and v.failed_at == 12 and v.allowed == (FT,)
 
 
 def test_react_constrained_matches_react() -> None:
-    a = compile("react-constrained").automaton
+    a = compile_spec("react-constrained").automaton
     for tr in ([FT, ANS], [*LOOP, FT, ANS], [*LOOP, *LOOP, FT, ANS]):
         assert a.run(tr).accepted
     assert a.run([T, A, FT, ANS]).status == "rejected"
@@ -84,7 +84,7 @@ def test_omega_power_is_exact_not_the_safety_closure() -> None:
       (Action-Input (:text "Action Input:")) (Observation (:text "Observation:"))
       (Final-Thought (:text "Final Thought:")))
       (:behavior (always (until (next Thought Action Action-Input Observation) Final-Thought))))'''
-    a = compile(parse_spec(text)).automaton
+    a = compile_spec(parse_spec(text)).automaton
     assert not a.accepts_lasso([], LOOP)
     assert a.accepts_lasso([], [*LOOP, FT])
     assert a.accepts_lasso(LOOP, [FT])
@@ -94,12 +94,12 @@ def test_omega_power_is_exact_not_the_safety_closure() -> None:
 def test_bounds_over_255_are_exact(bound: int) -> None:
     text = f'''(define b (:states (A (:text "A:")) (B (:text "B:")))
       (:behavior (until_{bound} A B)))'''
-    a = compile(parse_spec(text)).automaton
+    a = compile_spec(parse_spec(text)).automaton
     assert a.run(["A"] * bound + ["B"]).accepted
     assert a.run(["A"] * (bound + 1) + ["B"]).status == "rejected"
     low = f'''(define b (:states (A (:text "A:")) (B (:text "B:")))
       (:behavior (until_{bound}_{bound + 2} A B)))'''
-    b = compile(parse_spec(low)).automaton
+    b = compile_spec(parse_spec(low)).automaton
     assert b.run(["A"] * (bound - 1) + ["B"]).status == "rejected"
     assert b.run(["A"] * (bound + 2) + ["B"]).accepted
 
@@ -109,7 +109,7 @@ def test_unreachable_declared_state_is_reported_by_show() -> None:
 
     text = '''(define u (:states (A (:text "A:")) (B (:text "B:")) (C (:text "C:")))
       (:behavior (next A B)) (:constraints (always (not C))))'''
-    assert warnings(compile(parse_spec(text))) == [
+    assert warnings(compile_spec(parse_spec(text))) == [
         "state 'C' is declared but no trace of this spec visits it"]
 
 
@@ -120,7 +120,7 @@ def test_table_agrees_with_spot_on_every_edge() -> None:
     from ltlagent.ltl import Encoding
 
     for name in ("react", "reflexion", "react-bounded", "chat-bot"):
-        a = compile(name).automaton
+        a = compile_spec(name).automaton
         aut = a.spot_automaton()
         enc = Encoding(a.names)
         d = aut.get_dict()
@@ -129,3 +129,66 @@ def test_table_agrees_with_spot_on_every_edge() -> None:
                 cube = spot.formula_to_bdd(spot.formula(enc.state_cube(a.names[i])), d, aut)
                 dsts = [e.dst for e in aut.out(q) if (e.cond & cube).id() != 0]
                 assert dsts == ([r] if r >= 0 else []), (name, q, a.names[i])
+
+
+def test_spot_automaton_is_kept_and_parsed_at_most_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder's Spot automaton is reused; a pickled copy (the table only) parses the HOA text
+    once, however many Spot views are asked of it."""
+    import pickle
+
+    from ltlagent import spotlib
+
+    parsed: list[str] = []
+    real = spotlib.from_hoa
+
+    def counting(text: str) -> object:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(spotlib, "from_hoa", counting)
+    a = compile_spec("chat-bot").automaton
+    assert a.spot_automaton() is a.spot_automaton()
+    assert a.accepts_lasso([], ["Chat-Bot", "User"]) and a.letter_edges
+    assert parsed == []
+    b = pickle.loads(pickle.dumps(a))
+    assert b == a and hash(b) == hash(a)
+    first = b.spot_automaton()
+    assert b.accepts_lasso([], ["Chat-Bot", "User"]) and not b.accepts_lasso([], ["Chat-Bot"])
+    assert b.letter_edges == a.letter_edges and b.accepting_marks == a.accepting_marks
+    assert b.spot_automaton() is first
+    assert parsed == [a.hoa]
+
+
+def _hand_built() -> Automaton:
+    """0 -A-> 1 -B-> 3 (accepting); 0 -B-> 2 -C-> 4: states 2 and 4 cannot reach acceptance."""
+    from ltlagent.graph import coreachable
+    from ltlagent.ltl import Formulas
+
+    delta = ((1, 2, -1), (-1, 3, -1), (-1, -1, 4), (-1, -1, -1), (-1, -1, -1))
+    return Automaton(("A", "B", "C"), 0, delta, frozenset({3}), coreachable(delta, {3}), False,
+                     Formulas("", "", False), "")
+
+
+def test_derived_views_of_the_table() -> None:
+    a = _hand_built()
+    assert a.live == {0, 1, 3}
+    assert a.live_delta == ((1, -1, -1), (-1, 3, -1), (-1, -1, -1), (-1, -1, -1), (-1, -1, -1))
+    assert a.allowed_index == ((0,), (1,), (), (), ())
+    assert a.reachable == {0, 1, 3}
+    assert a.doomed == {2, 4}
+    assert a.visited_names == {"A", "B"}
+    assert a.state_cubes == ("(b0 & !b1)", "(!b0 & b1)", "(b0 & b1)")
+    assert a.live_delta is a.live_delta  # computed once
+
+
+def test_show_warnings_read_the_views() -> None:
+    from ltlagent.compiled import CompiledSpec
+    from ltlagent.lexer import build_lexer
+    from ltlagent.show import warnings
+
+    spec = parse_spec('''(define h (:states (A (:text "A:")) (B (:text "B:")) (C (:text "C:")))
+      (:behavior (next A B)))''')
+    c = CompiledSpec(spec, _hand_built(), build_lexer(["A:", "B:", "C:"]))
+    assert warnings(c) == [
+        "state 'C' is declared but no trace of this spec visits it",
+        "automaton states 2, 4 cannot reach acceptance: the monitor never lets a trace enter them"]

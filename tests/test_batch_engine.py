@@ -13,7 +13,7 @@ from validation.experiment import ExpConfig, load_model, run_config, run_config_
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["arithmetic", "kbqa"])
 def test_batch_engine_matches_the_runner(task: str) -> None:
-    from ltlagent import compile as compile_spec
+    from ltlagent import compile_spec
     from ltlagent.agent import eos_token_ids
     from ltlagent.lexer import CONTEXT_LABELS
     from ltlagent.monitor import build_index

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ltlagent.agent import Agent, Step, run_notes
-from ltlagent.compiled import compile
+from ltlagent.compiled import compile_spec
 from ltlagent.lexer import CONTEXT_LABELS
 from ltlagent.machine import boundary_strings
 from ltlagent.monitor import Monitor, build_index
@@ -42,7 +42,7 @@ def tok() -> Any:
 
 
 def test_boundary_ends_the_answer_and_the_run(tok: Any) -> None:
-    index = build_index(compile("react"), tok, context_labels=CONTEXT_LABELS, cache=False)
+    index = build_index(compile_spec("react"), tok, context_labels=CONTEXT_LABELS, cache=False)
     mon = Monitor(index, newline=True)
     events = _walk(mon, tok, "Final Thought: easy\nAnswer: 72\nQuestion: what is 2+2?\nThought: hmm")
     ends = [e for e in events if e.kind == "end"]
@@ -55,7 +55,7 @@ def test_boundary_ends_the_answer_and_the_run(tok: Any) -> None:
 
 
 def test_boundary_inside_a_loop_asks_for_the_next_state(tok: Any) -> None:
-    index = build_index(compile("react"), tok, context_labels=CONTEXT_LABELS, cache=False)
+    index = build_index(compile_spec("react"), tok, context_labels=CONTEXT_LABELS, cache=False)
     mon = Monitor(index, newline=True)
     _walk(mon, tok, "Thought: look it up\nClaim:")
     assert mon.steps[-1].text == "look it up" and not mon.is_finished
@@ -65,7 +65,7 @@ def test_boundary_inside_a_loop_asks_for_the_next_state(tok: Any) -> None:
 
 
 def test_without_labels_the_model_writes_on(tok: Any) -> None:
-    index = build_index(compile("react"), tok, cache=False)
+    index = build_index(compile_spec("react"), tok, cache=False)
     mon = Monitor(index, newline=True)
     events = _walk(mon, tok, "Final Thought: easy\nAnswer: 72\nQuestion: what")
     assert not [e for e in events if e.kind == "end"]
@@ -75,16 +75,16 @@ def test_without_labels_the_model_writes_on(tok: Any) -> None:
 def test_labels_that_are_prompt_strings_are_left_to_the_lexer() -> None:
     spec = ('(define qa (:states (Question (:text "Question:") (:flags :env-input)) (Answer (:text "A:")))'
             ' (:behavior (next Question Answer)))')
-    got = boundary_strings(compile(parse_spec(spec)), [*CONTEXT_LABELS, "Note"])
+    got = boundary_strings(compile_spec(parse_spec(spec)), [*CONTEXT_LABELS, "Note"])
     # only labels overlapping a prompt string are left out
     assert b"\nQuestion:" not in got and b"\nNote:" in got and b"\nClaim:" in got
-    assert boundary_strings(compile("react"), ["Answer"]) == ()  # "Answer:" is a prompt string
+    assert boundary_strings(compile_spec("react"), ["Answer"]) == ()  # "Answer:" is a prompt string
 
 
 def test_stop_waits_for_the_text_to_begin(tok: Any) -> None:
     """react-agent: Action Input ends at the end of its line, but a newline right after the prompt
     string does not make it empty."""
-    index = build_index(compile("react-agent"), tok, tool_names=["Calculator"], cache=False)
+    index = build_index(compile_spec("react-agent"), tok, tool_names=["Calculator"], cache=False)
     mon = Monitor(index, newline=True)
     events = _walk(mon, tok, "Thought: add\nAction: Calculator\nAction Input:\n 12*3\nObservation:")
     assert events[-1].kind == "env" and mon.waiting_for_env
@@ -179,8 +179,8 @@ def test_chat_template_modes(tok: Any) -> None:
 def test_boundary_at_the_start_of_a_text(tok: Any) -> None:
     """A label right after the prompt string (only whitespace before it) also starts a new example;
     the one-line stop still waits for the text to begin."""
-    index = build_index(compile("react-agent"), tok, tool_names=["Calculator"], context_labels=CONTEXT_LABELS,
-                        cache=False)
+    index = build_index(compile_spec("react-agent"), tok, tool_names=["Calculator"],
+                        context_labels=CONTEXT_LABELS, cache=False)
     mon = Monitor(index, newline=True)
     events = _walk(mon, tok, "Thought: add\nAction: Calculator\nAction Input:\nQuestion:")
     ends = [e for e in events if e.kind == "end"]

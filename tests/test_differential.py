@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ltlagent.automaton import Automaton, compile_spec
+from ltlagent.automaton import Automaton, build_automaton
 from ltlagent.errors import SpecError
 from ltlagent.ltl import ALIVE, Formulas, encode
-from ltlagent.spec import Always, Next, Or, Pattern, Repeat, Spec, State, Step, Until
+from ltlagent.spec import Always, Next, Or, Pattern, Repeat, Spec, State, Until, Visit
 
 from . import reference
 
@@ -30,7 +30,7 @@ SETTINGS = settings(max_examples=120, deadline=None,
 def finite_patterns(draw: st.DrawFn, names: tuple[str, ...], depth: int) -> Pattern:
     """A pattern whose first child reaches exactly ``depth`` levels of nesting."""
     if depth == 0:
-        return Step(draw(st.sampled_from(names)))
+        return Visit(draw(st.sampled_from(names)))
     op = draw(st.sampled_from(("next", "until", "or", "optional", "repeat")))
     main = draw(finite_patterns(names, depth - 1))
 
@@ -69,7 +69,7 @@ def specs(draw: st.DrawFn, infinite: bool | None = None) -> Spec:
 
 def sample_word(p: Pattern, rng: random.Random) -> list[str]:
     """A word of the finite pattern ``p``, drawn by random choices (independent of Spot)."""
-    if isinstance(p, Step):
+    if isinstance(p, Visit):
         return [p.name]
     if isinstance(p, Next):
         return [x for q in p.parts for x in sample_word(q, rng)]
@@ -145,7 +145,7 @@ def check_agreement(spec: Spec, aut: Automaton, seed: int) -> None:
 
 def _compile_or_none(spec: Spec, formulas: Formulas | None = None) -> Automaton | None:
     try:
-        return compile_spec(spec, formulas)
+        return build_automaton(spec, formulas)
     except SpecError:  # empty language: the reference must agree that nothing is viable
         return None
 
@@ -171,7 +171,7 @@ def test_infinite_specs_agree_with_reference(spec: Spec, seed: int) -> None:
 def textbook_ltl(p: Pattern, atom: object) -> str:
     """The literal LTL reading: next = the paper's ○⟨…⟩ chain, until = U."""
     a = atom  # type: ignore[assignment]
-    if isinstance(p, Step):
+    if isinstance(p, Visit):
         return a(p.name)  # type: ignore[operator]
     if isinstance(p, Next):
         head, *rest = p.parts
@@ -190,11 +190,11 @@ def textbook_ltl(p: Pattern, atom: object) -> str:
 
 
 def textbook_formulas(spec: Spec) -> Formulas:
-    import spot
+    from ltlagent import spotlib
 
     enc = encode(spec)
     core = textbook_ltl(spec.behavior, enc.state_cube)
-    f = str(spot.from_ltlf(spot.formula(core), ALIVE))
+    f = spotlib.ltlf_to_ltl(core, ALIVE)
     axioms = f"G({ALIVE} -> {enc.valid()}) & G(!{ALIVE} -> {enc.cube(0)})"
     return Formulas(core, f"{f} & {axioms}", False)
 
@@ -204,7 +204,7 @@ def test_mutation_is_caught() -> None:
     from ltlagent import load_spec
 
     react = load_spec("react")
-    mutant = compile_spec(react, textbook_formulas(react))
+    mutant = build_automaton(react, textbook_formulas(react))
     loop = ["Thought", "Action", "Action-Input", "Observation", "Final-Thought", "Answer"]
     assert reference.accepts(react.behavior, loop)
     assert mutant.run(loop).status == "rejected"  # the mutant cannot run the loop even once
@@ -225,7 +225,7 @@ def test_mutation_is_caught() -> None:
 
 # --- bounds above Spot's 8-bit limit are split (docs/design.md §3.3): the split must stay exact ---
 
-A, B, C = Step("S0"), Step("S1"), Step("S2")
+A, B, C = Visit("S0"), Visit("S1"), Visit("S2")
 
 
 @pytest.mark.parametrize("pattern", [
@@ -239,7 +239,7 @@ A, B, C = Step("S0"), Step("S1"), Step("S2")
 ])
 def test_large_bounds_agree_with_reference(pattern: Pattern) -> None:
     spec = Spec("big", tuple(State(n, f"<{n}>") for n in ("S0", "S1", "S2")), pattern)
-    aut = compile_spec(spec)
+    aut = build_automaton(spec)
     rng = random.Random(0)
     lengths = {0, 1, 2, 252, 253, 254, 255, 256, 259, 260, 261, 299, 300, 301, 508, 509, 510, 519,
                520, 521}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ltlagent.cli import main
-from ltlagent.compiled import compile
+from ltlagent.compiled import compile_spec
 from ltlagent.equiv import EquivResult, check_equivalence, compact
 from ltlagent.errors import SpecError
 from ltlagent.spec import load_spec, parse_spec
@@ -121,8 +121,8 @@ def test_acceptance_only_difference_and_lasso_check(capsys: pytest.CaptureFixtur
     r = equiv(EQ / "chat-opt-user.sexp", EQ / "chat-opt-user-gf.sexp")
     (ce,) = r.counterexamples
     assert (ce.accepted_by, ce.trace, ce.cycle) == ("a", (), ("Chat-Bot",))
-    a = compile(EQ / "chat-opt-user.sexp").automaton
-    b = compile(EQ / "chat-opt-user-gf.sexp").automaton
+    a = compile_spec(EQ / "chat-opt-user.sexp").automaton
+    b = compile_spec(EQ / "chat-opt-user-gf.sexp").automaton
     assert a.accepts_lasso([], ["Chat-Bot"]) and not b.accepts_lasso([], ["Chat-Bot"])
     assert equiv(EQ / "chat-opt-user-gf.sexp", EQ / "chat-opt-user.sexp", implies=True).holds
     code, out, _ = cli(capsys, "check-equiv", str(EQ / "chat-opt-user.sexp"),
@@ -181,7 +181,7 @@ def test_counterexamples_are_shortest_by_brute_force() -> None:
             pb = pa[:i] + str(int(pa[i]) + 1) + pa[i + 1:]
         try:
             sa, sb = _spec(pa, "a"), _spec(pb, "b")
-            ta, tb = compile(sa).automaton, compile(sb).automaton  # type: ignore[arg-type]
+            ta, tb = compile_spec(sa).automaton, compile_spec(sb).automaton  # type: ignore[arg-type]
         except SpecError:  # a random pattern may admit no trace
             continue
         checked += 1

@@ -19,15 +19,15 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ltlagent.automaton import compile_spec
-from ltlagent.compiled import CompiledSpec, compile
+from ltlagent.automaton import build_automaton
+from ltlagent.compiled import CompiledSpec, compile_spec
 from ltlagent.errors import SpecError, UsageError
 from ltlagent.lexer import build_lexer
 from ltlagent.ltl import encode
 from ltlagent.machine import DONE, END, FREE, INF
 from ltlagent.monitor import Monitor, StateText, TokenIndex, build_index
 from ltlagent.processor import LtlLogitsProcessor
-from ltlagent.spec import Always, Next, Or, Pattern, Repeat, Spec, State, Step, Until
+from ltlagent.spec import Always, Next, Or, Pattern, Repeat, Spec, State, Until, Visit
 from ltlagent.vocab import vocab_from_bytes
 
 from . import tiny
@@ -104,7 +104,7 @@ class SpotWalker:
 @st.composite
 def patterns(draw: st.DrawFn, names: tuple[str, ...], depth: int) -> Pattern:
     if depth == 0:
-        return Step(draw(st.sampled_from(names)))
+        return Visit(draw(st.sampled_from(names)))
     op = draw(st.sampled_from(("next", "until", "or", "optional", "repeat")))
     a = draw(patterns(names, depth - 1))
     b = draw(patterns(names, draw(st.integers(0, depth - 1))))
@@ -142,7 +142,7 @@ def random_specs(draw: st.DrawFn) -> Spec:
 
 
 def compiled_of(spec: Spec) -> CompiledSpec:
-    return CompiledSpec(spec, compile_spec(spec), build_lexer([s.text for s in spec.states]))
+    return CompiledSpec(spec, build_automaton(spec), build_lexer([s.text for s in spec.states]))
 
 
 # --- driving generate under the processor --------------------------------------------------------
@@ -244,7 +244,7 @@ def test_differential_random_specs_random_model(spec: Spec, seed: int, tok_name:
 @pytest.mark.parametrize("spec", ["react", "react-tools", "react-bounded", "reflexion", "chat-bot"])
 def test_paper_specs_under_the_processor(spec: str) -> None:
     for k, tok_name in enumerate(sorted(tiny.TOKENIZERS)):
-        index = build_index(compile(spec), tiny.TOKENIZERS[tok_name](), tool_names=["Search", "Lookup"],
+        index = build_index(compile_spec(spec), tiny.TOKENIZERS[tok_name](), tool_names=["Search", "Lookup"],
                             cache=False)
         check_generation(index, index, tok_name, seed=k, budget=50)
 
@@ -253,7 +253,7 @@ def test_ablation_unconstrained_model_breaks_the_spec() -> None:
     """The same random model with and without the monitor: how often is its output a ReAct trace?"""
     tok = tiny.straddle()
     model = model_for("straddle")
-    compiled = compile("react")
+    compiled = compile_spec("react")
     ids = torch.tensor([tok.encode("Question: what?\n")])
     n = 30
     rates = {}
@@ -302,7 +302,7 @@ def _find_violation(index: TokenIndex, rule: str, tries: int = 30) -> str | None
 def test_mutation_forbidden_prompt_strings_are_caught() -> None:
     """Disable the free-text rule (forbidden prompt strings not masked): the differential fails."""
     spec = compiled_of(Spec("mut", (State("A", "Thought:"), State("B", "Action:"), State("C", "Answer:")),
-                            Next((Step("A"), Step("B"), Step("A"), Step("C")))))
+                            Next((Visit("A"), Visit("B"), Visit("A"), Visit("C")))))
     index = build_index(spec, tiny.straddle(), cache=False)
     for seed in range(3):  # and the intact index passes the same runs
         check_generation(index, index, "straddle", seed, budget=None)
@@ -313,7 +313,7 @@ def test_mutation_forbidden_prompt_strings_are_caught() -> None:
 
 def test_mutation_budget_steering_is_caught() -> None:
     """Disable budget steering: some traces end incomplete under max_new_tokens."""
-    index = build_index(compile("react"), tiny.straddle(), cache=False)
+    index = build_index(compile_spec("react"), tiny.straddle(), cache=False)
     found = _find_violation(index, "budget")
     print("\nmutation 'budget' caught:", (found or "")[:160])
     assert found is not None
@@ -339,7 +339,7 @@ def _drive(mon: Monitor, tok: object, text: str) -> list[object]:
 
 def test_monitor_walkthrough_react() -> None:
     tok = tiny.straddle()
-    index = build_index(compile("react"), tok, cache=False)
+    index = build_index(compile_spec("react"), tok, cache=False)
     mon = Monitor(index)
     assert mon.state is None and set(mon.allowed_next_states()) == {"Thought", "Final-Thought"}
     ev = _drive(mon, tok, "Thought: I should look. ü\nAction: Search\nAction Input: Paris\nObservation:")
@@ -372,7 +372,7 @@ def test_monitor_walkthrough_react() -> None:
 
 def test_forbidden_prompt_string_is_masked_in_free_text() -> None:
     tok = tiny.straddle()
-    index = build_index(compile("react"), tok, cache=False)
+    index = build_index(compile_spec("react"), tok, cache=False)
     mon = Monitor(index)
     _drive(mon, tok, "Thought: hmm")
     allowed = set(mon.allowed_token_ids().tolist())
@@ -393,7 +393,7 @@ def test_forbidden_prompt_string_is_masked_in_free_text() -> None:
 def test_text_end_forces_the_prompt_string() -> None:
     """react-tools: Thought stops at a newline; then only "Action:" may follow, token by token forced."""
     tok = tiny.straddle()
-    index = build_index(compile("react-tools"), tok, cache=False)
+    index = build_index(compile_spec("react-tools"), tok, cache=False)
     mon = Monitor(index)
     _drive(mon, tok, "Thought: plan it")
     ev = mon.advance(tok.convert_tokens_to_ids("Ċ"))
@@ -415,7 +415,7 @@ def test_text_end_forces_the_prompt_string() -> None:
 def test_eos_ends_text_and_max_tokens() -> None:
     tok = tiny.straddle()
     spec = compiled_of(Spec("m", (State("A", "Plan:", max_tokens=3), State("B", "Answer:")),
-                            Next((Step("A"), Step("B")))))
+                            Next((Visit("A"), Visit("B")))))
     index = build_index(spec, tok, cache=False)
     mon = Monitor(index)
     _drive(mon, tok, "Plan:")
@@ -438,7 +438,7 @@ def test_regex_and_choices_contents() -> None:
     tok = tiny.byte_level()
     states = (State("N", "Q:", regex="[0-9]+"), State("Y", "Answer:", choices=("yes", "no")))
     spec = compiled_of(Spec("c", states,
-                            Next((Step("N"), Step("Y")))))
+                            Next((Visit("N"), Visit("Y")))))
     index = build_index(spec, tok, cache=False)
     for seed in range(15):
         rnd = random.Random(seed)
@@ -454,7 +454,7 @@ def test_regex_and_choices_contents() -> None:
 @pytest.mark.parametrize("spec", ["react", "react-tools", "reflexion", "chain-of-thought"])
 def test_budget_always_completes(spec: str, tok_name: str) -> None:
     """Uniformly random allowed tokens with a tight budget: finite specs always end complete."""
-    index = build_index(compile(spec), tiny.TOKENIZERS[tok_name](), tool_names=["Search"], cache=False)
+    index = build_index(compile_spec(spec), tiny.TOKENIZERS[tok_name](), tool_names=["Search"], cache=False)
     need = index.machine.need(index.start)
     for seed in range(6):
         rnd = random.Random(seed)
@@ -498,7 +498,7 @@ def _brute_force_allowed(index: TokenIndex, sid: int, ends_text: bool,
 def test_masks_equal_brute_force(tok_name: str, newline: bool) -> None:
     """The vectorised masks (free-text candidates, trie walks) equal feeding every token one by one."""
     tok = tiny.TOKENIZERS[tok_name]()
-    index = build_index(compile("react-tools"), tok, cache=False, newline=newline)
+    index = build_index(compile_spec("react-tools"), tok, cache=False, newline=newline)
     assert index.newline == newline
     rnd = random.Random(1)
     checked = 0
@@ -538,7 +538,7 @@ def test_masks_equal_brute_force(tok_name: str, newline: bool) -> None:
 def test_allowed_next_matches_automaton_on_paper_specs() -> None:
     tok = tiny.sentencepiece()
     for name in ("react", "reflexion", "react-constrained"):
-        c = compile(name)
+        c = compile_spec(name)
         index = build_index(c, tok, cache=False)
         aut = c.automaton
         rnd = random.Random(0)
@@ -560,7 +560,7 @@ def test_allowed_next_matches_automaton_on_paper_specs() -> None:
 def test_wide_logits_and_mask_methods() -> None:
     """Every application method gives the same row; ids past the vocabulary are always -inf."""
     tok = tiny.byte_level()
-    index = build_index(compile("react"), tok, cache=False)
+    index = build_index(compile_spec("react"), tok, cache=False)
     mon = Monitor(index)
     width = index.vocab_size + 13
     states = []
@@ -596,16 +596,16 @@ def test_cache_roundtrip(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setenv("LTLAGENT_CACHE_DIR", str(tmp_path))
     tok = tiny.byte_level()
-    a = build_index(compile("react"), tok)
-    b = build_index(compile("react"), tok)
+    a = build_index(compile_spec("react"), tok)
+    b = build_index(compile_spec("react"), tok)
     assert not a.from_cache and b.from_cache
     assert b.vocab.fingerprint == a.vocab.fingerprint and b.vocab.flat == a.vocab.flat
     assert np.array_equal(b.kw_tokens, a.kw_tokens)
-    c = build_index(compile("react-tools"), tok)  # another spec: another entry
+    c = build_index(compile_spec("react-tools"), tok)  # another spec: another entry
     assert not c.from_cache
     assert cache.clear_cache() == 2
     cache.disable_cache()
-    assert not build_index(compile("react"), tok).from_cache
+    assert not build_index(compile_spec("react"), tok).from_cache
     assert not list((tmp_path / "index").glob("*.npz"))  # type: ignore[operator]
     cache.enable_cache(tmp_path)  # type: ignore[arg-type]
     assert cache.cache_enabled()
@@ -614,12 +614,12 @@ def test_cache_roundtrip(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> N
 def test_unwritable_prompt_string_is_a_clear_error() -> None:
     v = vocab_from_bytes([b"a", b"b", None], eos_ids=[2])
     with pytest.raises(Exception, match="cannot write the prompt strings"):
-        build_index(compile("react"), v, cache=False)
+        build_index(compile_spec("react"), v, cache=False)
 
 
 def test_tools_choices_need_tool_names() -> None:
     spec = compiled_of(Spec("t", (State("A", "Action:", choices=(":tools",)), State("B", "Answer:")),
-                            Next((Step("A"), Step("B")))))
+                            Next((Visit("A"), Visit("B")))))
     with pytest.raises(UsageError, match="tool_names"):
         build_index(spec, tiny.byte_level(), cache=False)
     index = build_index(spec, tiny.byte_level(), tool_names=["Calc", "Web"], cache=False)
@@ -653,7 +653,7 @@ def _random_run(mon: Monitor, seed: int, env: str = ENV_TEXT) -> Monitor:
 def test_step_limit_always_completes(spec: str) -> None:
     """max_steps at or above the shortest accepted trace: random tokens always end accepted within
     it; with the step steering switched off, some run does not."""
-    index = build_index(compile(spec), tiny.straddle(), tool_names=["Search"], cache=False)
+    index = build_index(compile_spec(spec), tiny.straddle(), tool_names=["Search"], cache=False)
     aut = index.compiled.automaton
     shortest = aut.distance_to_accept[aut.initial]
     broken = 0
@@ -670,7 +670,7 @@ def test_step_limit_always_completes(spec: str) -> None:
 
 def test_set_remaining_steers_by_the_new_budget() -> None:
     tok = tiny.straddle()
-    index = build_index(compile("react"), tok, cache=False)
+    index = build_index(compile_spec("react"), tok, cache=False)
     mon = Monitor(index, max_new_tokens=1000)
     _drive(mon, tok, "Thought: a")
     wide = mon.allowed_token_ids().size
@@ -690,7 +690,7 @@ def test_set_remaining_steers_by_the_new_budget() -> None:
 def test_newline_before_forced_prompt_string() -> None:
     tok = tiny.straddle()
     spec = compiled_of(Spec("m", (State("A", "Plan:", max_tokens=3), State("B", "Answer:")),
-                            Next((Step("A"), Step("B")))))
+                            Next((Visit("A"), Visit("B")))))
     index = build_index(spec, tok, cache=False)
     x = tok.convert_tokens_to_ids("x")
     for newline, want in ((False, "Plan:xxxAnswer:"), (True, "Plan:xxx\nAnswer:")):
@@ -711,7 +711,7 @@ def test_newline_before_forced_prompt_string() -> None:
         mon.advance(mon.forced_token())  # type: ignore[arg-type]
     assert mon.text == "Plan:\nAnswer:"
     # environment text without a closing newline gets one too
-    react = build_index(compile("react"), tok, cache=False)
+    react = build_index(compile_spec("react"), tok, cache=False)
     mon = Monitor(react, newline=True)
     _drive(mon, tok, "Thought: a\nAction: Search\nAction Input: b\nObservation:")
     mon.feed_env(" found")
@@ -727,11 +727,11 @@ def test_newline_before_forced_prompt_string() -> None:
 def test_newline_falls_back_where_it_could_change_the_lexing() -> None:
     tok = tiny.straddle()
     odd = compiled_of(Spec("odd", (State("A", "Plan:"), State("B", "\nAnswer:")),
-                           Next((Step("A"), Step("B")))))
+                           Next((Visit("A"), Visit("B")))))
     assert not build_index(odd, tok, cache=False).variant(True).newline  # a prompt string holds "\n"
     no_nl = vocab_from_bytes([bytes([b]) for b in range(256) if b != 0x0A] + [None], eos_ids=[255])
-    assert not build_index(compile("react"), no_nl, cache=False, newline=True).newline
-    index = build_index(compile("react"), tok, cache=False)
+    assert not build_index(compile_spec("react"), no_nl, cache=False, newline=True).newline
+    index = build_index(compile_spec("react"), tok, cache=False)
     assert index.variant(True).newline and index.variant(True) is index.variant(True)
     assert index.variant(True).variant(False) is not None and index.variant(False) is index
 

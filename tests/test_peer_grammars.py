@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from benchmarks.peer_grammars import TEST_STRINGS, avoid_rules
-from ltlagent.compiled import compile as compile_spec
+from ltlagent.compiled import compile_spec
 from ltlagent.machine import DONE, ENV, INF
 from ltlagent.monitor import TokenIndex, build_index
 from tests import tiny

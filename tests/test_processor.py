@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltlagent.compiled import compile
+from ltlagent.compiled import compile_spec
 from ltlagent.machine import ENV
 from ltlagent.monitor import build_index
 from ltlagent.processor import LtlLogitsProcessor, logits_processor
@@ -22,7 +22,7 @@ def _setup(tok_name: str, spec: str, max_new_tokens: int | None) -> tuple[object
     tok = tiny.TOKENIZERS[tok_name]()
     tok.padding_side = "left"
     model = tiny.tiny_model("llama" if tok_name == "sentencepiece" else "gpt2", len(tok))
-    proc = logits_processor(compile(spec), tok, tool_names=["Search", "Lookup"],
+    proc = logits_processor(compile_spec(spec), tok, tool_names=["Search", "Lookup"],
                             max_new_tokens=max_new_tokens, cache=False)
     return tok, model, proc
 
@@ -86,7 +86,7 @@ def _tokens_for(index: object, text: str) -> list[int]:
 def test_rows_are_derived_from_their_tokens_not_their_position() -> None:
     """Rows reordered between steps (as beam search does) get the masks of their own tokens."""
     tok, model, _ = _setup("straddle", "react", None)
-    index = build_index(compile("react"), tok, cache=False)
+    index = build_index(compile_spec("react"), tok, cache=False)
     gens = [_tokens_for(index, g) for g in ("Thought: a b c d e f g h", "Final Thought: b\nAns",
                                             "Thought: c\nAction: d\nAction Input: e")]
     n = min(len(g) for g in gens)
@@ -145,7 +145,7 @@ def test_reuse_across_calls_and_continue_after_environment() -> None:
 
 def test_strict_mode_reports_an_overridden_mask() -> None:
     tok = tiny.straddle()
-    index = build_index(compile("react"), tok, cache=False)
+    index = build_index(compile_spec("react"), tok, cache=False)
     proc = LtlLogitsProcessor(index, strict=True)
     x = torch.tensor([tok.encode("Go:")])
     proc(x, torch.zeros(1, len(tok)))

@@ -13,7 +13,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from ltlagent.cli import main
-from ltlagent.runcli import _printable
+from ltlagent.cli.run import _printable
 from tests.test_agent import tiny_model
 
 FAST = ["--temperature", "1", "--max-state-tokens", "10", "--max-new-tokens", "120"]

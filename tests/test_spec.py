@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ltlagent import compile, load_spec, parse_spec
+from ltlagent import compile_spec, load_spec, parse_spec
 from ltlagent.errors import SpecError
 from ltlagent.sexp import MAX_DEPTH
 from ltlagent.spec import MAX_UNROLLED_STEPS, Next, Repeat, Until, unrolled_size
@@ -28,7 +28,7 @@ def spec(behavior: str, states: str = STATES, extra: str = "") -> str:
 
 def error_of(text: str) -> SpecError:
     with pytest.raises(SpecError) as ei:
-        compile(parse_spec(text, "t.sexp"))
+        compile_spec(parse_spec(text, "t.sexp"))
     return ei.value
 
 
@@ -96,21 +96,21 @@ def test_moderate_nesting_compiles() -> None:
     depth = 60
     text = "(define t (:states (A (:text \"A:\")) (B (:text \"B:\"))) (:behavior " \
         + "(next A " * depth + "B" + ")" * depth + "))"
-    c = compile(parse_spec(text))
+    c = compile_spec(parse_spec(text))
     assert c.automaton.run(["A"] * depth + ["B"]).accepted
 
 
 def test_operator_like_state_names_are_fine() -> None:
     text = spec("(until X (next F G Finish))", states='''(:states
         (X (:text "X:")) (F (:text "F:")) (G (:text "G:")) (Finish (:text "Finish:")))''')
-    a = compile(parse_spec(text)).automaton
+    a = compile_spec(parse_spec(text)).automaton
     assert a.run(["X", "X", "F", "G", "Finish"]).accepted
     assert not a.run(["F", "Finish"]).accepted
 
 
 def test_suffix_texts_are_allowed_infix_texts_are_not() -> None:
     ok = STATES.replace('"Action:"', '"Final Thought:"')  # "Thought:" is a suffix: fine
-    compile(parse_spec(spec("(next Thought Action Answer)", ok)))
+    compile_spec(parse_spec(spec("(next Thought Action Answer)", ok)))
     bad = STATES.replace('"Action:"', '"A Thought: B"')
     assert "inside" in error_of(spec("(next Thought Action Answer)", bad)).message
     both = STATES.replace('"Thought:"', '":"').replace('"Action:"', '"::"')  # prefix and suffix
@@ -141,7 +141,7 @@ def test_state_options() -> None:
 
 
 def test_constraints_raw_and_sexp() -> None:
-    c = compile(parse_spec(spec("(until (or Thought Action) Answer)",
+    c = compile_spec(parse_spec(spec("(until (or Thought Action) Answer)",
                                 extra='\n (:constraints (always (implies Thought (next Action)))'
                                       ' (ltl "F Answer"))')))
     a = c.automaton
@@ -153,7 +153,7 @@ def test_reference_specs_of_the_paper_authors_compile() -> None:
     files = sorted((DATA / "ibm-reference").glob("*.txt"))  # copied verbatim from their repository
     assert len(files) == 8
     for f in files:
-        c = compile(f)
+        c = compile_spec(f)
         assert c.automaton.allowed(c.automaton.initial) == (c.spec.states[0].name,), f
 
 
@@ -211,7 +211,7 @@ def test_raw_ltl_state_names_that_spot_reads_as_operators() -> None:
         parse_spec(constraint_spec("G Finish", states), "t.sexp")
     e = ei.value
     assert e.hint is not None and "Spot reads Finish as F inish" in e.hint, e.render()
-    quoted = compile(parse_spec(constraint_spec('F \\"Finish\\"', states).replace(
+    quoted = compile_spec(parse_spec(constraint_spec('F \\"Finish\\"', states).replace(
         "(next Thought Answer)", "(next Thought (optional Finish) Answer)")))
     assert quoted.automaton.run(["Thought", "Finish", "Answer"]).accepted
     assert not quoted.automaton.run(["Thought", "Answer"]).accepted
@@ -250,7 +250,7 @@ def test_unrolled_size() -> None:
 def test_a_bound_of_2000_compiles_in_seconds() -> None:
     """``(repeat A :max 2000)`` took 113 s: its split into 8-bit Spot bounds was ambiguous."""
     t0 = time.perf_counter()
-    a = compile(parse_spec(spec(f"(next (repeat Thought :max {MAX_UNROLLED_STEPS - 1}) Answer)"))
+    a = compile_spec(parse_spec(spec(f"(next (repeat Thought :max {MAX_UNROLLED_STEPS - 1}) Answer)"))
                 ).automaton
     assert time.perf_counter() - t0 < 30
     assert a.run(["Thought"] * (MAX_UNROLLED_STEPS - 1) + ["Answer"]).accepted

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ltlagent import compile as compile_spec
+from ltlagent import compile_spec
 from validation.synth import (
     DatasetConfig,
     ToolEnv,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ltlagent.cli import main
-from ltlagent.compiled import compile
+from ltlagent.compiled import compile_spec
 from ltlagent.validate import FileReport, Validator
 
 ROOT = Path(__file__).parent.parent
@@ -231,7 +231,7 @@ def test_infinite_spec_chat_bot() -> None:
 def test_ibm_reference_specs_show_and_validate(capsys: pytest.CaptureFixture[str], spec: str) -> None:
     code, out, _ = cli(capsys, "show", str(IBM / spec))
     assert code == 0 and "allowed first" in out
-    c = compile(IBM / spec)
+    c = compile_spec(IBM / spec)
     a = c.automaton
     rng = random.Random(spec)
     examples = []
@@ -254,7 +254,7 @@ def test_ibm_reference_specs_show_and_validate(capsys: pytest.CaptureFixture[str
 
 def test_bound_over_255_in_trace_and_prompt(capsys: pytest.CaptureFixture[str]) -> None:
     spec = DATA / "validate" / "until300.sexp"
-    a = compile(spec).automaton
+    a = compile_spec(spec).automaton
     for n, ok in ((0, True), (255, True), (256, True), (300, True), (301, False)):
         assert a.run(["step"] * n + ["done"]).accepted is ok, n
     v = Validator(spec)
@@ -341,7 +341,7 @@ def test_random_texts_do_not_depend_on_chunk_size() -> None:
 def test_example_verdicts_agree_with_the_automaton() -> None:
     pieces = ["Thought: t\n", "Action: Search\n", "Action Input: x\n", "Observation: o\n",
               "Final Thought: f\n", "Answer: a\n", "Question: q\n", "\n"]
-    c = compile("react")
+    c = compile_spec("react")
     v = Validator(c, keep_examples=True)
     rng = random.Random(5)
     seen = set()

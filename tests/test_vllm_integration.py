@@ -16,7 +16,7 @@ vllm = pytest.importorskip("vllm")
 import torch  # noqa: E402
 
 from ltlagent.agent import BUNDLED_MODEL  # noqa: E402
-from ltlagent.compiled import compile  # noqa: E402
+from ltlagent.compiled import compile_spec  # noqa: E402
 from ltlagent.vllm_processor import LtlLogitsProcessor  # noqa: E402
 
 TOOLS = ["Search", "Lookup"]
@@ -40,7 +40,7 @@ def _trace(spec: str, ids: list[int]) -> tuple[list[str], str]:
     """The states a token sequence writes (lexed by the spec) and the automaton's verdict."""
     from ltlagent.monitor import build_index
 
-    c = compile(spec)
+    c = compile_spec(spec)
     tok = _tokenizer()
     v = build_index(c, tok, tool_names=TOOLS).vocab
     data = b"".join(v.token_bytes(t) for t in ids)
@@ -56,7 +56,7 @@ def _tokenizer() -> object:
 
 def _ok(spec: str, ids: list[int]) -> bool:
     trace, status = _trace(spec, ids)
-    env = {st.name for st in compile(spec).spec.states if st.env_input}
+    env = {st.name for st in compile_spec(spec).spec.states if st.env_input}
     return status == "accepted" or (status == "incomplete" and bool(trace) and trace[-1] in env)
 
 

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from ltlagent import cache, warm
-from ltlagent.compiled import compile as compile_spec
+from ltlagent.compiled import compile_spec
 from ltlagent.monitor import Monitor, TokenIndex, build_index
 from tests import tiny
 

@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ltlagent import compile as compile_spec
+    from ltlagent import compile_spec
     from ltlagent.agent import eos_token_ids
     from ltlagent.lexer import CONTEXT_LABELS
     from ltlagent.monitor import build_index
