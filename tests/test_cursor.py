@@ -8,7 +8,7 @@ from functools import cache
 import pytest
 import torch
 
-from ltlagent.compiled import compile
+from ltlagent.compiled import compile_spec
 from ltlagent.errors import UsageError
 from ltlagent.machine import ByteEvent, EventKind, Key, decode_event, encode_event
 from ltlagent.monitor import Monitor, StateText, TokenIndex, build_index
@@ -23,7 +23,7 @@ torch.set_num_threads(1)
 @cache
 def react() -> tuple[object, TokenIndex]:
     tok = tiny.straddle()
-    return tok, build_index(compile("react"), tok, cache=False)
+    return tok, build_index(compile_spec("react"), tok, cache=False)
 
 
 def test_event_codec_round_trips() -> None:

@@ -166,6 +166,38 @@ def test_infinite_specs_agree_with_reference(spec: Spec, seed: int) -> None:
     check_agreement(spec, aut, seed)
 
 
+def _all_words(names: tuple[str, ...], up_to: int) -> list[list[str]]:
+    words: list[list[str]] = [[]]
+    frontier: list[list[str]] = [[]]
+    for _ in range(up_to):
+        frontier = [[*w, n] for w in frontier for n in names]
+        words += frontier
+    return words
+
+
+A, B = Visit("S0"), Visit("S1")
+NULLABLE_BODIES = [  # repeats and untils whose body matches the empty trace (Spot mis-simplified
+    # the star of {[*0] | a[*2..]} to a[*]; found by test_spot_agrees_with_reference)
+    Until(Repeat(Repeat(A, min=2)), B),
+    Repeat(Repeat(A, min=2), min=1),
+    Repeat(Repeat(A, min=2, max=3), min=2, max=4),
+    Until(Repeat(Next((A, A)), max=2), B, min=1, max=3),
+    Repeat(Next((Repeat(A, min=2), Repeat(B, min=0, max=1))), min=0, max=3),
+    Until(Or((Repeat(A, min=3), Repeat(B, min=2))), A),
+    Next((Repeat(Repeat(A, min=2)), B)),
+]
+
+
+@pytest.mark.parametrize("pattern", NULLABLE_BODIES, ids=str)
+def test_repeating_a_nullable_body(pattern: Pattern) -> None:
+    spec = Spec("nullable", (State("S0", "A:"), State("S1", "B:")), pattern)
+    aut = _compile_or_none(spec)
+    assert aut is not None
+    for w in _all_words(spec.names, 7):
+        assert (aut.run(w).status == "accepted") == reference.accepts(pattern, w), (pattern, w)
+        assert (aut.run(w).status != "rejected") == reference.viable(pattern, w), (pattern, w)
+
+
 # --- the mutation: `until` read as textbook LTL U (docs/design.md §2.1 explains why that is wrong) -----
 
 def textbook_ltl(p: Pattern, atom: object) -> str:

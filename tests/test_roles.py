@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltlagent.compiled import compile
+from ltlagent.compiled import compile_spec
 from ltlagent.errors import SpecError, UsageError
 from ltlagent.roles import Roles
 from ltlagent.spec import parse_spec
@@ -23,11 +23,11 @@ RENAMED = """
 
 
 def test_defaults_are_the_papers_names() -> None:
-    assert Roles.resolve(compile("react").spec) == Roles(
+    assert Roles.resolve(compile_spec("react").spec) == Roles(
         action="Action", action_input="Action-Input", observation="Observation", answer="Answer")
-    assert Roles.resolve(compile("react-tools").spec).action == "Action"  # (:choices :tools)
-    assert Roles.resolve(compile("reflexion").spec).evaluator == "Evaluator"
-    chat = Roles.resolve(compile("chat-bot").spec)
+    assert Roles.resolve(compile_spec("react-tools").spec).action == "Action"  # (:choices :tools)
+    assert Roles.resolve(compile_spec("reflexion").spec).evaluator == "Evaluator"
+    chat = Roles.resolve(compile_spec("chat-bot").spec)
     assert chat.user == "User" and chat.observation is None and chat.answer is None
 
 
@@ -40,14 +40,14 @@ def test_the_spec_declares_roles() -> None:
 
 
 def test_the_caller_names_roles_the_spec_does_not_declare() -> None:
-    spec = compile("react").spec
+    spec = compile_spec("react").spec
     r = Roles.resolve(spec, {"answer": "Final-Thought", "action-input": "Action-Input"})
     assert r.answer == "Final-Thought" and r.action == "Action"
     assert Roles.resolve(spec, Roles(answer="Thought")).answer == "Thought"
 
 
 def test_a_given_role_naming_a_missing_state_is_an_error() -> None:
-    spec = compile("react").spec
+    spec = compile_spec("react").spec
     with pytest.raises(UsageError, match="'Finale' is not a state of"):
         Roles.resolve(spec, {"answer": "Finale"})
     with pytest.raises(UsageError, match="unknown role"):
