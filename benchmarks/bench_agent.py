@@ -73,8 +73,8 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from ltlagent.agent import Agent
-    from ltlagent.tools import Calculator
+    from ltlagent.agent.runner import Agent
+    from ltlagent.agent.tools import Calculator
 
     torch.set_num_threads(args.threads)
     sizes = [(32, 2, 400), (32, 2, 32000), (256, 4, 32000), (768, 12, 32000)]

@@ -8,7 +8,7 @@ Each row writes its own ReAct text (``Thought: …`` to ``Observation:`` or ``Fi
 token at each point), so at any step the rows sit in different states: free text, forced prompt
 strings, paused for the environment. A step is one ``LtlLogitsProcessor.__call__`` on
 ``(batch, length)`` input ids and ``(batch, vocab)`` scores: each row's state from its tokens, its
-mask, and all masks applied at once (:func:`ltlagent.masks.apply_rows`); the rows' masks applied
+mask, and all masks applied at once (:func:`ltlagent.decode.masks.apply_rows`); the rows' masks applied
 one row at a time (``Mask.apply``) are timed on the same masks for comparison. Timings are of the
 second pass (masks already computed; the first pass is reported too). The decode step is one
 forward of the bundled model (``ltlagent/models/react-tiny``, Llama 6×160, vocab 3072) on one new
@@ -58,7 +58,7 @@ def row_tokens(index: object, text: str, steps: int, pad: int) -> list[int]:
     stopped row) to ``steps``."""
     import bench_monitor as bm
 
-    from ltlagent.monitor import Monitor
+    from ltlagent.decode.monitor import Monitor
 
     rec: list[tuple[float, object, int]] = []
     bm.write_text(Monitor(index, eos_ends_text=False), text, rec)  # type: ignore[arg-type]
@@ -70,9 +70,9 @@ def bench_processor(index: object, prompt: list[int], batch: int, steps: int, wi
                     ) -> dict[str, float]:
     import torch
 
-    import ltlagent.processor as lp
-    from ltlagent.masks import apply_rows
-    from ltlagent.processor import LtlLogitsProcessor
+    import ltlagent.decode.processor as lp
+    from ltlagent.decode.masks import apply_rows
+    from ltlagent.decode.processor import LtlLogitsProcessor
 
     pad = index.eos_token_ids[0]  # type: ignore[attr-defined]
     rows = [row_tokens(index, t, steps, pad) for t in row_texts(batch)]
@@ -148,9 +148,9 @@ def main() -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ltlagent import cache
-    from ltlagent.compiled import compile_spec
-    from ltlagent.monitor import build_index
+    from ltlagent.decode import cache
+    from ltlagent.decode.monitor import build_index
+    from ltlagent.logic.compiled import compile_spec
 
     torch.set_num_threads(1)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

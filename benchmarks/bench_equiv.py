@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from ltlagent.automaton import build_automaton
-from ltlagent.equiv import check_equivalence
-from ltlagent.spec import Spec, load_spec, parse_spec
+from ltlagent.checks.equiv import check_equivalence
+from ltlagent.logic.automaton import build_automaton
+from ltlagent.spec.syntax import Spec, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 EQ = ROOT / "tests" / "data" / "equiv"

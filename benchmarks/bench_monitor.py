@@ -100,9 +100,9 @@ def pct(xs: list[float], q: float) -> float:
 # --- compile -----------------------------------------------------------------------------------
 
 def bench_compile(size: int, spec: str, reps: int) -> dict[str, float]:
-    from ltlagent import cache
-    from ltlagent.compiled import compile_spec
-    from ltlagent.monitor import Monitor, build_index
+    from ltlagent.decode import cache
+    from ltlagent.decode.monitor import Monitor, build_index
+    from ltlagent.logic.compiled import compile_spec
 
     t0 = time.perf_counter()
     compiled = compile_spec(spec)
@@ -160,7 +160,7 @@ def write_text(mon: object, text: str, steps: list[tuple[float, object, int]]) -
 
 
 def run_transcript(index: object, turns: list[tuple[str, str]]) -> list[tuple[float, object, int]]:
-    from ltlagent.monitor import Monitor
+    from ltlagent.decode.monitor import Monitor
 
     mon = Monitor(index, eos_ends_text=False)  # type: ignore[arg-type]
     steps: list[tuple[float, object, int]] = []
@@ -181,7 +181,7 @@ def run_transcript(index: object, turns: list[tuple[str, str]]) -> list[tuple[fl
 def replay(index: object, toks: list[int], reps: int) -> list[float]:
     """The monitor's own cost per step in a tight loop: mask lookup + advance, the transcript's
     tokens replayed (environment text fed where the trace waits for it)."""
-    from ltlagent.monitor import Monitor
+    from ltlagent.decode.monitor import Monitor
 
     envs = [text for who, text in TRANSCRIPT if who == "env"]
     out: list[float] = []
@@ -202,9 +202,9 @@ def replay(index: object, toks: list[int], reps: int) -> list[float]:
 def bench_steps(size: int, spec: str) -> dict[str, float]:
     import torch
 
-    from ltlagent.compiled import compile_spec
-    from ltlagent.monitor import build_index
-    from ltlagent.processor import LtlLogitsProcessor
+    from ltlagent.decode.monitor import build_index
+    from ltlagent.decode.processor import LtlLogitsProcessor
+    from ltlagent.logic.compiled import compile_spec
 
     tok = fresh_tokenizer(size)
     index = build_index(compile_spec(spec), tok, cache=False)
@@ -252,9 +252,9 @@ def bench_outlines(size: int) -> dict[str, float] | None:
         return None
     import torch
 
-    from ltlagent.compiled import compile_spec
-    from ltlagent.monitor import build_index
-    from ltlagent.vocab import vocab_from_tokenizer
+    from ltlagent.decode.monitor import build_index
+    from ltlagent.decode.vocab import vocab_from_tokenizer
+    from ltlagent.logic.compiled import compile_spec
 
     tok = fresh_tokenizer(size)
     v = vocab_from_tokenizer(tok)
@@ -284,7 +284,7 @@ def bench_outlines(size: int) -> dict[str, float] | None:
     t1 = time.perf_counter()
     ours_idx = build_index(compiled, tok, cache=False)
     ours_compile, ours_spot = time.perf_counter() - t1, t1 - t0
-    from ltlagent.monitor import Monitor
+    from ltlagent.decode.monitor import Monitor
 
     st: list[tuple[float, object, int]] = []
     write_text(Monitor(ours_idx, eos_ends_text=False), ONE_TURN, st)  # fills the memo
@@ -301,9 +301,9 @@ def bench_generate(size: int, new_tokens: int, reps: int) -> dict[str, float]:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessor
 
-    from ltlagent.compiled import compile_spec
-    from ltlagent.monitor import build_index
-    from ltlagent.processor import LtlLogitsProcessor
+    from ltlagent.decode.monitor import build_index
+    from ltlagent.decode.processor import LtlLogitsProcessor
+    from ltlagent.logic.compiled import compile_spec
 
     tok = fresh_tokenizer(size)
     # ~100M parameters: GPT-2 small at 32k; fewer, narrower layers at 128k (the embedding is 82M)

@@ -9,7 +9,7 @@ Before timing, each engine must give ltlagent's verdict on every test string, an
 sets are compared at every step of the timed sequences (differences are counted and reported).
 
 Per step: the engine's mask for the current state into its own form (ltlagent: the cached
-:class:`~ltlagent.masks.Mask`; the engines: a 32-bit-word bitmask) + consuming the sampled token.
+:class:`~ltlagent.decode.masks.Mask`; the engines: a 32-bit-word bitmask) + consuming the sampled token.
 Masks are not applied to logits here (``bench_monitor.py`` reports ``Mask.apply``). One thread.
 Figures are printed, never asserted.
 """
@@ -55,7 +55,7 @@ def package_version(name: str) -> str | None:
 
 def verdict_ltlagent(index: object, text: str) -> str:
     """"complete", "prefix" or "dead" for ``text`` written from the start (bytes, no tokens)."""
-    from ltlagent.machine import DONE, ENV, INF
+    from ltlagent.decode.machine import DONE, ENV, INF
 
     m = index.machine  # type: ignore[attr-defined]
     sid, _ = m.feed(index.start, text.encode())  # type: ignore[attr-defined]
@@ -151,7 +151,7 @@ def our_tokens(index: object, text: str) -> list[int]:
     which ltlagent does not allow after a text ended). Both engines accept these sequences."""
     import bench_monitor as bm
 
-    from ltlagent.monitor import Monitor
+    from ltlagent.decode.monitor import Monitor
 
     rec: list[tuple[float, object, int]] = []
     bm.write_text(Monitor(index, eos_ends_text=False), text, rec)  # type: ignore[arg-type]
@@ -163,7 +163,7 @@ def our_tokens(index: object, text: str) -> list[int]:
 def ours_steps(index: object, ids: list[int], reps: int) -> tuple[list[list[float]], list[np.ndarray]]:
     """ltlagent: per pass, the seconds of each step (pass 0 on a fresh index computes the masks),
     and the allowed ids before each token and after the last (an untimed pass)."""
-    from ltlagent.monitor import Monitor
+    from ltlagent.decode.monitor import Monitor
 
     passes: list[list[float]] = []
     for _ in range(reps):
@@ -286,8 +286,8 @@ def summary(passes: list[list[float]]) -> dict[str, float]:
 def run(size: int, reps: int) -> dict[str, object]:
     import bench_monitor as bm
 
-    from ltlagent.compiled import compile_spec
-    from ltlagent.monitor import build_index
+    from ltlagent.decode.monitor import build_index
+    from ltlagent.logic.compiled import compile_spec
 
     tok, _ = bm.tokenizer(size)
     t0 = time.perf_counter()

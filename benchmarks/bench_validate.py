@@ -60,7 +60,7 @@ def write_prompt(path: Path, mb: float, kind: str) -> int:
 
 CHILD = textwrap.dedent("""
     import json, resource, sys, time
-    from ltlagent.validate import Validator
+    from ltlagent.checks.validate import Validator
     spec, path, strict = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
     v = Validator(spec, strict=strict)
     t0 = time.perf_counter()

@@ -30,7 +30,7 @@ TASKS = ["What is 12 * 7?", "Natalia sold 48 clips in April and half as many in 
 
 def _timed_processor() -> tuple[type, list[tuple[int, float]]]:
     """The ltlagent processor with its per-step time recorded (rows, seconds)."""
-    from ltlagent.vllm_processor import LtlLogitsProcessor
+    from ltlagent.decode.vllm_processor import LtlLogitsProcessor
 
     log: list[tuple[int, float]] = []
 
@@ -60,9 +60,9 @@ def main() -> None:
 
     import vllm
 
-    from ltlagent.agent import BUNDLED_MODEL
-    from ltlagent.tools import Calculator
-    from ltlagent.vllm_backend import vllm_agent
+    from ltlagent.agent.runner import BUNDLED_MODEL
+    from ltlagent.agent.tools import Calculator
+    from ltlagent.agent.vllm_backend import vllm_agent
 
     proc, log = _timed_processor()
     model = args.model or str(BUNDLED_MODEL)

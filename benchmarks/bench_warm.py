@@ -1,5 +1,5 @@
 """Warm masks (issue 11, part 3): the first visit to a state in a new process, with the masks of
-earlier processes on disk (``ltlagent.warm``) and without.
+earlier processes on disk (``ltlagent.decode.warm``) and without.
 
 Usage: python benchmarks/bench_warm.py [--sizes 32000 128000] [--repeat 3]
 
@@ -34,9 +34,9 @@ def child(size: int) -> dict[str, float]:
     import numpy as np
     import torch
 
-    from ltlagent import warm
-    from ltlagent.compiled import compile_spec
-    from ltlagent.monitor import build_index
+    from ltlagent.decode import warm
+    from ltlagent.decode.monitor import build_index
+    from ltlagent.logic.compiled import compile_spec
 
     torch.set_num_threads(1)
     tok = bm.fresh_tokenizer(size)

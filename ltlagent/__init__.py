@@ -16,31 +16,32 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING
 
-from .automaton import Automaton, Verdict
-from .compiled import CompiledSpec, compile_spec
-from .errors import CompileError, LtlAgentError, SpecError, SpecErrors, UsageError
-from .spec import Spec, State, bundled_specs, load_spec, parse_spec
+from ltlagent.errors import CompileError, LtlAgentError, SpecError, SpecErrors, UsageError
+from ltlagent.logic.automaton import Automaton, Verdict
+from ltlagent.logic.compiled import CompiledSpec, compile_spec
+from ltlagent.spec.syntax import Spec, State, bundled_specs, load_spec, parse_spec
 
 if TYPE_CHECKING:  # the lazily loaded names, for type checkers and editors
-    from .agent import Agent, RunResult
-    from .equiv import EquivResult, check_equivalence
-    from .monitor import Monitor, TokenIndex, build_index
-    from .processor import LtlLogitsProcessor, LtlStoppingCriteria, logits_processor
-    from .tools import Calculator, DocumentStore, Tool, ToolError, tool
-    from .validate import FileReport, Validator
+    from ltlagent.agent.runner import Agent, RunResult
+    from ltlagent.agent.tools import Calculator, DocumentStore, Tool, ToolError, tool
+    from ltlagent.checks.equiv import EquivResult, check_equivalence
+    from ltlagent.checks.validate import FileReport, Validator
+    from ltlagent.decode.monitor import Monitor, TokenIndex, build_index
+    from ltlagent.decode.processor import LtlLogitsProcessor, LtlStoppingCriteria, logits_processor
 
 __version__ = "0.1.0"
 
 #: name -> module, for the names loaded on first use.
 _LAZY = {
-    "Validator": "ltlagent.validate", "FileReport": "ltlagent.validate",
-    "check_equivalence": "ltlagent.equiv", "EquivResult": "ltlagent.equiv",
-    "TokenIndex": "ltlagent.monitor", "build_index": "ltlagent.monitor", "Monitor": "ltlagent.monitor",
-    "LtlLogitsProcessor": "ltlagent.processor", "LtlStoppingCriteria": "ltlagent.processor",
-    "logits_processor": "ltlagent.processor",
-    "Agent": "ltlagent.agent", "RunResult": "ltlagent.agent",
-    "Tool": "ltlagent.tools", "tool": "ltlagent.tools", "Calculator": "ltlagent.tools",
-    "DocumentStore": "ltlagent.tools", "ToolError": "ltlagent.tools",
+    "Validator": "ltlagent.checks.validate", "FileReport": "ltlagent.checks.validate",
+    "check_equivalence": "ltlagent.checks.equiv", "EquivResult": "ltlagent.checks.equiv",
+    "TokenIndex": "ltlagent.decode.monitor", "build_index": "ltlagent.decode.monitor",
+    "Monitor": "ltlagent.decode.monitor",
+    "LtlLogitsProcessor": "ltlagent.decode.processor", "LtlStoppingCriteria": "ltlagent.decode.processor",
+    "logits_processor": "ltlagent.decode.processor",
+    "Agent": "ltlagent.agent.runner", "RunResult": "ltlagent.agent.runner",
+    "Tool": "ltlagent.agent.tools", "tool": "ltlagent.agent.tools", "Calculator": "ltlagent.agent.tools",
+    "DocumentStore": "ltlagent.agent.tools", "ToolError": "ltlagent.agent.tools",
 }
 
 

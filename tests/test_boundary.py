@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import torch
 
-from ltlagent.agent import Agent, Step, run_notes
-from ltlagent.compiled import compile_spec
-from ltlagent.lexer import CONTEXT_LABELS
-from ltlagent.machine import boundary_strings
-from ltlagent.monitor import Monitor, build_index
-from ltlagent.spec import parse_spec
-from ltlagent.tools import Calculator
+from ltlagent.agent.runner import Agent, Step, run_notes
+from ltlagent.agent.tools import Calculator
+from ltlagent.decode.machine import boundary_strings
+from ltlagent.decode.monitor import Monitor, build_index
+from ltlagent.logic.compiled import compile_spec
+from ltlagent.spec.syntax import parse_spec
+from ltlagent.text.lexer import CONTEXT_LABELS
 
 from . import tiny
 

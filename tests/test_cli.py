@@ -99,7 +99,7 @@ def test_core_imports_without_the_llm_extras() -> None:
     """Validating and checking specs must not pull torch or transformers."""
     code = ("import sys\n"
             "sys.modules['torch'] = None\nsys.modules['transformers'] = None\n"
-            "import ltlagent, ltlagent.cli, ltlagent.show\n"
+            "import ltlagent, ltlagent.cli, ltlagent.checks.show\n"
             "from ltlagent.cli import main\n"
             "raise SystemExit(main(['check-trace', 'react', 'Final-Thought', 'Answer']))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

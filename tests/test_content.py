@@ -1,7 +1,7 @@
 """Content constraints (docs/design.md §2.2): the regex subset the monitor compiles, and its refusals.
 
 Every refusal is a :class:`UsageError` with a hint (never a ``TypeError`` or a late surprise), and
-:mod:`ltlagent.spec` turns it into a ``file:line:col`` error when the spec is read
+:mod:`ltlagent.spec.syntax` turns it into a ``file:line:col`` error when the spec is read
 (``tests/test_spec.py``). Whatever is accepted must agree with ``re.fullmatch``.
 """
 
@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from ltlagent.content import MAX_DFA_STATES, MAX_REGEX_REPEAT, choices_dfa, regex_dfa
 from ltlagent.errors import LtlAgentError, SpecError, UsageError
+from ltlagent.text.content import MAX_DFA_STATES, MAX_REGEX_REPEAT, choices_dfa, regex_dfa
 
 #: (regex, words the refusal must use): one per feature the monitor refuses.
 UNSUPPORTED = [

@@ -8,11 +8,11 @@ from functools import cache
 import pytest
 import torch
 
-from ltlagent.compiled import compile_spec
+from ltlagent.decode.machine import ByteEvent, EventKind, Key, decode_event, encode_event
+from ltlagent.decode.monitor import Monitor, StateText, TokenIndex, build_index
+from ltlagent.decode.processor import LtlLogitsProcessor
 from ltlagent.errors import UsageError
-from ltlagent.machine import ByteEvent, EventKind, Key, decode_event, encode_event
-from ltlagent.monitor import Monitor, StateText, TokenIndex, build_index
-from ltlagent.processor import LtlLogitsProcessor
+from ltlagent.logic.compiled import compile_spec
 
 from . import tiny
 from .test_monitor import _drive

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ltlagent.automaton import Automaton, build_automaton
 from ltlagent.errors import SpecError
-from ltlagent.ltl import ALIVE, Formulas, encode
-from ltlagent.spec import Always, Next, Or, Pattern, Repeat, Spec, State, Until, Visit
+from ltlagent.logic.automaton import Automaton, build_automaton
+from ltlagent.logic.ltl import ALIVE, Formulas, encode
+from ltlagent.spec.syntax import Always, Next, Or, Pattern, Repeat, Spec, State, Until, Visit
 
 from . import reference
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from ltlagent.checks.equiv import EquivResult, check_equivalence, compact
 from ltlagent.cli import main
-from ltlagent.compiled import compile_spec
-from ltlagent.equiv import EquivResult, check_equivalence, compact
 from ltlagent.errors import SpecError
-from ltlagent.spec import load_spec, parse_spec
+from ltlagent.logic.compiled import compile_spec
+from ltlagent.spec.syntax import load_spec, parse_spec
 
 DATA = Path(__file__).parent / "data"
 EQ = DATA / "equiv"

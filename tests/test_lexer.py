@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ltlagent.lexer import ROOT, build_lexer
+from ltlagent.text.lexer import ROOT, build_lexer
 
 REACT = ["Thought:", "Action:", "Action Input:", "Observation:", "Final Thought:", "Answer:"]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import ltlagent.loader as loader
+import ltlagent.agent.loader as loader
+from ltlagent.agent.loader import SHORT_NAMES, load_model, resolve_model
 from ltlagent.errors import UsageError
-from ltlagent.loader import SHORT_NAMES, load_model, resolve_model
 
 
 def test_short_names_and_bundled_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -19,16 +19,16 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ltlagent.automaton import build_automaton
-from ltlagent.compiled import CompiledSpec, compile_spec
+from ltlagent.decode.machine import DONE, END, FREE, INF
+from ltlagent.decode.monitor import Monitor, StateText, TokenIndex, build_index
+from ltlagent.decode.processor import LtlLogitsProcessor
+from ltlagent.decode.vocab import vocab_from_bytes
 from ltlagent.errors import SpecError, UsageError
-from ltlagent.lexer import build_lexer
-from ltlagent.ltl import encode
-from ltlagent.machine import DONE, END, FREE, INF
-from ltlagent.monitor import Monitor, StateText, TokenIndex, build_index
-from ltlagent.processor import LtlLogitsProcessor
-from ltlagent.spec import Always, Next, Or, Pattern, Repeat, Spec, State, Until, Visit
-from ltlagent.vocab import vocab_from_bytes
+from ltlagent.logic.automaton import build_automaton
+from ltlagent.logic.compiled import CompiledSpec, compile_spec
+from ltlagent.logic.ltl import encode
+from ltlagent.spec.syntax import Always, Next, Or, Pattern, Repeat, Spec, State, Until, Visit
+from ltlagent.text.lexer import build_lexer
 
 from . import tiny
 
@@ -284,7 +284,7 @@ def test_ablation_unconstrained_model_breaks_the_spec() -> None:
 
 @cache
 def tiny_vocab(name: str) -> object:
-    from ltlagent.vocab import vocab_from_tokenizer
+    from ltlagent.decode.vocab import vocab_from_tokenizer
 
     return vocab_from_tokenizer(tiny.TOKENIZERS[name]())
 
@@ -568,7 +568,7 @@ def test_wide_logits_and_mask_methods() -> None:
         mon.reset()
         _drive(mon, tok, text) if text else None
         states.append(mon.machine_state)
-    from ltlagent import masks as M
+    from ltlagent.decode import masks as M
 
     for sid in states:
         mask = index.mask(sid, True)
@@ -592,7 +592,7 @@ def test_wide_logits_and_mask_methods() -> None:
 
 
 def test_cache_roundtrip(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ltlagent import cache
+    from ltlagent.decode import cache
 
     monkeypatch.setenv("LTLAGENT_CACHE_DIR", str(tmp_path))
     tok = tiny.byte_level()

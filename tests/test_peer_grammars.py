@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("transformers")
 
 from benchmarks.peer_grammars import TEST_STRINGS, avoid_rules
-from ltlagent.compiled import compile_spec
-from ltlagent.machine import DONE, ENV, INF
-from ltlagent.monitor import TokenIndex, build_index
+from ltlagent.decode.machine import DONE, ENV, INF
+from ltlagent.decode.monitor import TokenIndex, build_index
+from ltlagent.logic.compiled import compile_spec
 from tests import tiny
 
 

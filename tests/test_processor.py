@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltlagent.compiled import compile_spec
-from ltlagent.machine import ENV
-from ltlagent.monitor import build_index
-from ltlagent.processor import LtlLogitsProcessor, logits_processor
+from ltlagent.decode.machine import ENV
+from ltlagent.decode.monitor import build_index
+from ltlagent.decode.processor import LtlLogitsProcessor, logits_processor
+from ltlagent.logic.compiled import compile_spec
 
 from . import tiny
 
@@ -68,7 +68,7 @@ def test_finite_spec_without_environment_always_completes() -> None:
 
 def _tokens_for(index: object, text: str) -> list[int]:
     """Token ids that write ``text`` under the monitor (longest allowed token at each step)."""
-    from ltlagent.monitor import Monitor
+    from ltlagent.decode.monitor import Monitor
 
     mon = Monitor(index, eos_ends_text=False)  # type: ignore[arg-type]
     v = mon.index.vocab
@@ -166,7 +166,7 @@ def test_apply_rows_equals_row_by_row(extra: int) -> None:
     import numpy as np
     import torch
 
-    from ltlagent.masks import Mask, apply_rows
+    from ltlagent.decode.masks import Mask, apply_rows
 
     size = 6000
     rng = np.random.default_rng(0)

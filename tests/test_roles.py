@@ -1,14 +1,14 @@
 """Which states play the runner's roles (issue 12): declared in the spec (``(:role …)``), given by
-the caller, or the paper's names, resolved in one place (:meth:`ltlagent.roles.Roles.resolve`)."""
+the caller, or the paper's names, resolved in one place (:meth:`ltlagent.agent.roles.Roles.resolve`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ltlagent.compiled import compile_spec
+from ltlagent.agent.roles import Roles
 from ltlagent.errors import SpecError, UsageError
-from ltlagent.roles import Roles
-from ltlagent.spec import parse_spec
+from ltlagent.logic.compiled import compile_spec
+from ltlagent.spec.syntax import parse_spec
 
 RENAMED = """
 (define renamed
@@ -78,9 +78,9 @@ def test_the_reader_refuses_a_role_twice_and_an_env_role_on_a_model_state() -> N
 
 
 def test_the_agent_uses_the_declared_roles() -> None:
-    from ltlagent.agent import Agent
-    from ltlagent.environment import ToolEnvironment
-    from ltlagent.tools import Calculator
+    from ltlagent.agent.environment import ToolEnvironment
+    from ltlagent.agent.runner import Agent
+    from ltlagent.agent.tools import Calculator
 
     agent = Agent.from_spec(parse_spec(RENAMED), object(), object(), tools=[Calculator()])
     assert agent.roles.answer == "Final"

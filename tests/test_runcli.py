@@ -116,7 +116,7 @@ def test_usage_errors(model_dir: str, capsys: pytest.CaptureFixture[str], argv: 
 
 def test_missing_model_and_spec_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    import ltlagent.loader as loader_mod
+    import ltlagent.agent.loader as loader_mod
 
     monkeypatch.setattr(loader_mod, "_package_folder", lambda package: None)
     assert main(["run", "q"]) == 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltlagent.loader import SHORT_NAMES, _package_folder
+from ltlagent.agent.loader import SHORT_NAMES, _package_folder
 
 
 def _installed() -> bool:

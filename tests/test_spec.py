@@ -9,8 +9,8 @@ import pytest
 
 from ltlagent import compile_spec, load_spec, parse_spec
 from ltlagent.errors import SpecError
-from ltlagent.sexp import MAX_DEPTH
-from ltlagent.spec import MAX_UNROLLED_STEPS, Next, Repeat, Until, unrolled_size
+from ltlagent.spec.sexp import MAX_DEPTH
+from ltlagent.spec.syntax import MAX_UNROLLED_STEPS, Next, Repeat, Until, unrolled_size
 
 from .test_content import UNSUPPORTED
 

@@ -35,8 +35,56 @@ def test_only_spotlib_imports_spot() -> None:
 
 
 def test_domain_modules_have_no_argparse() -> None:
-    for name in ("show.py", "validate.py", "equiv.py", "automaton.py", "spec.py"):
+    for name in ("checks/show.py", "checks/validate.py", "checks/equiv.py", "logic/automaton.py",
+                 "spec/syntax.py"):
         assert "argparse" not in _imports(PACKAGE / name), name
+
+
+#: The layers of docs/design.md §10, lowest first: a module imports only from layers below its own.
+LAYERS = {"errors": 0, "spotlib": 0, "graph": 0, "text": 1, "spec": 2, "logic": 3, "checks": 4,
+          "decode": 4, "agent": 5, "cli": 6, "__init__": 7, "__main__": 7}
+
+
+def _layer_of(path: Path) -> str:
+    return path.relative_to(PACKAGE).with_suffix("").parts[0]
+
+
+def _targets(path: Path) -> set[str]:
+    """The top-level ltlagent units (package or module) a file imports, relative imports resolved."""
+    here = path.relative_to(PACKAGE).parent.parts
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(here[:len(here) - node.level + 1])
+                mod = [*base, *(node.module.split(".") if node.module else [])]
+                names = [".".join(["ltlagent", *mod, a.name]) for a in node.names] if not mod else \
+                    [".".join(["ltlagent", *mod])]
+            elif node.module:
+                names = [node.module] if node.module != "ltlagent" else \
+                    [f"ltlagent.{a.name}" for a in node.names]
+        for n in names:
+            parts = n.split(".")
+            if parts[0] == "ltlagent" and len(parts) > 1 and parts[1] in LAYERS:
+                out.add(parts[1])
+    return out
+
+
+def test_no_module_imports_upward() -> None:
+    files = sorted(PACKAGE.rglob("*.py"))
+    assert {_layer_of(p) for p in files} <= set(LAYERS), "a package the layering does not know"
+    upward = [(str(p.relative_to(PACKAGE)), t) for p in files for t in _targets(p)
+              if t != _layer_of(p) and LAYERS[t] >= LAYERS[_layer_of(p)]]
+    assert upward == []
+
+
+def test_layering_check_sees_imports() -> None:
+    """The check above would pass vacuously if it resolved nothing: it must see real edges."""
+    assert "text" in _targets(PACKAGE / "spec" / "syntax.py")
+    assert "errors" in _targets(PACKAGE / "cli" / "__init__.py")
 
 
 def test_content_does_not_import_the_automaton() -> None:
@@ -45,9 +93,9 @@ def test_content_does_not_import_the_automaton() -> None:
     code = ("import sys, types\n"
             f"pkg = types.ModuleType('ltlagent'); pkg.__path__ = [{str(PACKAGE)!r}]\n"
             "sys.modules['ltlagent'] = pkg\n"
-            "import ltlagent.content\n"
-            "assert ltlagent.content.regex_dfa('a+').matches(b'aa')\n"
-            "bad = sorted(m for m in ('ltlagent.automaton', 'ltlagent.spotlib', 'spot') "
+            "import ltlagent.text.content\n"
+            "assert ltlagent.text.content.regex_dfa('a+').matches(b'aa')\n"
+            "bad = sorted(m for m in ('ltlagent.logic.automaton', 'ltlagent.spotlib', 'spot') "
             "if m in sys.modules)\n"
             "assert not bad, bad\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -86,13 +134,13 @@ def test_python_dash_m_ltlagent_runs_the_cli_without_torch_or_networkx() -> None
 
 
 def test_old_compile_name_warns_and_still_works() -> None:
-    import ltlagent.compiled
+    import ltlagent.logic.compiled
 
     with pytest.warns(DeprecationWarning, match="compile_spec"):
         f = ltlagent.compile
     assert f is ltlagent.compile_spec
     with pytest.warns(DeprecationWarning, match="compile_spec"):
-        g = ltlagent.compiled.compile
+        g = ltlagent.logic.compiled.compile
     assert g is ltlagent.compile_spec
     assert "compile" not in ltlagent.__all__  # the new name does not warn (warnings are errors)
     assert ltlagent.compile_spec("react").names

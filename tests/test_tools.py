@@ -7,8 +7,7 @@ import typing
 
 import pytest
 
-from ltlagent.errors import UsageError
-from ltlagent.tools import (
+from ltlagent.agent.tools import (
     Calculator,
     Document,
     DocumentStore,
@@ -20,6 +19,7 @@ from ltlagent.tools import (
     tool,
     wikipedia_style_tools,
 )
+from ltlagent.errors import UsageError
 
 # --- Tool and @tool ----------------------------------------------------------------------------
 

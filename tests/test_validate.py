@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from ltlagent.checks.validate import FileReport, Validator
 from ltlagent.cli import main
-from ltlagent.compiled import compile_spec
-from ltlagent.validate import FileReport, Validator
+from ltlagent.logic.compiled import compile_spec
 
 ROOT = Path(__file__).parent.parent
 PROMPTS = ROOT / "validation" / "prompts"
@@ -397,7 +397,7 @@ def test_50_mb_prompt_streams_in_flat_memory(tmp_path: Path) -> None:
     small.write_bytes(block)
     code = textwrap.dedent("""
         import resource, sys
-        from ltlagent.validate import Validator
+        from ltlagent.checks.validate import Validator
         r = Validator("react").validate_path(sys.argv[1])
         print(r.examples, r.exit_code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     """)

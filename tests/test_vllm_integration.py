@@ -15,9 +15,9 @@ vllm = pytest.importorskip("vllm")
 
 import torch  # noqa: E402
 
-from ltlagent.agent import BUNDLED_MODEL  # noqa: E402
-from ltlagent.compiled import compile_spec  # noqa: E402
-from ltlagent.vllm_processor import LtlLogitsProcessor  # noqa: E402
+from ltlagent.agent.runner import BUNDLED_MODEL  # noqa: E402
+from ltlagent.decode.vllm_processor import LtlLogitsProcessor  # noqa: E402
+from ltlagent.logic.compiled import compile_spec  # noqa: E402
 
 TOOLS = ["Search", "Lookup"]
 PROMPTS = ["Question: what is the capital of France?\n", "Question: 12 * 7?\n", "Q: x\n",
@@ -38,7 +38,7 @@ def _params(spec: str | None, max_tokens: int = 80, **kw: object) -> object:
 
 def _trace(spec: str, ids: list[int]) -> tuple[list[str], str]:
     """The states a token sequence writes (lexed by the spec) and the automaton's verdict."""
-    from ltlagent.monitor import build_index
+    from ltlagent.decode.monitor import build_index
 
     c = compile_spec(spec)
     tok = _tokenizer()
@@ -75,7 +75,7 @@ def test_random_sampling_obeys_the_spec(llm: object) -> None:
 def test_greedy_equals_the_transformers_processor(llm: object) -> None:
     from transformers import AutoModelForCausalLM
 
-    from ltlagent.processor import logits_processor
+    from ltlagent.decode.processor import logits_processor
 
     tok = _tokenizer()
     model = AutoModelForCausalLM.from_pretrained(str(BUNDLED_MODEL))
@@ -118,9 +118,9 @@ def test_mixed_batch_and_untouched_requests(llm: object) -> None:
 def test_agent_run_batch_matches_the_transformers_runner(llm: object) -> None:
     """ReAct episodes with a calculator through environment turns: every trace accepted or paused
     correctly; greedy episodes equal the transformers runner's (same spec, prompt and budget)."""
-    from ltlagent.agent import Agent
-    from ltlagent.tools import Calculator
-    from ltlagent.vllm_backend import vllm_agent
+    from ltlagent.agent.runner import Agent
+    from ltlagent.agent.tools import Calculator
+    from ltlagent.agent.vllm_backend import vllm_agent
 
     tasks = ["What is 12 * 7?", "Natalia sold 48 clips in April and half as many in May. How many in all?",
              "What is 3 + 4?"]

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import torch
 
+from ltlagent.decode.monitor import Monitor
+from ltlagent.decode.vllm_processor import MonitorBatch, RequestOptions
 from ltlagent.errors import UsageError
-from ltlagent.monitor import Monitor
-from ltlagent.vllm_processor import MonitorBatch, RequestOptions
 
 from . import tiny
 
@@ -186,7 +186,7 @@ def test_spec_text_and_budget_steering_reach_a_complete_trace() -> None:
 
 
 def tiny_spec_text() -> str:
-    from ltlagent.spec import load_spec
+    from ltlagent.spec.syntax import load_spec
 
     return load_spec("chain-of-thought").text
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ltlagent.vocab import (
+from ltlagent.decode.vocab import (
     bytes_to_unicode,
     first_byte_index,
     read_tokenizer,

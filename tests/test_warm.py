@@ -1,4 +1,4 @@
-"""Warm masks (ltlagent.warm): masks computed in one process are stored with the index cache and
+"""Warm masks (ltlagent.decode.warm): masks computed in one process are stored with the index cache and
 loaded by the next, equal to freshly computed ones; damaged files and the cache switch are respected."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from ltlagent import cache, warm
-from ltlagent.compiled import compile_spec
-from ltlagent.monitor import Monitor, TokenIndex, build_index
+from ltlagent.decode import cache, warm
+from ltlagent.decode.monitor import Monitor, TokenIndex, build_index
+from ltlagent.logic.compiled import compile_spec
 from tests import tiny
 
 TURNS = [("model", "Thought: look it up\nAction: Search\nAction Input: capital of France\nObservation:"),
@@ -155,7 +155,7 @@ def test_failed_write_leaves_no_partial_file(cache_at: Path, monkeypatch: pytest
 def test_masks_of_the_boundary_variant_are_kept_apart(cache_at: Path) -> None:
     """Example boundaries change the byte machine (its stop matchers); their masks get their own
     entry, and an index without boundaries never reads them."""
-    from ltlagent.lexer import CONTEXT_LABELS
+    from ltlagent.text.lexer import CONTEXT_LABELS
 
     compiled = compile_spec("react-tools")
     tok = tiny.byte_level()

@@ -5,7 +5,7 @@ time, Python overhead per forward pass dominates. This engine keeps a batch of e
 spec and prompt layout in one left-padded KV cache. Each step every live row feeds exactly one
 token to the model: the next queued token (environment text, or the token just chosen), so rows
 can receive Observation text while other rows keep generating. The decoding itself is the
-project's monitor (:mod:`ltlagent.monitor`): masking, forcing, budget steering and the
+project's monitor (:mod:`ltlagent.decode.monitor`): masking, forcing, budget steering and the
 ``:env-input`` pause are all its own; greedy decoding picks the argmax of the masked logits.
 
 The environment is a callable ``env(row, monitor) -> str`` returning the text to append after an
@@ -44,7 +44,7 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
     behind padding, so the model sees exactly the same tokens and positions as without it."""
     import torch
 
-    from ltlagent.monitor import Monitor
+    from ltlagent.decode.monitor import Monitor
 
     n = len(prompts)
     eos_ids = set(index.eos_token_ids)

@@ -162,10 +162,10 @@ def model_files_hash(path: Path) -> str:
 
 def make_env_fn(agent: str, task: str, envs: list[ToolEnv], compiled):
     """The Observation state's environment for one batch: the agent runner's own ToolEnvironment
-    (ltlagent.agent), so tool calls, error messages and the appended text are exactly the runner's
+    (ltlagent.agent.runner), so tool calls, error messages and the appended text are exactly the runner's
     (``" <output>\\n"``, prompt strings inside neutralised). With no Action state (the ablated agent)
     it reads ``Action:`` / ``Action Input:`` from the last Thought, as in the paper."""
-    from ltlagent.agent import EnvContext, Step, ToolEnvironment, neutralise
+    from ltlagent.agent.runner import EnvContext, Step, ToolEnvironment, neutralise
 
     names = TASK_TOOLS[task]
     action, arg = ("Action", "Action-Input") if agent == "constrained" else (None, None)
@@ -207,7 +207,7 @@ def run_config(cfg: ExpConfig, model_name: str, model, tokenizer, index_for, com
         envs = [base_env.fork() for _ in chunk]
         prompts = [build_prompt(task, shots[:k], q.question) for q in chunk]
         if uses_chat(cfg, tokenizer):
-            from ltlagent.agent import chat_prompt
+            from ltlagent.agent.runner import chat_prompt
             prompts = [chat_prompt(tokenizer, p) for p in prompts]
         eps = run_batch(model, tokenizer, index_for(agent, task), prompts,
                         make_env_fn(agent, task, envs, compiled_for(agent)),
@@ -222,7 +222,7 @@ def run_config_agent(cfg: ExpConfig, model_name: str, model, tokenizer, compiled
                      agent: str, shots, questions, base_env: ToolEnv, react, react_paper) -> list[dict]:
     """The same cell through the product's runner, one question at a time:
     ``Agent.from_spec(spec, model, tokenizer, tools=..., prompt=...).run(question)``."""
-    from ltlagent.agent import Agent
+    from ltlagent.agent.runner import Agent
 
     env = base_env.fork()
     runner = Agent.from_spec(compiled_for(agent), model, tokenizer,
@@ -261,9 +261,9 @@ def uses_chat(cfg: ExpConfig, tokenizer) -> bool:
 
 
 def load_model(name: str, models_dir: Path = MODELS_DIR):
-    """A bundled model from ``models_dir``, else anything :func:`ltlagent.loader.load_model` takes
+    """A bundled model from ``models_dir``, else anything :func:`ltlagent.agent.loader.load_model` takes
     (``smollm2-135m``, a GGUF file, a folder); returns (model, tokenizer, files to hash)."""
-    from ltlagent.loader import load_model as load
+    from ltlagent.agent.loader import load_model as load
 
     path = models_dir / name
     loaded = load(path if (path / "config.json").is_file() else name)
@@ -280,14 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--engine", choices=("batch", "agent"), default="batch",
                     help="batch: many episodes per forward pass (validation/batch_agent.py, on the monitor); "
-                         "agent: ltlagent.agent.Agent.run one question at a time (slower; same decoding)")
+                         "agent: Agent.run one question at a time (slower; same decoding)")
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--out", default=str(ROOT / "validation" / "results"))
     ap.add_argument("--resume", action="store_true",
                     help="keep the cells already in OUT/runs/ (each cell is saved when it is done)")
     ap.add_argument("--models-dir", default=str(MODELS_DIR),
                     help="where the bundled models are (default: %(default)s); other names go to "
-                         "ltlagent.loader (smollm2-135m, a GGUF file, a folder)")
+                         "ltlagent.agent.loader (smollm2-135m, a GGUF file, a folder)")
     ap.add_argument("--chat-template", choices=("auto", "on", "off"), default="off",
                     help="on/auto: the prompt is the user turn of the model's chat template and the trace "
                          "the assistant turn, for models that have one (default: off, plain text)")
@@ -298,9 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from ltlagent import compile_spec
-    from ltlagent.agent import eos_token_ids
-    from ltlagent.lexer import CONTEXT_LABELS
-    from ltlagent.monitor import build_index
+    from ltlagent.agent.runner import eos_token_ids
+    from ltlagent.decode.monitor import build_index
+    from ltlagent.text.lexer import CONTEXT_LABELS
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

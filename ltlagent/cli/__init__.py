@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from ltlagent.errors import CompileError, LtlAgentError, SpecError
+
 from .. import __version__
-from ..errors import CompileError, LtlAgentError, SpecError
 from . import equiv, run, show, validate
 
 __all__ = ["main", "build_parser", "Command", "COMMANDS"]

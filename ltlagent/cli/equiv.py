@@ -1,5 +1,5 @@
 """``ltlagent check-equiv``: compare two specs' behaviours and print the verdict
-(:func:`ltlagent.equiv.check_equivalence`)."""
+(:func:`ltlagent.checks.equiv.check_equivalence`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 import json
 import textwrap
 
-from ..equiv import check_equivalence
-from ..spec import load_spec
+from ltlagent.checks.equiv import check_equivalence
+from ltlagent.spec.syntax import load_spec
 
 __all__ = ["add_arguments", "main"]
 

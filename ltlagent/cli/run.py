@@ -14,7 +14,7 @@ import os
 import sys
 from typing import IO, Any
 
-from ..errors import UsageError
+from ltlagent.errors import UsageError
 
 __all__ = ["add_run_arguments", "run_main", "TOOL_NAMES"]
 
@@ -71,7 +71,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _tools(args: argparse.Namespace) -> list[Any]:
-    from ..tools import Calculator, wikipedia_style_tools
+    from ltlagent.agent.tools import Calculator, wikipedia_style_tools
 
     names: list[str] = []
     for chunk in args.tools or []:
@@ -169,9 +169,9 @@ def _use_colour(args: argparse.Namespace, out: IO[str]) -> bool:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    from ..agent import Agent, RunResult
-    from ..compiled import compile_spec
-    from ..roles import Roles
+    from ltlagent.agent.roles import Roles
+    from ltlagent.agent.runner import Agent, RunResult
+    from ltlagent.logic.compiled import compile_spec
 
     if args.max_steps < 1 or args.max_new_tokens < 1 or args.max_state_tokens < 1:
         raise UsageError("--max-steps, --max-new-tokens and --max-state-tokens must be at least 1")
@@ -185,8 +185,8 @@ def run_main(args: argparse.Namespace) -> int:
     if not needs_tools and args.tools is None:
         tools = []
     _quiet_transformers()
-    from ..lexer import CONTEXT_LABELS
-    from ..loader import load_model
+    from ltlagent.agent.loader import load_model
+    from ltlagent.text.lexer import CONTEXT_LABELS
 
     def progress(msg: str) -> None:
         if args.format == "text":

@@ -7,10 +7,10 @@ import argparse
 import json
 import sys
 
-from ..automaton import Automaton
-from ..compiled import compile_spec
-from ..errors import UsageError
-from ..show import describe, render_text
+from ltlagent.checks.show import describe, render_text
+from ltlagent.errors import UsageError
+from ltlagent.logic.automaton import Automaton
+from ltlagent.logic.compiled import compile_spec
 
 __all__ = ["add_show_arguments", "show_main", "add_check_trace_arguments", "check_trace_main"]
 

@@ -1,5 +1,5 @@
 """``ltlagent validate``: check the few-shot examples of prompt files against a spec and print
-the diagnostics (:class:`ltlagent.validate.Validator`)."""
+the diagnostics (:class:`ltlagent.checks.validate.Validator`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import UsageError
-from ..validate import DEFAULT_CONTEXT_LABELS, Validator
+from ltlagent.checks.validate import DEFAULT_CONTEXT_LABELS, Validator
+from ltlagent.errors import UsageError
 
 __all__ = ["add_arguments", "main", "collect_files"]
 

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .errors import UsageError
+from ltlagent.errors import UsageError
 
 __all__ = [
     "FirstByteIndex", "TokenizerReading", "Vocab", "bytes_to_unicode", "first_byte_index", "read_tokenizer",

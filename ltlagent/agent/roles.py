@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from .errors import UsageError
-from .spec import ENV_ROLES, ROLES, Spec
+from ltlagent.errors import UsageError
+from ltlagent.spec.syntax import ENV_ROLES, ROLES, Spec
 
 __all__ = ["Roles", "DEFAULTS"]
 

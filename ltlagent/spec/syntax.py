@@ -5,8 +5,8 @@ them (docs/design.md §2). This module turns source text into a :class:`Spec` an
 static error it can find with ``file:line:col`` (§11): whatever a later stage would refuse is
 refused here, so ``show``, ``validate`` and ``run`` agree on which specs are valid. To that end it
 asks Spot to parse raw ``(ltl "…")`` strings (through :mod:`ltlagent.spotlib`) and builds each
-content DFA once (imported lazily); the translation itself is :mod:`ltlagent.ltl` and
-:mod:`ltlagent.automaton`.
+content DFA once (imported lazily); the translation itself is :mod:`ltlagent.logic.ltl` and
+:mod:`ltlagent.logic.automaton`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from . import spotlib
-from .errors import Location, SpecError, SpecErrors, UsageError
-from .sexp import Atom, Node, SList, read_sexps
+from ltlagent import spotlib
+from ltlagent.errors import Location, SpecError, SpecErrors, UsageError
+from ltlagent.spec.sexp import Atom, Node, SList, read_sexps
 
 __all__ = [
     "State", "Pattern", "Visit", "Next", "Until", "Always", "Or", "Repeat", "Formula", "Spec",
@@ -32,7 +32,7 @@ __all__ = [
 TOOLS_CHOICES = ":tools"
 
 #: The roles a state may declare with ``(:role NAME)``: what the agent runner does with it
-#: (:mod:`ltlagent.roles`).
+#: (:mod:`ltlagent.agent.roles`).
 ROLES = ("action", "action-input", "observation", "evaluator", "user", "answer")
 #: Roles of states the environment writes (they need ``(:flags :env-input)``).
 ENV_ROLES = ("observation", "evaluator", "user")
@@ -82,7 +82,7 @@ class State:
 @dataclass(frozen=True)
 class Visit:
     """``S``: one visit to state ``name``, the leaf of a pattern (a run's step is
-    :class:`ltlagent.agent.Step`)."""
+    :class:`ltlagent.agent.runner.Step`)."""
 
     name: str
     loc: Location | None = field(default=None, compare=False)
@@ -434,7 +434,7 @@ class _Parser:
     def check_content(self, where: Node, content: str | tuple[str, ...]) -> bool:
         """Build the content DFA the monitor will use (a regex or choices); its refusal becomes
         a spec error at ``where``."""
-        from .content import choices_dfa, regex_dfa  # content needs the automaton module
+        from ltlagent.text.content import choices_dfa, regex_dfa  # content needs the automaton module
 
         try:
             if isinstance(content, str):
@@ -710,7 +710,7 @@ def parse_spec(text: str, source: str = "<string>") -> Spec:
     """Parse and statically check spec source text (the language question: is it well formed?).
 
     Emptiness of the language needs the automaton and is checked by
-    :func:`ltlagent.automaton.build_automaton`.
+    :func:`ltlagent.logic.automaton.build_automaton`.
     """
     if "\x00" in text:
         raise SpecError("this looks like a binary file, not a spec (it contains NUL bytes)",
@@ -734,7 +734,7 @@ def load_spec(path: str | Path) -> Spec:
 
 def bundled_specs() -> dict[str, Path]:
     """The specs shipped with ltlagent, by name (file stem)."""
-    for base in (Path(__file__).parent / "specs", Path(__file__).parent.parent / "specs"):
+    for base in (Path(__file__).parent.parent / "specs", Path(__file__).parent.parent.parent / "specs"):
         if base.is_dir():
             return {p.stem: p for p in sorted(base.glob("*.sexp"))}
     return {}

@@ -13,7 +13,7 @@ environment wrote). The value may also be a spec name alone, or the mapping as J
 (``vllm serve`` accepts only flat ``vllm_xargs``). A request without ``extra_args["ltlagent"]`` is
 left untouched.
 
-Each constrained row of the persistent batch has its own :class:`~ltlagent.monitor.Monitor`; token
+Each constrained row of the persistent batch has its own :class:`~ltlagent.decode.monitor.Monitor`; token
 indexes are built once per (spec, tools, newline) and shared. The masks of the whole batch are
 stacked from per-mask cached boolean rows and applied with one ``masked_fill_``. EOS is allowed
 only where the trace is complete; on entering an ``:env-input`` state only EOS is allowed, so the
@@ -23,7 +23,7 @@ text appended, ``env`` naming its range).
 :class:`MonitorBatch` is the engine-independent core (batch bookkeeping and mask assembly; it needs
 only torch); :class:`LtlLogitsProcessor` adapts it to ``vllm.v1.sample.logits_processor``. Use it
 offline with ``vllm.LLM(model, logits_processors=[LtlLogitsProcessor])`` or with
-``vllm serve MODEL --logits-processors ltlagent.vllm_processor:LtlLogitsProcessor``. vLLM's Model
+``vllm serve MODEL --logits-processors ltlagent.decode.vllm_processor:LtlLogitsProcessor``. vLLM's Model
 Runner V2 has another interface: run with ``VLLM_USE_V2_MODEL_RUNNER=0``.
 """
 
@@ -34,13 +34,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from .errors import LtlAgentError, UsageError
+from ltlagent.errors import LtlAgentError, UsageError
 
 if TYPE_CHECKING:
     import torch
 
-    from .masks import Mask
-    from .monitor import Monitor, TokenIndex
+    from ltlagent.decode.masks import Mask
+    from ltlagent.decode.monitor import Monitor, TokenIndex
 
 __all__ = ["EXTRA_KEY", "RequestOptions", "MonitorBatch", "LtlLogitsProcessor"]
 
@@ -104,7 +104,7 @@ class RequestOptions:
 
     def check_spec(self) -> None:
         """Raise ``UsageError`` / ``SpecError`` (both ``ValueError`` s) when the spec cannot be read."""
-        from .spec import parse_spec, resolve_spec_path
+        from ltlagent.spec.syntax import parse_spec, resolve_spec_path
 
         if "(" in self.spec or "\n" in self.spec:
             parse_spec(self.spec)
@@ -127,7 +127,7 @@ class _Row:
 class MonitorBatch:
     """Per-row monitors of a persistent batch, and the batch mask (no vLLM needed).
 
-    ``tokenizer``: what :func:`~ltlagent.monitor.build_index` accepts. ``cache``: the on-disk index
+    ``tokenizer``: what :func:`~ltlagent.decode.monitor.build_index` accepts. ``cache``: the on-disk index
     cache. Rows are keyed by their batch index; :meth:`update` applies vLLM's batch updates
     (removed, then added, then moved), :meth:`apply` masks a ``(batch, vocab)`` logits tensor.
     """
@@ -146,9 +146,9 @@ class MonitorBatch:
         key = (opts.spec, opts.tools, opts.newline)
         hit = self._indexes.get(key)
         if hit is None:
-            from .compiled import compile_spec
-            from .monitor import build_index
-            from .spec import parse_spec
+            from ltlagent.decode.monitor import build_index
+            from ltlagent.logic.compiled import compile_spec
+            from ltlagent.spec.syntax import parse_spec
 
             text = "(" in opts.spec or "\n" in opts.spec  # spec text, else a bundled name or a path
             spec = parse_spec(opts.spec) if text else opts.spec
@@ -165,7 +165,7 @@ class MonitorBatch:
         if opts is None:
             self.rows.pop(i, None)
             return False
-        from .monitor import Monitor
+        from ltlagent.decode.monitor import Monitor
 
         try:
             index = self.index_for(opts)
@@ -230,8 +230,8 @@ class MonitorBatch:
         if self._eos is None:
             import numpy as np
 
-            from .masks import Mask
-            from .vocab import read_tokenizer
+            from ltlagent.decode.masks import Mask
+            from ltlagent.decode.vocab import read_tokenizer
 
             reading = read_tokenizer(self.tokenizer, None)
             self._eos = Mask(len(reading.tokens), allowed=np.asarray(reading.eos, dtype=np.int64))

@@ -54,8 +54,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
-from .compiled import CompiledSpec, compile_spec
-from .lexer import CONTEXT_LABELS
+from ltlagent.logic.compiled import CompiledSpec, compile_spec
+from ltlagent.text.lexer import CONTEXT_LABELS
 
 __all__ = ["Diagnostic", "ExampleInfo", "FileReport", "Validator", "DEFAULT_CONTEXT_LABELS"]
 

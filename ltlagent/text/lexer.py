@@ -2,7 +2,7 @@
 
 Prompt strings are keywords over bytes (UTF-8). A keyword is recognised at the first position where
 some keyword ends, the longest one ending there wins (``"Final Thought:"`` over ``"Thought:"``),
-and scanning restarts after it. Because :mod:`ltlagent.spec` rejects a prompt text that occurs
+and scanning restarts after it. Because :mod:`ltlagent.spec.syntax` rejects a prompt text that occurs
 inside another except as a suffix, this is also exactly leftmost-longest matching, so the same
 lexer has two engines that must agree (and are tested to):
 

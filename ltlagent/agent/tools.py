@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import LtlAgentError, UsageError
+from ltlagent.errors import LtlAgentError, UsageError
 
 __all__ = [
     "Tool", "ToolError", "tool", "Calculator", "DocumentStore", "Document", "Search", "Lookup",

@@ -18,19 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .compiled import CompiledSpec
-from .errors import UsageError
-from .spec import Spec
-from .tools import Tool
+from ltlagent.agent.tools import Tool
+from ltlagent.errors import UsageError
+from ltlagent.logic.compiled import CompiledSpec
+from ltlagent.spec.syntax import Spec
 
 if TYPE_CHECKING:
-    from .agent import Step
-    from .roles import Roles
+    from ltlagent.agent.roles import Roles
+    from ltlagent.agent.runner import Step
 
 __all__ = ["EnvContext", "EnvReply", "EnvFn", "ToolEnvironment", "prompt_template", "render_prompt",
            "neutralise", "PROMPTS", "ZWSP"]
 
-PROMPTS = Path(__file__).parent / "prompts"
+PROMPTS = Path(__file__).parent.parent / "prompts"
 #: Inserted before the last character of a prompt string found in environment text, so that the
 #: environment can never make the trace take a step (the text reads the same).
 ZWSP = "\u200b"
@@ -110,7 +110,8 @@ def _run_with_timeout(fn: Callable[[], str], timeout: float | None
 
 class ToolEnvironment:
     """ReAct's Observation: call the tool named by the last step in ``action_state`` with the text
-    of the last step in ``input_state`` (the spec's action and action-input roles, :mod:`ltlagent.roles`).
+    of the last step in ``input_state`` (the spec's action and action-input roles,
+    :mod:`ltlagent.agent.roles`).
 
     With no action state in the spec (the paper's ablated agent), the call is parsed out of the
     last model text: ``Action: Name`` and ``Action Input: …`` lines, or ``Name[input]``.

@@ -25,10 +25,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from . import spotlib
-from .automaton import Automaton, build_automaton
-from .errors import CompileError
-from .spec import Spec
+from ltlagent import spotlib
+from ltlagent.errors import CompileError
+from ltlagent.logic.automaton import Automaton, build_automaton
+from ltlagent.spec.syntax import Spec
 
 __all__ = ["Counterexample", "StateDifference", "EquivResult", "check_equivalence", "compact"]
 

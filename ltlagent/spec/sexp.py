@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import Location, SpecError
+from ltlagent.errors import Location, SpecError
 
 __all__ = ["Atom", "SList", "Node", "read_sexps", "MAX_DEPTH"]
 

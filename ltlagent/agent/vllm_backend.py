@@ -4,11 +4,11 @@
 ``logits_processors=[LtlLogitsProcessor]``) then ``agent.run_batch(tasks)``. All episodes' requests
 are in the engine at once, so vLLM batches them; an episode's next turn is added as soon as its
 previous one ends. The logits processor
-(:mod:`ltlagent.vllm_processor`) masks each request; a request ends where the monitor enters an
+(:mod:`ltlagent.decode.vllm_processor`) masks each request; a request ends where the monitor enters an
 ``:env-input`` state (only EOS is allowed there). The runner then appends the environment's text and
 submits the next turn as a new request on the same token prefix, naming the environment's token
 ranges so the processor replays the trace (vLLM's prefix caching keeps the shared prefix cheap).
-Results are :class:`~ltlagent.agent.RunResult` s of the same shape as the transformers backend's; in
+Results are :class:`~ltlagent.agent.runner.RunResult` s of the same shape as the transformers backend's; in
 ``usage``, ``forward_calls`` counts requests and ``forward_tokens`` the prompt tokens submitted.
 """
 
@@ -20,21 +20,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .agent import Agent, RunResult, Step, _StepLog
-from .environment import EnvContext, EnvReply
-from .errors import UsageError
-from .vllm_processor import EXTRA_KEY
+from ltlagent.agent.environment import EnvContext, EnvReply
+from ltlagent.agent.runner import Agent, RunResult, Step, _StepLog
+from ltlagent.decode.vllm_processor import EXTRA_KEY
+from ltlagent.errors import UsageError
 
 if TYPE_CHECKING:
-    from .monitor import Monitor
-    from .spec import Spec
-    from .tools import Tool
+    from ltlagent.agent.tools import Tool
+    from ltlagent.decode.monitor import Monitor
+    from ltlagent.spec.syntax import Spec
 
 __all__ = ["vllm_agent", "run_batch"]
 
 
 def vllm_agent(spec: Spec | str | Path, llm: Any, *, tools: Sequence[Tool] = (), **kwargs: Any) -> Agent:
-    """An :class:`~ltlagent.agent.Agent` over a ``vllm.LLM`` (its tokenizer is the engine's);
+    """An :class:`~ltlagent.agent.runner.Agent` over a ``vllm.LLM`` (its tokenizer is the engine's);
     ``kwargs`` as for :meth:`Agent.from_spec`."""
     return Agent.from_spec(spec, llm, llm.get_tokenizer(), tools=tools, **kwargs)
 
@@ -79,7 +79,7 @@ def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_ne
         raise UsageError("max_steps and max_new_tokens must be at least 1")
     import vllm
 
-    from .monitor import Monitor
+    from ltlagent.decode.monitor import Monitor
 
     llm = agent.model
     spec = agent.compiled.spec
@@ -160,8 +160,9 @@ def _consume(agent: Agent, ep: _Episode, toks: list[int], eos: set[int], max_ste
         try:
             events = mon.advance(tok)
         except UsageError:  # the engine did not apply the mask (processor not loaded?)
-            raise UsageError("vLLM produced a token the monitor forbids: was the LLM built with "
-                             "logits_processors=[ltlagent.vllm_processor.LtlLogitsProcessor]?") from None
+            raise UsageError(
+                "vLLM produced a token the monitor forbids: was the LLM built with "
+                "logits_processors=[ltlagent.decode.vllm_processor.LtlLogitsProcessor]?") from None
         log.wrote(events, "forced" if forced else "model")
         ep.forced_tokens += forced
         if tok in eos:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .machine import FREE, INF, Key, Machine
-from .masks import Mask
-from .vocab import FirstByteIndex, Vocab, tokens_containing
+from ltlagent.decode.machine import FREE, INF, Key, Machine
+from ltlagent.decode.masks import Mask
+from ltlagent.decode.vocab import FirstByteIndex, Vocab, tokens_containing
 
 __all__ = ["Steering"]
 

@@ -2,7 +2,7 @@
 
 Usable with a plain ``model.generate(..., logits_processor=[proc], stopping_criteria=[proc.stopping])``:
 greedy, sampling, batches with left padding, beam search. Each row has its own
-:class:`~ltlagent.monitor.Monitor`, found by the row's token prefix (a row continues a fork of its
+:class:`~ltlagent.decode.monitor.Monitor`, found by the row's token prefix (a row continues a fork of its
 parent's), never by call order, so beam reordering is harmless.
 
 Under ``generate``, EOS ends a row: it is allowed only where the trace is complete. Entering an
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from transformers import LogitsProcessor, StoppingCriteria
 
-from .compiled import CompiledSpec
-from .errors import UsageError
-from .masks import apply_rows
-from .monitor import Monitor, TokenIndex, build_index
-from .spec import Spec
+from ltlagent.decode.masks import apply_rows
+from ltlagent.decode.monitor import Monitor, TokenIndex, build_index
+from ltlagent.errors import UsageError
+from ltlagent.logic.compiled import CompiledSpec
+from ltlagent.spec.syntax import Spec
 
 if TYPE_CHECKING:
     import torch

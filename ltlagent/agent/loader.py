@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from ltlagent.errors import UsageError
 
 __all__ = ["ModelSource", "LoadedModel", "resolve_model", "load_model", "gguf_cache_folder",
            "SHORT_NAMES", "DEFAULT_MODEL", "BUNDLED_DIR"]
 
 #: Where the bundled ReAct models live.
-BUNDLED_DIR = Path(__file__).parent / "models"
+BUNDLED_DIR = Path(__file__).parent.parent / "models"
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def _sha256(path: Path) -> str:
 
 def gguf_cache_folder(gguf: Path) -> Path | None:
     """Where the de-quantised copy of ``gguf`` is kept (None when the cache is off)."""
-    from .cache import cache_dir, cache_enabled
+    from ltlagent.decode.cache import cache_dir, cache_enabled
 
     if not cache_enabled():
         return None

@@ -10,9 +10,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .automaton import Automaton, build_automaton
-from .lexer import Lexer, build_lexer
-from .spec import Spec, load_spec
+from ltlagent.logic.automaton import Automaton, build_automaton
+from ltlagent.spec.syntax import Spec, load_spec
+from ltlagent.text.lexer import Lexer, build_lexer
 
 __all__ = ["CompiledSpec", "compile_spec"]
 
@@ -42,7 +42,7 @@ def compile_spec(spec: Spec | str | Path) -> CompiledSpec:
 
 def __getattr__(name: str) -> object:
     if name == "compile":  # the old name of compile_spec, which shadowed the builtin
-        warnings.warn("ltlagent.compiled.compile is deprecated: use compile_spec",
+        warnings.warn("ltlagent.logic.compiled.compile is deprecated: use compile_spec",
                       DeprecationWarning, stacklevel=2)
         return compile_spec
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import spotlib
-from .errors import SpecError
-from .spec import (
+from ltlagent import spotlib
+from ltlagent.errors import SpecError
+from ltlagent.spec.syntax import (
     MAX_UNROLLED_STEPS,
     Always,
     Formula,
@@ -208,7 +208,7 @@ def build_formulas(spec: Spec) -> Formulas:
     if size > MAX_UNROLLED_STEPS:
         raise SpecError(f"the behaviour unrolls to {size} steps, more than the limit of "
                         f"{MAX_UNROLLED_STEPS}", spec.behavior.loc, spec.text or None,
-                        "see MAX_UNROLLED_STEPS in ltlagent.spec (docs/design.md §3.3)")
+                        "see MAX_UNROLLED_STEPS in ltlagent.spec.syntax (docs/design.md §3.3)")
     enc = encode(spec)
     prefix, body = split_always(spec.behavior)
     readable = _build(spec, prefix, body, _quote, None)

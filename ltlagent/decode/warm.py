@@ -1,14 +1,14 @@
 """Warm masks: the masks a token index computed on first visits, kept on disk beside its cache entry.
 
-A :class:`~ltlagent.monitor.TokenIndex` computes the mask of a machine state the first time a
+A :class:`~ltlagent.decode.monitor.TokenIndex` computes the mask of a machine state the first time a
 sequence reaches it (a vectorised walk over the candidate tokens: up to several ms at 128k tokens),
-in every new process. With the on-disk cache on (:mod:`ltlagent.cache`), :func:`attach` loads the
+in every new process. With the on-disk cache on (:mod:`ltlagent.decode.cache`), :func:`attach` loads the
 masks an earlier process stored and arranges for the ones computed in this process to be stored
 when the index is garbage-collected or the interpreter exits (:func:`save_masks` does it now).
 
 Masks are stored under the index's own cache key (spec, vocabulary hash, ltlagent and Spot
 versions) plus a suffix for the variant (``newline`` separator on or off), through
-:func:`ltlagent.cache.save_entry` (temporary file + ``os.replace``: nothing half-written). Machine
+:func:`ltlagent.decode.cache.save_entry` (temporary file + ``os.replace``: nothing half-written). Machine
 states are interned in visiting order, so entries are keyed by the machine key tuple, not the state
 id. A missing, damaged or inconsistent file is ignored (the masks are computed as usual);
 ``LTLAGENT_CACHE_DIR=off`` turns loading and saving off. Budget-steering masks are not stored.
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import cache as disk
-from .machine import Key
-from .masks import Mask
+from ltlagent.decode import cache as disk
+from ltlagent.decode.machine import Key
+from ltlagent.decode.masks import Mask
 
 if TYPE_CHECKING:
-    from .monitor import TokenIndex, _Memo
+    from ltlagent.decode.monitor import TokenIndex, _Memo
 
 __all__ = ["attach", "load_masks", "mask_entry_key", "save_masks"]
 

@@ -29,9 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from .compiled import CompiledSpec, compile_spec
-from .errors import CompileError, UsageError
-from .machine import (
+from ltlagent.decode.machine import (
     DONE,
     END,
     ENV,
@@ -45,10 +43,9 @@ from .machine import (
     build_tables,
     decode_event,
 )
-from .masks import Mask
-from .spec import Spec
-from .steering import Steering
-from .vocab import (
+from ltlagent.decode.masks import Mask
+from ltlagent.decode.steering import Steering
+from ltlagent.decode.vocab import (
     FirstByteIndex,
     Vocab,
     first_byte_index,
@@ -56,6 +53,9 @@ from .vocab import (
     tokens_containing,
     vocab_from_reading,
 )
+from ltlagent.errors import CompileError, UsageError
+from ltlagent.logic.compiled import CompiledSpec, compile_spec
+from ltlagent.spec.syntax import Spec
 
 if TYPE_CHECKING:
     import torch
@@ -128,7 +128,7 @@ class _Memo:
         self.steer: dict[tuple[int, bool, bool, int, int], Mask] = {}
         self.variants: dict[bool, TokenIndex] = {}
         self.steps: dict[int, tuple[int, tuple[tuple[ByteEvent, int], ...]]] = {}
-        self.disk_key: str | None = None  # the index's cache key, when masks persist (ltlagent.warm)
+        self.disk_key: str | None = None  # the index's cache key, when masks persist (ltlagent.decode.warm)
         self.warm: tuple[str, int] | None = None  # (masks entry, masks loaded or last saved)
 
 
@@ -356,7 +356,7 @@ class TokenIndex:
 
     def variant(self, newline: bool) -> TokenIndex:
         """This index with the newline separator switched on or off (built once, then shared).
-        It stays off where it could change what the lexer reads (see :mod:`ltlagent.machine`)."""
+        It stays off where it could change what the lexer reads (see :mod:`ltlagent.decode.machine`)."""
         if newline == self.tables.newline:
             return self
         hit = self._memo.variants.get(newline)
@@ -368,7 +368,7 @@ class TokenIndex:
             if tables.newline != newline:  # not possible for this spec and tokenizer
                 hit = self
             elif self._memo.disk_key is not None:
-                from . import warm
+                from ltlagent.decode import warm
 
                 warm.attach(hit, self._memo.disk_key)
             self._memo.variants[newline] = hit
@@ -395,17 +395,17 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
                 context_labels: Sequence[str] = ()) -> TokenIndex:
     """Compile ``compiled`` (a :class:`CompiledSpec`; a spec, spec path or bundled name also works)
     for ``tokenizer`` (any Hugging Face tokenizer, a ``tokenizers.Tokenizer``, or a
-    :class:`~ltlagent.vocab.Vocab`).
+    :class:`~ltlagent.decode.vocab.Vocab`).
 
     ``tool_names`` fills states declared ``(:choices :tools)``. With ``cache`` the vocabulary
-    reading is read from / written to the on-disk cache (:mod:`ltlagent.cache`), keyed by the spec,
+    reading is read from / written to the on-disk cache (:mod:`ltlagent.decode.cache`), keyed by the spec,
     the vocabulary hash and the ltlagent and Spot versions. ``eos_token_ids`` overrides the
     tokenizer's EOS (a model's generation config may list several). ``newline``: see
-    :meth:`TokenIndex.variant`. ``context_labels`` (e.g. :data:`~ltlagent.lexer.CONTEXT_LABELS`):
+    :meth:`TokenIndex.variant`. ``context_labels`` (e.g. :data:`~ltlagent.text.lexer.CONTEXT_LABELS`):
     the example boundary: a line that starts with ``<label>:`` inside any model-written state ends
     that state's text as EOS would (real models run on past the answer into a new example).
     """
-    from . import cache as disk
+    from ltlagent.decode import cache as disk
 
     if not isinstance(compiled, CompiledSpec):
         compiled = compile_spec(compiled)
@@ -446,7 +446,7 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
             "kind": np.asarray(vocab.kind), "fingerprint": np.asarray(vocab.fingerprint),
             "kw": kw})
     if key is not None:
-        from . import warm
+        from ltlagent.decode import warm
 
         warm.attach(index, key)  # masks computed by earlier processes, and those of this one later
     return index
@@ -540,7 +540,7 @@ class Monitor:
         self.current_mask().apply(logits_row)
 
     def current_mask(self) -> Mask:
-        """The allowed tokens now, as the index's cached :class:`~ltlagent.masks.Mask` (batch
+        """The allowed tokens now, as the index's cached :class:`~ltlagent.decode.masks.Mask` (batch
         processors assemble one mask tensor for many cursors); EOS only once the cursor is dead."""
         if self._dead:
             return self.index.final_mask()

@@ -9,7 +9,7 @@ early when a prefix can no longer be completed.
 Regexes are read with Python's own parser (``re._parser``) and compiled by Thompson's construction
 and the subset construction. Supported: literals, ``.``, classes, ``|``, groups, greedy and lazy
 repetition, ``^``/``$``/``\\A``/``\\Z`` at the very start or end. Not supported (a clear error, raised
-already when the spec is read: :mod:`ltlagent.spec` builds the DFA once to check): backreferences,
+already when the spec is read: :mod:`ltlagent.spec.syntax` builds the DFA once to check): backreferences,
 conditional groups, lookaround, ``\\b``/``\\B``, anchors elsewhere than at the ends, possessive
 repetition and atomic groups, flags other than ``(?a)``/``(?s)``/``(?u)``/``(?x)``, bounded repetition
 above :data:`MAX_REGEX_REPEAT`, and DFAs of more than :data:`MAX_DFA_STATES` states. ``\\d``,
@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from .errors import UsageError
-from .graph import coreachable
+from ltlagent.errors import UsageError
+from ltlagent.graph import coreachable
 
 __all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "DEAD", "MAX_DFA_STATES",
            "MAX_REGEX_REPEAT"]

@@ -5,7 +5,7 @@ names), the tokenizer's vocabulary hash, and the ltlagent and Spot versions, so 
 them misses. Directory: ``$LTLAGENT_CACHE_DIR``, else ``$XDG_CACHE_HOME/ltlagent``, else
 ``~/.cache/ltlagent``. ``LTLAGENT_CACHE_DIR=off`` (or :func:`disable_cache`) turns it off;
 :func:`clear_cache` empties it. Files are written atomically; a damaged entry is ignored. The masks
-an index computed are stored beside its entry under the same key (:mod:`ltlagent.warm`).
+an index computed are stored beside its entry under the same key (:mod:`ltlagent.decode.warm`).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def clear_cache() -> int:
 
 
 def _versions() -> str:
-    from . import __version__, spotlib
+    from ltlagent import __version__, spotlib
 
     try:
         spot_v = spotlib.version()

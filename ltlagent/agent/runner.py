@@ -2,7 +2,7 @@
 
 ``Agent.from_spec("react", model, tokenizer, tools=[Calculator()])`` then ``agent.run(task)``. The
 runner owns the generation loop: the prompt is encoded once, every generated token goes through the
-decoding :class:`~ltlagent.monitor.Monitor`, and environment text (tool output, an evaluator's
+decoding :class:`~ltlagent.decode.monitor.Monitor`, and environment text (tool output, an evaluator's
 verdict, the user's turn) is appended as token ids so that the KV cache is reused across turns.
 Mistakes of the model or of a tool (unknown tool, exception, timeout, oversized output) become the
 environment's text, never a crash.
@@ -19,8 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .compiled import CompiledSpec, compile_spec
-from .environment import (
+from ltlagent.agent.environment import (
     EnvContext,
     EnvFn,
     EnvReply,
@@ -30,16 +29,17 @@ from .environment import (
     prompt_template,
     render_prompt,
 )
-from .errors import UsageError
-from .lexer import CONTEXT_LABELS
-from .roles import Roles
-from .spec import Spec
-from .tools import Tool
+from ltlagent.agent.roles import Roles
+from ltlagent.agent.tools import Tool
+from ltlagent.errors import UsageError
+from ltlagent.logic.compiled import CompiledSpec, compile_spec
+from ltlagent.spec.syntax import Spec
+from ltlagent.text.lexer import CONTEXT_LABELS
 
 if TYPE_CHECKING:
     import torch
 
-    from .monitor import Monitor, TokenIndex
+    from ltlagent.decode.monitor import Monitor, TokenIndex
 
 __all__ = [
     "Agent", "Step", "RunResult", "RunStream", "EnvContext", "EnvReply", "ToolEnvironment",
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 #: The bundled tiny model (trained on ReAct traces); used when no model is given.
-BUNDLED_MODEL = Path(__file__).parent / "models" / "react-tiny"
+BUNDLED_MODEL = Path(__file__).parent.parent / "models" / "react-tiny"
 CHAT_TEMPLATE_MODES = ("auto", "on", "off")
 STOP_REASONS = ("complete", "max_new_tokens", "max_steps", "context_full", "env_ended", "finished")
 
@@ -155,10 +155,10 @@ class RunStream:
 # --- model loading -----------------------------------------------------------------------------------
 
 def _load_model(model: object, tokenizer: object) -> tuple[Any, Any]:
-    """Objects pass through; names, paths and GGUF files go through :func:`ltlagent.loader.load_model`;
+    """Objects pass through; names, paths and GGUF files go through :func:`ltlagent.agent.loader.load_model`;
     None is the default model (SmolLM2-135M-Instruct)."""
     if model is None or isinstance(model, str | Path):
-        from .loader import load_model
+        from ltlagent.agent.loader import load_model
         loaded = load_model(model, tokenizer=tokenizer)
         return loaded.model, loaded.tokenizer
     if isinstance(tokenizer, str | Path):
@@ -365,7 +365,7 @@ class Agent:
         :class:`EnvContext`, or a constant string) when given; else the evaluator state by
         ``evaluator(answer[, ctx])``, the user state by ``user_input(bot_text[, ctx])`` (None or
         EOFError ends the run), and the observation state by calling the tools.
-        ``roles`` (a :class:`~ltlagent.roles.Roles` or a mapping such as ``{"answer": "Final"}``)
+        ``roles`` (a :class:`~ltlagent.agent.roles.Roles` or a mapping such as ``{"answer": "Final"}``)
         says which states play which role where the spec does not declare it (``(:role …)``);
         the rest default to the paper's names (``Action``, ``Action-Input``, ``Observation``,
         ``Evaluator``, ``User``, ``Answer``: :meth:`Roles.resolve`). ``answer_state`` and
@@ -376,7 +376,7 @@ class Agent:
 
         ``context_labels``: the example boundary. Real models run on past the answer into a new
         example; a line starting with one of these labels (default
-        :data:`~ltlagent.lexer.CONTEXT_LABELS`: ``Question:``, ``Claim:``…) inside any state ends
+        :data:`~ltlagent.text.lexer.CONTEXT_LABELS`: ``Question:``, ``Claim:``…) inside any state ends
         that state's text as EOS would, and a complete trace then ends the run. ``()`` turns it off.
         ``chat_template``: ``"on"`` puts the prompt (instructions, examples, task) in the user turn
         of the tokenizer's chat template and the trace in the assistant turn; ``"off"`` (default)
@@ -450,7 +450,7 @@ class Agent:
     def index(self) -> TokenIndex:
         """The spec compiled for this tokenizer (built on first use)."""
         if self._index is None:
-            from .monitor import build_index
+            from ltlagent.decode.monitor import build_index
             t = time.perf_counter()
             self._index = build_index(self.compiled, self.tokenizer, tool_names=list(self.tools) or None,
                                       eos_token_ids=eos_token_ids(self.model, self.tokenizer),
@@ -509,8 +509,8 @@ class Agent:
 
     def run_batch(self, tasks: Sequence[str], **kwargs: Any) -> list[RunResult]:
         """Run ``tasks`` concurrently on a vLLM engine (``model`` a ``vllm.LLM`` built with the ltlagent
-        logits processor): see :func:`ltlagent.vllm_backend.run_batch` for the options."""
-        from .vllm_backend import run_batch
+        logits processor): see :func:`ltlagent.agent.vllm_backend.run_batch` for the options."""
+        from ltlagent.agent.vllm_backend import run_batch
 
         return run_batch(self, tasks, **kwargs)
 
@@ -582,7 +582,7 @@ class Agent:
                   ) -> Generator[Step, None, RunResult]:
         import torch
 
-        from .monitor import Monitor
+        from ltlagent.decode.monitor import Monitor
 
         t0 = time.perf_counter()
         index = self.index

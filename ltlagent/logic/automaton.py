@@ -15,12 +15,12 @@ from collections import deque
 from dataclasses import InitVar, dataclass, field, fields
 from functools import cached_property
 
-from . import spotlib
-from .errors import CompileError, SpecError
-from .graph import coreachable, reachable
-from .ltl import ALIVE, MARK, Encoding, Formulas, build_formulas, encode
-from .spec import Spec
-from .spotlib import EdgeTable, TwaGraph
+from ltlagent import spotlib
+from ltlagent.errors import CompileError, SpecError
+from ltlagent.graph import coreachable, reachable
+from ltlagent.logic.ltl import ALIVE, MARK, Encoding, Formulas, build_formulas, encode
+from ltlagent.spec.syntax import Spec
+from ltlagent.spotlib import EdgeTable, TwaGraph
 
 __all__ = ["Automaton", "Verdict", "build_automaton", "translate", "DEAD"]
 

@@ -39,10 +39,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .compiled import CompiledSpec
-from .content import WHITESPACE, ContentDFA, choices_dfa, regex_dfa
-from .errors import UsageError
-from .lexer import ROOT, Lexer, build_lexer
+from ltlagent.errors import UsageError
+from ltlagent.logic.compiled import CompiledSpec
+from ltlagent.text.content import WHITESPACE, ContentDFA, choices_dfa, regex_dfa
+from ltlagent.text.lexer import ROOT, Lexer, build_lexer
 
 __all__ = ["FREE", "END", "ENV", "DONE", "INF", "Key", "EventKind", "ByteEvent", "encode_event",
            "decode_event", "SpecTables", "Machine", "build_tables", "SEP_NEWLINE", "boundary_strings"]

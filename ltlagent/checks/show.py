@@ -3,8 +3,8 @@ warnings, as data (:func:`describe`) or text (:func:`render_text`)."""
 
 from __future__ import annotations
 
-from .compiled import CompiledSpec
-from .spec import State
+from ltlagent.logic.compiled import CompiledSpec
+from ltlagent.spec.syntax import State
 
 __all__ = ["describe", "render_text", "warnings"]
 
