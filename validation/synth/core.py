@@ -2,7 +2,7 @@
 
 A trace is a tuple of ``(state name, content)`` steps with the state names and prompt strings of
 ``specs/react.sexp``. Observations are produced by calling the project's real tools
-(:mod:`ltlagent.tools`) through :class:`ToolEnv`, so the model learns their exact output format.
+(:mod:`ltlagent.agent.tools`) through :class:`ToolEnv`, so the model learns their exact output format.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class ToolEnv:
 
     def __init__(self, world: World | None = None, kb_path: str | None = None, *,
                  store: object = None) -> None:
-        from ltlagent.tools import Calculator, Document, DocumentStore, wikipedia_style_tools
+        from ltlagent.agent.tools import Calculator, Document, DocumentStore, wikipedia_style_tools
 
         if store is None:
             if kb_path is not None:
@@ -102,7 +102,7 @@ def instruction(task: str, tool_descriptions: list[str] | None = None) -> str:
     """The instruction block of the paper's prompts (Figures 6–8), tool placeholders filled in."""
     names = TASK_TOOLS[task]
     if tool_descriptions is None:
-        from ltlagent.tools import Calculator, Lookup, Search
+        from ltlagent.agent.tools import Calculator, Lookup, Search
 
         cls = {"Calculator": Calculator, "Search": Search, "Lookup": Lookup}
         tool_descriptions = [f"{n}: {' '.join(cls[n].description.split())}" for n in names]
