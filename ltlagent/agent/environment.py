@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from ltlagent.agent.roles import Roles
     from ltlagent.agent.runner import Step
 
-__all__ = ["EnvContext", "EnvReply", "EnvFn", "ToolEnvironment", "prompt_template", "render_prompt",
-           "neutralise", "PROMPTS", "ZWSP"]
+__all__ = ["EnvContext", "EnvReply", "EnvFn", "call_environment", "ToolEnvironment", "prompt_template",
+           "render_prompt", "neutralise", "PROMPTS", "ZWSP"]
 
 PROMPTS = Path(__file__).parent.parent / "prompts"
 #: Inserted before the last character of a prompt string found in environment text, so that the
@@ -69,6 +69,16 @@ class EnvReply:
 
 
 EnvFn = Callable[[EnvContext], "str | EnvReply | None"]
+
+
+def call_environment(handlers: Mapping[str, EnvFn], ctx: EnvContext) -> EnvReply:
+    """The reply of the handler of ``ctx.state`` (no handler, or end of input: text None, which
+    ends the run); both runners (transformers, vLLM) take environment turns through this."""
+    try:
+        got = handlers[ctx.state](ctx) if ctx.state in handlers else None
+    except EOFError:
+        got = None
+    return got if isinstance(got, EnvReply) else EnvReply(None if got is None else str(got))
 
 
 def _call_flexible(fn: Callable[..., Any], *args: object) -> Any:

@@ -25,6 +25,7 @@ from ltlagent.agent.environment import (
     EnvReply,
     ToolEnvironment,
     _call_flexible,
+    call_environment,
     neutralise,
     prompt_template,
     render_prompt,
@@ -641,12 +642,8 @@ class Agent:
                 yield from log.take(i)
                 state = str(mon.state)
                 te = time.perf_counter()
-                ctx = EnvContext(task, state, tuple(log.step(j) for j in range(i)))
-                try:
-                    got = self.handlers[state](ctx) if state in self.handlers else None
-                except EOFError:
-                    got = None
-                reply = got if isinstance(got, EnvReply) else EnvReply(None if got is None else str(got))
+                reply = call_environment(
+                    self.handlers, EnvContext(task, state, tuple(log.step(j) for j in range(i))))
                 if reply.text is None:
                     stop = "env_ended"
                     break

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ltlagent.agent.environment import EnvContext, EnvReply
+from ltlagent.agent.environment import EnvContext, EnvReply, call_environment
 from ltlagent.agent.runner import Agent, RunResult, Step, _StepLog
 from ltlagent.decode.vllm_processor import EXTRA_KEY
 from ltlagent.errors import UsageError
@@ -186,12 +186,7 @@ def _consume(agent: Agent, ep: _Episode, toks: list[int], eos: set[int], max_ste
     i = len(mon.segments) - 1
     state = str(mon.state)
     te = time.perf_counter()
-    ctx = EnvContext(ep.task, state, tuple(log.step(j) for j in range(i)))
-    try:
-        got = agent.handlers[state](ctx) if state in agent.handlers else None
-    except EOFError:
-        got = None
-    reply = got if isinstance(got, EnvReply) else EnvReply(None if got is None else str(got))
+    reply = call_environment(agent.handlers, EnvContext(ep.task, state, tuple(log.step(j) for j in range(i))))
     if reply.text is None:
         ep.stop = "env_ended"
         return False
