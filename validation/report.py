@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import random
@@ -181,6 +182,21 @@ def write_report(out: Path) -> Path:
     return path
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Command line: rewrite results.md (and accuracy.png) from a results folder's summary.json."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "results", nargs="?", type=Path, default=ROOT / "validation" / "results",
+        help="folder holding summary.json (default: validation/results)",
+    )
+    args = parser.parse_args(argv)
+    summary = args.results / "summary.json"
+    if not summary.is_file():
+        print(f"error: {summary}: no such file (run validation/experiment.py first)", file=sys.stderr)
+        return 2
+    print(write_report(args.results))
+    return 0
+
+
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "validation" / "results"
-    print(write_report(target))
+    sys.exit(main())
