@@ -1,7 +1,7 @@
 """One ReAct turn written for llguidance (Lark) and XGrammar (EBNF), the language of ltlagent's
 ``react-tools`` spec from its start up to the pause for the environment (issue 11).
 
-The language, read off the spec and the monitor's semantics (DESIGN §5), over text from the start:
+The language, read off the spec and the monitor's semantics (docs/design.md §5), over text from the start:
 
 * at most one whitespace byte (``WS``: space, tab, LF, CR, VT, FF), then either
 * ``Thought:`` + a line + ``Action:`` + the tool name + ``Action Input:`` + a line + ``Observation:``

@@ -6,7 +6,8 @@ Each benchmark runs in its own process with one thread; its tables (markdown) ar
 heading as they come, its progress goes to stderr. Default settings keep the whole run to a few
 minutes on a 2-core machine (the first run also trains the 32k and 128k tokenizers, about a minute);
 ``--full`` uses the settings behind ``benchmarks/README.md``. Timings are reported, never asserted:
-the exit status is non-zero only when a benchmark itself fails.
+the exit status is non-zero only when a benchmark itself fails. vLLM's benchmark needs its own
+environment (vLLM pins its own torch): ``make bench-vllm``.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def main() -> int:
             print(f"bench_{name} failed (exit {proc.returncode})", flush=True)
     tail = f"; failed: {failed}" if failed else ""
     print(f"\nall benchmarks: {time.perf_counter() - t_all:.0f} s{tail}")
+    # vLLM pins its own torch, so its benchmark lives in its own environment (issue 10)
+    print("not run here: benchmarks/bench_vllm.py (ltlagent inside vLLM); `make bench-vllm` builds "
+          ".venv-vllm and runs it")
     return 1 if failed else 0
 
 

@@ -145,7 +145,7 @@ def apply_rows(masks: Sequence[Mask], scores: torch.Tensor) -> None:
     gather, one row fill and one scatter; the remaining rows (rare: neither few allowed nor few
     forbidden ids) get one ``index_add_`` of a cached 0/-inf bias per distinct mask. Ids beyond a
     mask's size are forbidden. Same result as ``masks[i].apply(scores[i])`` row by row, which costs
-    a few tensor operations per row (DESIGN §5: batches).
+    a few tensor operations per row (docs/design.md §5: batches).
     """
     import torch
 
