@@ -22,6 +22,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import os
 import platform
 import re
 import sys
@@ -254,6 +255,27 @@ def summarize(records: list[dict]) -> dict[str, object]:
             "errors": sum(1 for r in records if r["error"])}
 
 
+def questions_to_add(done: list[dict], questions: list) -> list:
+    """The questions a finished cell still lacks when ``--resume`` asks for a larger ``--n``.
+
+    Held-out sets are prefix-stable (the first 20 of 50 are the 20), so a cell of n = 20 grows to 50
+    by running questions 21..50 only; a cell that does not hold a prefix of ``questions`` is refused."""
+    have = [r["uid"] for r in done]
+    want = [q.uid for q in questions]
+    if have[: len(want)] != want[: len(have)]:
+        raise SystemExit(f"the saved cell's questions ({have[:3]}…) are not the first of this run's "
+                         f"({want[:3]}…); use another --out or drop --resume")
+    return list(questions[len(have):])
+
+
+def load_records(path: Path) -> list[dict]:
+    """A cell's episodes (``runs/NAME.jsonl.gz``); [] when the file is missing."""
+    if not path.is_file():
+        return []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
 def uses_chat(cfg: ExpConfig, tokenizer) -> bool:
     """The prompt goes into the tokenizer's chat template (``--chat-template``)."""
     has = bool(getattr(tokenizer, "chat_template", None))
@@ -284,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--out", default=str(ROOT / "validation" / "results"))
     ap.add_argument("--resume", action="store_true",
-                    help="keep the cells already in OUT/runs/ (each cell is saved when it is done)")
+                    help="keep the cells already in OUT/runs/ (each cell is saved when it is done); a cell "
+                         "saved with a smaller --n runs only the questions it lacks")
     ap.add_argument("--models-dir", default=str(MODELS_DIR),
                     help="where the bundled models are (default: %(default)s); other names go to "
                          "ltlagent.agent.loader (smollm2-135m, a GGUF file, a folder)")
@@ -338,26 +361,41 @@ def main(argv: list[str] | None = None) -> int:
                 for agent in cfg.agents:
                     name = f"{model_name}.{task}.k{k}.{agent}"
                     done = out / "runs" / f"{name}.json"
+                    old: list[dict] = []
+                    spent = 0.0
+                    todo = questions[task]
                     if args.resume and done.is_file():
-                        summary.append(json.loads(done.read_text(encoding="utf-8")))
-                        print(f"{name}: done already (--resume)", flush=True)
-                        continue
+                        old = load_records(out / "runs" / f"{name}.jsonl.gz")
+                        todo = questions_to_add(old, questions[task])
+                        if not todo:
+                            summary.append(json.loads(done.read_text(encoding="utf-8")))
+                            print(f"{name}: done already (--resume)", flush=True)
+                            continue
+                        spent = float(json.loads(done.read_text(encoding="utf-8"))["seconds"])
+                        print(f"{name}: {len(old)} questions done, running {len(todo)} more (--resume)",
+                              flush=True)
                     t0 = time.time()
                     if args.engine == "agent":
                         recs = run_config_agent(cfg, model_name, model, tok, compiled.__getitem__, task, k,
-                                                agent, shots[task], questions[task], base_env, react,
-                                                react_paper)
+                                                agent, shots[task], todo, base_env, react, react_paper)
                     else:
                         recs = run_config(cfg, model_name, model, tok, index_for, compiled.__getitem__, task,
-                                          k, agent, shots[task], questions[task], base_env, react,
-                                          react_paper)
+                                          k, agent, shots[task], todo, base_env, react, react_paper)
+                    recs = old + recs
                     s = {"model": model_name, "task": task, "k": k, "agent": agent, **summarize(recs),
-                         "seconds": round(time.time() - t0, 1)}
+                         "seconds": round(spent + time.time() - t0, 1)}
                     summary.append(s)
-                    with gzip.open(out / "runs" / f"{name}.jsonl.gz", "wt", encoding="utf-8") as fh:
+                    # episodes first, then the summary line that marks the cell done; each written to a
+                    # temporary file and renamed, so an interrupted run leaves the previous cell intact
+                    episodes = out / "runs" / f"{name}.jsonl.gz"
+                    tmp = episodes.with_name(episodes.name + ".tmp")
+                    with gzip.open(tmp, "wt", encoding="utf-8") as fh:
                         for r in recs:
                             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-                    done.write_text(json.dumps(s) + "\n", encoding="utf-8")
+                    os.replace(tmp, episodes)
+                    tmp = done.with_name(done.name + ".tmp")
+                    tmp.write_text(json.dumps(s) + "\n", encoding="utf-8")
+                    os.replace(tmp, done)
                     print(json.dumps(s), flush=True)
     meta = {"config": asdict(cfg), "specs": {a: str(SPECS[a].relative_to(ROOT)) for a in cfg.agents},
             "models": files,
