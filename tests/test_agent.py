@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from ltlagent import Spec, compile_spec, parse_spec  # noqa: E402
+from ltlagent.agent.environment import PROMPTS, prompt_examples  # noqa: E402
 from ltlagent.agent.runner import (  # noqa: E402
     Agent,
     EnvContext,
@@ -28,7 +29,8 @@ from ltlagent.agent.runner import (  # noqa: E402
     prompt_template,
     render_prompt,
 )
-from ltlagent.agent.tools import Calculator, DocumentStore, Tool, tool, wikipedia_style_tools  # noqa: E402
+from ltlagent.agent.tools import Calculator, DocumentStore, Search, Tool, tool, wikipedia_style_tools  # noqa: E402
+from ltlagent.checks.validate import Validator  # noqa: E402
 from ltlagent.errors import UsageError  # noqa: E402
 
 # --- a tiny random model ---------------------------------------------------------------------------
@@ -389,6 +391,32 @@ def test_prompt_templates() -> None:
     assert render_prompt("No task here.", "the task", []) == "No task here.\nthe task\n"
     with pytest.raises(UsageError, match="unknown placeholder"):
         render_prompt("{{tools}}", "x", [])
+
+
+def test_bundled_examples_follow_their_spec() -> None:
+    """Every worked example shipped for a tool is a trace the family's agent spec accepts with that
+    tool (the validator reads it as a prompt: one example, valid, no diagnostics)."""
+    files = sorted((PROMPTS / "examples").glob("*.txt"))
+    assert {f.name for f in files} >= {"react.Calculator.txt", "react.Search.txt"}
+    for f in files:
+        family, tool, _ = f.name.split(".")
+        report = Validator(f"{family}-agent", tools=[tool], strict=True).validate_path(f)
+        assert (report.examples, report.valid, report.diagnostics) == (1, 1, ()), (f.name, report.render())
+
+
+def test_prompt_examples_for_the_agents_tools() -> None:
+    spec = compile_spec("react-agent").spec
+    assert prompt_examples(spec, []) == ""
+    one = prompt_examples(spec, [Calculator()])
+    assert one.startswith("Here is an example.\nQuestion: ") and one.endswith("Answer: 19\n")
+    two = prompt_examples(spec, [Calculator(), Search(DocumentStore([]))])
+    assert two.startswith("Here are some examples.\n") and two.count("\nAnswer: ") == 2
+    assert prompt_examples(compile_spec("chat-bot").spec, [Calculator()]) == ""  # no chat-bot examples
+    prompt = render_prompt(prompt_template(spec), "What is 2 + 2?", [Calculator()], one)
+    assert prompt.endswith("Answer: 19\nQuestion: What is 2 + 2?\n") and "{{" not in prompt
+    # the default prompt of an agent with tools carries their examples; a template without the
+    # placeholder is left as it is
+    assert render_prompt("Q: {{task}}", "x", [Calculator()], one) == "Q: x\n"
 
 
 def test_from_spec_errors(tiny: tuple[Any, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

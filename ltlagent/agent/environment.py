@@ -4,7 +4,8 @@ Environment states (``:env-input``) are written by callables that see an :class:
 ReAct's Observation by :class:`ToolEnvironment` (the tool named by the last Action, called with the
 last Action Input, in a thread with a timeout; errors become text), Reflexion's Evaluator and the
 chat-bot's User by the user's own callables. Prompt templates carry ``{{task}}``,
-``{{tool_labels}}`` and ``{{tool_descriptions}}``; :func:`neutralise` keeps environment text from
+``{{tool_labels}}``, ``{{tool_descriptions}}`` and ``{{examples}}`` (bundled worked examples for the
+agent's tools); :func:`neutralise` keeps environment text from
 containing a prompt string of the spec.
 """
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from ltlagent.agent.runner import Step
 
 __all__ = ["EnvContext", "EnvReply", "EnvFn", "call_environment", "ToolEnvironment", "prompt_template",
-           "render_prompt", "neutralise", "PROMPTS", "ZWSP"]
+           "prompt_examples", "render_prompt", "neutralise", "PROMPTS", "ZWSP"]
 
 PROMPTS = Path(__file__).parent.parent / "prompts"
 #: Inserted before the last character of a prompt string found in environment text, so that the
@@ -190,17 +191,24 @@ class ToolEnvironment:
 
 # --- prompts -----------------------------------------------------------------------------------------
 
+def _prompt_families(spec: Spec) -> list[str]:
+    """Names to look prompt files up by, most specific first: the spec's file name, then its name,
+    each shortened by trailing words (``react-tools`` → ``react``)."""
+    stem = Path(spec.source).stem if spec.source and spec.source != "<string>" else spec.name
+    out: list[str] = []
+    for base in (stem, spec.name.removesuffix("-agent")):
+        parts = base.split("-")
+        out += ["-".join(parts[:k]) for k in range(len(parts), 0, -1)]
+    return list(dict.fromkeys(out))
+
+
 def prompt_template(spec: Spec) -> str:
     """The bundled prompt template for ``spec`` (by file name, then family: ``react-tools`` → ``react``),
     or a generic one listing the states' prompt strings."""
-    stem = Path(spec.source).stem if spec.source and spec.source != "<string>" else spec.name
-    names = [stem, spec.name.removesuffix("-agent")]
-    for base in names:
-        parts = base.split("-")
-        for k in range(len(parts), 0, -1):
-            f = PROMPTS / ("-".join(parts[:k]) + ".txt")
-            if f.is_file():
-                return f.read_text(encoding="utf-8")
+    for family in _prompt_families(spec):
+        f = PROMPTS / (family + ".txt")
+        if f.is_file():
+            return f.read_text(encoding="utf-8")
     lines = ["Complete the task below. You have access to the following tools:", "{{tool_descriptions}}",
              "Use the following format:"]
     for st in spec.states:
@@ -210,15 +218,36 @@ def prompt_template(spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_prompt(template: str, task: str, tools: Sequence[Tool]) -> str:
-    """Fill ``{{task}}``, ``{{tool_labels}}``, ``{{tool_descriptions}}``; the result ends with a newline."""
+def prompt_examples(spec: Spec, tools: Sequence[Tool]) -> str:
+    """The worked examples for a prompt's ``{{examples}}``: one bundled example trace per tool of the
+    agent that has one for the spec's prompt family (``prompts/examples/react.Calculator.txt``), under
+    a heading; "" when none does. Format-naive models follow the format far more often with one
+    example than with none (validation/README.md, k = 0 against k = 1)."""
+    found: list[str] = []
+    for t in tools:
+        for family in _prompt_families(spec):
+            f = PROMPTS / "examples" / f"{family}.{t.name}.txt"
+            if f.is_file():
+                found.append(f.read_text(encoding="utf-8").strip("\n") + "\n")
+                break
+    if not found:
+        return ""
+    heading = "Here is an example." if len(found) == 1 else "Here are some examples."
+    return heading + "\n" + "".join(found)
+
+
+def render_prompt(template: str, task: str, tools: Sequence[Tool], examples: str = "") -> str:
+    """Fill ``{{task}}``, ``{{tool_labels}}``, ``{{tool_descriptions}}`` and ``{{examples}}`` (text
+    that, when not empty, ends with a newline; see :func:`prompt_examples`); the result ends with a
+    newline."""
     values = {"task": task.strip(),
               "tool_labels": "[" + ", ".join(t.name for t in tools) + "]",
-              "tool_descriptions": "\n".join(t.describe() for t in tools) or "(no tools)"}
+              "tool_descriptions": "\n".join(t.describe() for t in tools) or "(no tools)",
+              "examples": examples}
     unknown = sorted({m.group(1) for m in _PLACEHOLDER.finditer(template)} - set(values))
     if unknown:
         raise UsageError(f"the prompt template has an unknown placeholder {{{{{unknown[0]}}}}}; "
-                         "known: {{task}}, {{tool_labels}}, {{tool_descriptions}}")
+                         "known: {{task}}, {{tool_labels}}, {{tool_descriptions}}, {{examples}}")
     has_task = any(m.group(1) == "task" for m in _PLACEHOLDER.finditer(template))
     out = _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
     if not has_task and task.strip():

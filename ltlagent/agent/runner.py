@@ -27,6 +27,7 @@ from ltlagent.agent.environment import (
     _call_flexible,
     call_environment,
     neutralise,
+    prompt_examples,
     prompt_template,
     render_prompt,
 )
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Agent", "Step", "RunResult", "RunStream", "EnvContext", "EnvReply", "ToolEnvironment",
-    "render_prompt", "prompt_template", "neutralise", "BUNDLED_MODEL", "STOP_REASONS", "Roles",
+    "render_prompt", "prompt_template", "prompt_examples", "neutralise", "BUNDLED_MODEL", "STOP_REASONS",
+    "Roles",
 ]
 
 #: The bundled tiny model (trained on ReAct traces); used when no model is given.
@@ -469,7 +471,8 @@ class Agent:
 
     def prompt(self, task: str) -> str:
         """The prompt a run on ``task`` starts from (in the chat template when it is used)."""
-        text = render_prompt(self.template, task, list(self.tools.values()))
+        tools = list(self.tools.values())
+        text = render_prompt(self.template, task, tools, prompt_examples(self.spec, tools))
         return chat_prompt(self.tokenizer, text) if self.uses_chat_template else text
 
     @property

@@ -48,7 +48,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--docs", default=None, metavar="PATH",
                    help="documents for Search/Lookup: a .jsonl file of {title, text} or a folder of .txt")
     p.add_argument("--prompt", default=None, metavar="FILE",
-                   help="prompt template with {{task}}, {{tool_labels}}, {{tool_descriptions}}")
+                   help="prompt template with {{task}}, {{tool_labels}}, {{tool_descriptions}} and "
+                        "{{examples}} (worked examples bundled for the tools; default: the spec's bundled "
+                        "template)")
     p.add_argument("--max-steps", type=int, default=64, help="most states to visit (default: 64)")
     p.add_argument("--max-new-tokens", type=int, default=512,
                    help="most tokens the model may write; the monitor steers to completion (default: 512)")
