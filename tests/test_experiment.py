@@ -36,7 +36,7 @@ def _episodes(out: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_resume_with_a_larger_n_keeps_the_saved_episodes(tmp_path: Path) -> None:
+def test_extend_runs_only_the_questions_a_cell_lacks(tmp_path: Path) -> None:
     args = ["--models", "react-tiny", "--tasks", "arithmetic", "--ks", "0", "--agents", "constrained",
             "--max-new-tokens", "48", "--out", str(tmp_path)]
     assert main([*args, "--n", "2"]) == 0
@@ -45,7 +45,9 @@ def test_resume_with_a_larger_n_keeps_the_saved_episodes(tmp_path: Path) -> None
     path = tmp_path / "runs" / "react-tiny.arithmetic.k0.constrained.jsonl.gz"
     with gzip.open(path, "wt", encoding="utf-8") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in first)
-    assert main([*args, "--n", "3", "--resume"]) == 0
+    assert main([*args, "--n", "3", "--resume"]) == 0  # --resume keeps the saved cell as it is
+    assert _episodes(tmp_path) == first
+    assert main([*args, "--n", "3", "--extend"]) == 0
     grown = _episodes(tmp_path)
     assert [r["uid"] for r in grown] == [r["uid"] for r in first] + ["arith-test-2000-2"]
     assert grown[:2] == first

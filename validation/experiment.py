@@ -256,7 +256,7 @@ def summarize(records: list[dict]) -> dict[str, object]:
 
 
 def questions_to_add(done: list[dict], questions: list) -> list:
-    """The questions a finished cell still lacks when ``--resume`` asks for a larger ``--n``.
+    """The questions a finished cell still lacks when ``--extend`` asks for a larger ``--n``.
 
     Held-out sets are prefix-stable (the first 20 of 50 are the 20), so a cell of n = 20 grows to 50
     by running questions 21..50 only; a cell that does not hold a prefix of ``questions`` is refused."""
@@ -306,8 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--out", default=str(ROOT / "validation" / "results"))
     ap.add_argument("--resume", action="store_true",
-                    help="keep the cells already in OUT/runs/ (each cell is saved when it is done); a cell "
-                         "saved with a smaller --n runs only the questions it lacks")
+                    help="keep the cells already in OUT/runs/ as they are, whatever their n (each cell is "
+                         "saved when it is done); with every cell saved, this only rewrites the summary")
+    ap.add_argument("--extend", action="store_true",
+                    help="like --resume, but a cell saved with fewer than --n questions runs the ones it "
+                         "lacks (held-out sets are prefix-stable: the first 20 of 50 are the 20)")
     ap.add_argument("--models-dir", default=str(MODELS_DIR),
                     help="where the bundled models are (default: %(default)s); other names go to "
                          "ltlagent.agent.loader (smollm2-135m, a GGUF file, a folder)")
@@ -364,15 +367,15 @@ def main(argv: list[str] | None = None) -> int:
                     old: list[dict] = []
                     spent = 0.0
                     todo = questions[task]
-                    if args.resume and done.is_file():
+                    if (args.resume or args.extend) and done.is_file():
                         old = load_records(out / "runs" / f"{name}.jsonl.gz")
-                        todo = questions_to_add(old, questions[task])
+                        todo = questions_to_add(old, questions[task]) if args.extend else []
                         if not todo:
                             summary.append(json.loads(done.read_text(encoding="utf-8")))
                             print(f"{name}: done already (--resume)", flush=True)
                             continue
                         spent = float(json.loads(done.read_text(encoding="utf-8"))["seconds"])
-                        print(f"{name}: {len(old)} questions done, running {len(todo)} more (--resume)",
+                        print(f"{name}: {len(old)} questions done, running {len(todo)} more (--extend)",
                               flush=True)
                     t0 = time.time()
                     if args.engine == "agent":
