@@ -142,9 +142,10 @@ def write_report(out: Path) -> Path:
     lines = [
         "# Results: constrained vs ablated ReAct agent on the synthetic tasks",
         "",
-        f"Command: `{meta['command'].strip()}` ({meta['total_seconds']:.0f} s; Python {meta['python']}, "
-        f"torch {meta['torch']}).",
-        f"Configuration: {json.dumps(cfg)}.",
+        f"Command: `{meta['command'].strip()}` ({meta['total_seconds']:.0f} s of cell time in all; Python "
+        f"{meta['python']}, torch {meta['torch']}).",
+        f"Configuration of that command: {json.dumps(cfg)}. Cells kept with --resume keep the n and batch "
+        "they ran with: the n column of each table is what counts.",
         f"Specs: {meta['specs']}. Model file hashes: {meta['models']}. "
         f"Knowledge base sha256 {meta['kb_sha256']}.",
         "",
