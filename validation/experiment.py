@@ -264,7 +264,7 @@ def questions_to_add(done: list[dict], questions: list) -> list:
     want = [q.uid for q in questions]
     if have[: len(want)] != want[: len(have)]:
         raise SystemExit(f"the saved cell's questions ({have[:3]}…) are not the first of this run's "
-                         f"({want[:3]}…); use another --out or drop --resume")
+                         f"({want[:3]}…); use another --out or drop --extend")
     return list(questions[len(have):])
 
 
@@ -368,13 +368,15 @@ def main(argv: list[str] | None = None) -> int:
                     spent = 0.0
                     todo = questions[task]
                     if (args.resume or args.extend) and done.is_file():
-                        old = load_records(out / "runs" / f"{name}.jsonl.gz")
-                        todo = questions_to_add(old, questions[task]) if args.extend else []
-                        if not todo:
-                            summary.append(json.loads(done.read_text(encoding="utf-8")))
+                        saved = json.loads(done.read_text(encoding="utf-8"))
+                        if args.extend:  # the episodes are read only when the cell may grow
+                            old = load_records(out / "runs" / f"{name}.jsonl.gz")
+                            todo = questions_to_add(old, questions[task])
+                        if not args.extend or not todo:
+                            summary.append(saved)
                             print(f"{name}: done already (--resume)", flush=True)
                             continue
-                        spent = float(json.loads(done.read_text(encoding="utf-8"))["seconds"])
+                        spent = float(saved["seconds"])
                         print(f"{name}: {len(old)} questions done, running {len(todo)} more (--extend)",
                               flush=True)
                     t0 = time.time()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import random
 import sys
@@ -13,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from validation.experiment import PAPER, PAPER_NAMES  # noqa: E402
+from validation.experiment import PAPER, PAPER_NAMES, load_records  # noqa: E402
 
 __all__ = ["write_report"]
 
@@ -34,10 +33,8 @@ def delta_ci(out: Path, model: str, task: str, k: int, resamples: int = 4000,
         f = out / "runs" / f"{model}.{task}.k{k}.{agent}.jsonl.gz"
         if not f.is_file():
             return None
-        with gzip.open(f, "rt", encoding="utf-8") as fh:
-            for line in fh:
-                r = json.loads(line)
-                got.setdefault(r["uid"], {})[agent] = bool(r["correct"])
+        for r in load_records(f):
+            got.setdefault(r["uid"], {})[agent] = bool(r["correct"])
     d = [int(v["constrained"]) - int(v["ablated"]) for v in got.values() if len(v) == 2]
     if not d:
         return None

@@ -224,8 +224,9 @@ def prompt_examples(spec: Spec, tools: Sequence[Tool]) -> str:
     a heading; "" when none does. Format-naive models follow the format far more often with one
     example than with none (validation/README.md, k = 0 against k = 1)."""
     found: list[str] = []
+    families = _prompt_families(spec)
     for t in tools:
-        for family in _prompt_families(spec):
+        for family in families:
             f = PROMPTS / "examples" / f"{family}.{t.name}.txt"
             if f.is_file():
                 found.append(f.read_text(encoding="utf-8").strip("\n") + "\n")

@@ -338,6 +338,8 @@ class Agent:
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
         self.handlers: dict[str, EnvFn] = dict(handlers or {})
         self.template = template if template is not None else prompt_template(self.spec)
+        #: the worked examples for the template's ``{{examples}}``, read once (spec and tools are fixed)
+        self.examples = prompt_examples(self.spec, list(self.tools.values()))
         self.max_env_chars = max_env_chars
         self.roles = roles if roles is not None else Roles.resolve(compiled.spec)
         self.context_labels: tuple[str, ...] = (CONTEXT_LABELS if context_labels is None
@@ -471,8 +473,7 @@ class Agent:
 
     def prompt(self, task: str) -> str:
         """The prompt a run on ``task`` starts from (in the chat template when it is used)."""
-        tools = list(self.tools.values())
-        text = render_prompt(self.template, task, tools, prompt_examples(self.spec, tools))
+        text = render_prompt(self.template, task, list(self.tools.values()), self.examples)
         return chat_prompt(self.tokenizer, text) if self.uses_chat_template else text
 
     @property
