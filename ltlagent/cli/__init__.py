@@ -2,9 +2,9 @@
 
 :data:`COMMANDS` is the dispatch table: one :class:`Command` per subcommand, whose module in this
 package adds its arguments and runs it (``show.py``: show and check-trace, ``validate.py``,
-``equiv.py``, ``checklog.py``, ``run.py``). The domain modules know nothing of argparse. Exit codes: 0 success, 1 a
-negative verdict (violation, not equivalent, rejected trace), 2 usage or spec errors. Never a
-traceback for a user's mistake. torch and transformers load only inside ``run``.
+``equiv.py``, ``checklog.py``, ``run.py``). The domain modules know nothing of argparse. Exit
+codes: 0 success, 1 a negative verdict (violation, not equivalent, rejected trace), 2 usage or
+spec errors. Never a traceback for a user's mistake. torch and transformers load only inside ``run``.
 """
 
 from __future__ import annotations

@@ -514,10 +514,10 @@ class _Parser:
             if text is not None:
                 self.err(f"state {nm.value!r} has both (:text …) and event options: an event "
                          "state is matched in chat logs, it has no prompt string", node.loc)
-            bad = [k for k in _TEXT_ONLY_OPTIONS if k in opts]
-            if bad:
+            text_only = [k for k in _TEXT_ONLY_OPTIONS if k in opts]
+            if text_only:
                 self.err(f"state {nm.value!r} is an event state: "
-                         f"{', '.join(':' + k.replace('_', '-') for k in bad)} "
+                         f"{', '.join(':' + k.replace('_', '-') for k in text_only)} "
                          "apply to prompt-string states only", node.loc)
             return State(nm.value, "", loc=nm.loc, **opts)  # type: ignore[arg-type]
         if text is None:
