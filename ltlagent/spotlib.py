@@ -154,10 +154,18 @@ def translate_infinite(formula: str, hidden: str | Sequence[str]) -> TwaGraph:
         raise SpotError(str(e)) from e
 
 
-def translate(formula: str) -> TwaGraph:
-    """Spot's default translation of an LTL formula (for language comparisons)."""
+def translate(formula: str, hidden: Sequence[str] = ()) -> TwaGraph:
+    """Spot's default translation of an LTL formula (for language comparisons), with the
+    propositions ``hidden`` projected away."""
+    spot = _spot()
     try:
-        return _spot().translate(formula)
+        aut = spot.translate(formula)
+        if hidden:
+            rm = spot.remove_ap()
+            for ap in hidden:
+                rm.add_ap(ap)
+            aut = rm.strip(aut)
+        return aut
     except (RuntimeError, SyntaxError) as e:
         raise SpotError(str(e)) from e
 
