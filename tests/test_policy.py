@@ -119,7 +119,7 @@ def test_arguments_and_contains() -> None:
 
 def test_a_conversation_that_follows_the_policy() -> None:
     r = POLICY.check(GOOD)
-    assert r.verdict == "ok" and r.trace[-3:] == ("Write", "Result", "Reply")
+    assert r.verdict == "ok" and POLICY.trace(GOOD)[-3:] == ("Write", "Result", "Reply")
 
 
 def test_each_broken_constraint_is_named_at_its_first_failure() -> None:

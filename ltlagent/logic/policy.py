@@ -124,7 +124,7 @@ class ConversationReport:
 
     verdict: str
     steps: int = 0
-    trace: tuple[str, ...] = ()
+    trace: tuple[str, ...] = ()  # the states up to the end; left empty when ok (see Policy.trace)
     violations: tuple[Violation, ...] = ()
     unmet: tuple[str, ...] = ()  # parts an incomplete conversation leaves unmet
     error: str | None = None  # malformed: what is wrong, with the message index
@@ -207,6 +207,11 @@ class Policy:
     def state_of(self, event: Event) -> str | None:
         return self.classifier.state(event)
 
+    def trace(self, messages: Sequence[object]) -> tuple[str | None, ...]:
+        """The state of each step of a conversation (None where no state matches); raises
+        :class:`LogError` for a malformed message."""
+        return tuple(self.classifier.state(ev) for ev in conversation_events(messages))
+
     def cursor(self) -> PolicyCursor:
         return PolicyCursor(self)
 
@@ -243,7 +248,7 @@ class Policy:
                 return self._attribute(events, codes, "violated", k, q)
             q = r
         if a.infinite or q in a.accepting:
-            return ConversationReport("ok", len(events), self._names(codes))
+            return ConversationReport("ok", len(events))  # no trace: ok is the common case
         return self._attribute(events, codes, "incomplete", len(events), q)
 
     def _names(self, codes: Iterable[int]) -> tuple[str, ...]:
