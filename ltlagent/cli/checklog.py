@@ -11,7 +11,7 @@ import time
 
 from ltlagent.checks.logcheck import LogResult, Summary, check_logs
 from ltlagent.errors import LogError, UsageError
-from ltlagent.logic.policy import VERDICTS, Policy
+from ltlagent.logic.policy import VERDICTS, Policy, describe_allowed
 
 __all__ = ["add_arguments", "main"]
 
@@ -39,16 +39,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="text format: print only conversations that are not ok, and the summary")
 
 
-def _allowed(allowed: tuple[str, ...], names: tuple[str, ...]) -> str:
-    """The allowed states, or what is not allowed when that is the shorter list."""
-    if not allowed:
-        return "nothing"
-    rest = [n for n in names if n not in allowed]
-    if rest and len(rest) < len(allowed):
-        return "anything but " + ", ".join(rest)
-    return ", ".join(allowed)
-
-
 def _render(r: LogResult, names: tuple[str, ...]) -> str:
     rep = r.report
     head = f"{r.file}:{r.line}: conversation {r.conversation}: {rep.verdict}"
@@ -57,7 +47,7 @@ def _render(r: LogResult, names: tuple[str, ...]) -> str:
         where = f" (message {rep.error_message})" if rep.error_message is not None else ""
         lines[0] += f": {rep.error}{where}"
     for v in rep.violations:
-        allowed = _allowed(v.allowed, names)
+        allowed = describe_allowed(v.allowed, names).replace("nothing further", "nothing")
         if v.constraint is None:
             lines.append(f"  step {v.step} (message {v.message}) matches no state of the policy; "
                          f"allowed there: {allowed}")

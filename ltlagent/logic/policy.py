@@ -23,12 +23,22 @@ from ltlagent.logic.automaton import DEAD, Automaton, build_automaton
 from ltlagent.spec.syntax import BEHAVIOR_NAME, Spec, State, any_sequence, load_spec
 
 __all__ = ["Policy", "PolicyCursor", "Classifier", "Decision", "Violation", "ConversationReport",
-           "TOGETHER", "VERDICTS"]
+           "TOGETHER", "VERDICTS", "describe_allowed"]
 
 #: Reported as the constraint when the parts are each satisfiable but not together.
 TOGETHER = "(constraints together)"
 #: Verdicts of a conversation, in the order summaries list them.
 VERDICTS = ("ok", "violated", "incomplete", "unmatched", "malformed")
+
+
+def describe_allowed(allowed: Sequence[str], names: Sequence[str]) -> str:
+    """The allowed states in words: the list, or what is not allowed when that is shorter."""
+    if not allowed:
+        return "nothing further"
+    rest = [n for n in names if n not in allowed]
+    if rest and len(rest) < len(allowed):
+        return "anything but " + ", ".join(rest)
+    return ", ".join(allowed)
 
 
 @dataclass(frozen=True)
@@ -153,10 +163,11 @@ class Decision:
     state: str | None  # the step's state (None: it matches no declared state)
     violated: tuple[str, ...]  # the parts it breaks
     allowed_states: tuple[str, ...]  # what the policy allowed at this point
+    names: tuple[str, ...] = field(default=(), repr=False, compare=False)  # all the states
 
     def explain(self) -> str:
         """One sentence for a model or a person: which rule forbids the step, what is allowed."""
-        now = ", ".join(self.allowed_states) or "nothing further"
+        now = describe_allowed(self.allowed_states, self.names)
         if self.allowed:
             return f"allowed: {self.state}"
         if self.state is None:
@@ -319,14 +330,15 @@ class PolicyCursor:
         """Would ``event`` be allowed as the next step? (The cursor does not move.)"""
         i = self.policy.classifier.index(event)
         now = self.allowed_states()
+        names = self.policy.names
         if i < 0:
-            return Decision(False, None, (), now)
-        name = self.policy.names[i]
+            return Decision(False, None, (), now, names)
+        name = names[i]
         if self.q != DEAD and self.policy.automaton.live_delta[self.q][i] != DEAD:
-            return Decision(True, name, (), now)
+            return Decision(True, name, (), now, names)
         broken = tuple(n for (n, a), q in zip(self.policy.parts, self.part_q)
                        if q == DEAD or a.live_delta[q][i] == DEAD)
-        return Decision(False, name, broken or (TOGETHER,), now)
+        return Decision(False, name, broken or (TOGETHER,), now, names)
 
     def push(self, event: Event) -> Decision:
         """Take ``event`` as the next step (also when it breaks the policy) and say how it went."""
