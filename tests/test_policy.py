@@ -178,7 +178,8 @@ def test_cursor_decides_before_it_moves() -> None:
     c.push_messages(GOOD[:5])
     d = c.decide(Event.call("book", {}))
     assert not d.allowed and d.violated == ("confirm-before-write",) and d.state == "Write"
-    assert "confirm-before-write" in d.explain() and "Lookup" in d.explain()
+    assert d.explain() == ("forbidden: a Write step now breaks confirm-before-write; allowed now: "
+                           "anything but Write")
     assert c.allowed_tools(["find_user", "book", "transfer_to_human"]) == ("find_user",
                                                                           "transfer_to_human")
     fork = c.copy()
