@@ -17,6 +17,7 @@ __all__ = [
     "SpecErrors",
     "UsageError",
     "CompileError",
+    "SchemaError",
 ]
 
 
@@ -121,3 +122,12 @@ class CompileError(LtlAgentError):
 
 class UsageError(LtlAgentError, ValueError):
     """Bad command-line or API usage (missing file, unknown bundled spec, bad option)."""
+
+
+class SchemaError(UsageError):
+    """A JSON schema uses a feature the byte-automaton compiler refuses (or is malformed); ``path``
+    is the JSON pointer of the offending keyword in the schema (``""`` for the root)."""
+
+    def __init__(self, message: str, path: str = "", *, hint: str | None = None) -> None:
+        super().__init__(f"JSON schema at {path or '/'}: {message}", hint=hint)
+        self.path = path
