@@ -38,12 +38,14 @@ def _strict_equal(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _enum(v: Any, enums: list[object], instance: object, schema: Mapping[str, object]) -> Iterator[ValidationError]:
+def _enum(v: Any, enums: list[object], instance: object,
+          schema: Mapping[str, object]) -> Iterator[ValidationError]:
     if not any(_strict_equal(instance, e) for e in enums):
         yield ValidationError(f"{instance!r} not in {enums!r}")
 
 
-def _const(v: Any, const: object, instance: object, schema: Mapping[str, object]) -> Iterator[ValidationError]:
+def _const(v: Any, const: object, instance: object,
+           schema: Mapping[str, object]) -> Iterator[ValidationError]:
     if not _strict_equal(instance, const):
         yield ValidationError(f"{instance!r} is not {const!r}")
 
@@ -147,10 +149,10 @@ def leaf_schemas(draw: st.DrawFn) -> dict[str, object]:
         for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
             if draw(st.integers(0, 3)) == 0:
                 s[k] = draw(st.integers(-120, 120))
-        lo = max([int(str(s[k])) + (k == "exclusiveMinimum") for k in ("minimum", "exclusiveMinimum") if k in s],
-                 default=None)
-        hi = min([int(str(s[k])) - (k == "exclusiveMaximum") for k in ("maximum", "exclusiveMaximum") if k in s],
-                 default=None)
+        lo = max([int(str(s[k])) + (k == "exclusiveMinimum")
+                  for k in ("minimum", "exclusiveMinimum") if k in s], default=None)
+        hi = min([int(str(s[k])) - (k == "exclusiveMaximum")
+                  for k in ("maximum", "exclusiveMaximum") if k in s], default=None)
         if lo is not None and hi is not None and lo > hi:
             return {"type": "integer"}
         return s
@@ -319,7 +321,7 @@ def test_integer_regex_is_exact(lo: int | None, hi: int | None) -> None:
     if lo is not None and hi is not None and lo > hi:
         lo, hi = hi, lo
     rx = re.compile(integer_regex(lo, hi))
-    for n in list(range(-2100, 2100, 7)) + [0, 9, 10, 99, 100, 999, 1000, -9, -10, -100, 123456, -123456]:
+    for n in [*range(-2100, 2100, 7), 0, 9, 10, 99, 100, 999, 1000, -9, -10, -100, 123456, -123456]:
         ok = (lo is None or n >= lo) and (hi is None or n <= hi)
         assert bool(rx.fullmatch(str(n))) == ok, (lo, hi, n)
     assert bool(rx.fullmatch("-0")) == ((lo is None or lo <= 0) and (hi is None or hi >= 0))

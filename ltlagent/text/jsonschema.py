@@ -7,7 +7,7 @@ names the keyword and its JSON pointer; :func:`emit` writes a description into a
 :class:`~ltlagent.text.content.ContentDFA` of it. :mod:`ltlagent.text.toolcall` composes the same
 pieces into whole tool calls.
 
-The language (docs/design.md §5.6) is a *generation* language: every text it accepts is JSON that
+The language (docs/design.md §5.1) is a *generation* language: every text it accepts is JSON that
 validates against the schema, and every value that validates has at least one text in it, written
 
 - with no whitespace except at most one space after each ``:`` and ``,`` (none at the ends);
@@ -349,7 +349,7 @@ class _Reader:
         if extra is not False and extra is not True:
             raise self.refuse(_pointer(path, "additionalProperties"),
                               "additionalProperties must be false or true (a schema is not supported)")
-        if "properties" not in schema and extra is not False:
+        if "properties" not in schema and schema.get("additionalProperties") is not False:
             raise self.refuse(path, "an object without properties allows any keys, which cannot be "
                                     "compiled (declare properties, or additionalProperties false for {})")
         props = schema.get("properties", {})

@@ -1,6 +1,6 @@
 """Tool calls as byte languages: the formats a model writes a native tool call in, as one DFA.
 
-Two formats (docs/design.md §5.6):
+Two formats (docs/design.md §5.1):
 
 - ``hermes`` (Hermes, Qwen2.5/3 chat templates): ``<tool_call>\\n{"name": "NAME", "arguments":
   ARGS}\\n</tool_call>``;
