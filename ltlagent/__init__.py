@@ -16,9 +16,18 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING
 
-from ltlagent.errors import CompileError, LtlAgentError, SpecError, SpecErrors, UsageError
+from ltlagent.chat.events import Event
+from ltlagent.errors import (
+    CompileError,
+    LogError,
+    LtlAgentError,
+    SpecError,
+    SpecErrors,
+    UsageError,
+)
 from ltlagent.logic.automaton import Automaton, Verdict
 from ltlagent.logic.compiled import CompiledSpec, compile_spec
+from ltlagent.logic.policy import ConversationReport, Decision, Policy, PolicyCursor
 from ltlagent.spec.syntax import Spec, State, bundled_specs, load_spec, parse_spec
 
 if TYPE_CHECKING:  # the lazily loaded names, for type checkers and editors
@@ -63,10 +72,13 @@ __all__ = [
     # specs: read, compile, check
     "Spec", "State", "parse_spec", "load_spec", "bundled_specs", "compile_spec", "CompiledSpec",
     "Automaton", "Verdict", "Validator", "FileReport", "check_equivalence", "EquivResult",
+    # policies over chat events
+    "Policy", "PolicyCursor", "Decision", "ConversationReport", "Event",
     # decoding and agents (llm extra)
     "TokenIndex", "build_index", "Monitor", "LtlLogitsProcessor", "LtlStoppingCriteria",
     "logits_processor", "Agent", "RunResult", "Tool", "tool", "Calculator", "DocumentStore",
     # errors
     "LtlAgentError", "SpecError", "SpecErrors", "UsageError", "CompileError", "ToolError",
+    "LogError",
     "__version__",
 ]

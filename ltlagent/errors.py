@@ -15,6 +15,7 @@ __all__ = [
     "Location",
     "SpecError",
     "SpecErrors",
+    "LogError",
     "UsageError",
     "CompileError",
 ]
@@ -121,3 +122,23 @@ class CompileError(LtlAgentError):
 
 class UsageError(LtlAgentError, ValueError):
     """Bad command-line or API usage (missing file, unknown bundled spec, bad option)."""
+
+
+class LogError(LtlAgentError, ValueError):
+    """A chat log that cannot be read as conversations: malformed JSON (with its ``file:line:col``)
+    or a message that is not in the OpenAI chat format (with its index in the conversation)."""
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None,
+                 column: int | None = None, index: int | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.message = message
+        self.source = source
+        self.line = line
+        self.column = column
+        self.index = index  # the message's 0-based index in its conversation
+
+    def __str__(self) -> str:
+        where = ":".join(str(x) for x in (self.source, self.line, self.column) if x is not None)
+        at = f"message {self.index}: " if self.index is not None else ""
+        return f"{where}: {at}{self.message}" if where else f"{at}{self.message}"

@@ -123,32 +123,49 @@ def ltlf_to_ltl(text: str, alive: str) -> str:
 
 # -- translation -------------------------------------------------------------------------------
 
-def translate_finite(formula: str, alive: str) -> TwaGraph:
-    """Deterministic automaton of a finite-trace formula, cut back to finite words on ``alive``."""
+def translate_finite(formula: str, alive: str, hidden: Sequence[str] = ()) -> TwaGraph:
+    """Deterministic automaton of a finite-trace formula, cut back to finite words on ``alive``;
+    the propositions ``hidden`` are projected away (existentially) first."""
     spot = _spot()
     try:
-        return spot.to_finite(spot.translate(formula, "deterministic", "sbacc"), alive)
+        if not hidden:
+            return spot.to_finite(spot.translate(formula, "deterministic", "sbacc"), alive)
+        rm = spot.remove_ap()
+        for ap in hidden:
+            rm.add_ap(ap)
+        aut = spot.postprocess(rm.strip(spot.translate(formula, "sbacc")), "deterministic",
+                               "sbacc")
+        return spot.to_finite(aut, alive)
     except (RuntimeError, SyntaxError) as e:  # Spot reports bad formulas as these
         raise SpotError(str(e)) from e
 
 
-def translate_infinite(formula: str, hidden: str) -> TwaGraph:
-    """Deterministic ω-automaton (generic acceptance) of ``formula`` with ``hidden`` projected
-    away."""
+def translate_infinite(formula: str, hidden: str | Sequence[str]) -> TwaGraph:
+    """Deterministic ω-automaton (generic acceptance) of ``formula`` with the propositions
+    ``hidden`` projected away."""
     spot = _spot()
     try:
         aut = spot.translate(formula)
         rm = spot.remove_ap()
-        rm.add_ap(hidden)
+        for ap in [hidden] if isinstance(hidden, str) else hidden:
+            rm.add_ap(ap)
         return spot.postprocess(rm.strip(aut), "deterministic", "generic")
     except (RuntimeError, SyntaxError) as e:
         raise SpotError(str(e)) from e
 
 
-def translate(formula: str) -> TwaGraph:
-    """Spot's default translation of an LTL formula (for language comparisons)."""
+def translate(formula: str, hidden: Sequence[str] = ()) -> TwaGraph:
+    """Spot's default translation of an LTL formula (for language comparisons), with the
+    propositions ``hidden`` projected away."""
+    spot = _spot()
     try:
-        return _spot().translate(formula)
+        aut = spot.translate(formula)
+        if hidden:
+            rm = spot.remove_ap()
+            for ap in hidden:
+                rm.add_ap(ap)
+            aut = rm.strip(aut)
+        return aut
     except (RuntimeError, SyntaxError) as e:
         raise SpotError(str(e)) from e
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ltlagent.spec.syntax import Always, Next, Or, Pattern, Repeat, Until, Visit
+from ltlagent.spec.syntax import Always, Formula, Next, Or, Pattern, Repeat, Until, Visit
 
 Pos = tuple[int, bool]  # (position, consumed at least one letter since the start of this match)
 
@@ -195,3 +195,55 @@ def _partial(p: Pattern, w: Word, starts: set[int]) -> bool:
             k += 1
         return False
     raise TypeError(p)
+
+
+# --- constraints on finite traces (LTLf with past operators), docs/design.md §2.1 and §3.5 -----
+
+def holds(f: Formula, trace: tuple[str, ...] | list[str], i: int = 0) -> bool:
+    """Does constraint ``f`` hold at step ``i`` of the finite, non-empty ``trace``?
+
+    LTLf, written from the textbook definitions: ``next`` is strong (a next step must exist),
+    ``weak-next`` weak; ``until``/``release``/``always``/``eventually`` range over the steps that
+    exist. Past: ``previously`` (false at step 0), ``once``, ``historically``, ``since``.
+    """
+    n = len(trace)
+    op, a = f.op, f.args
+    if f.is_state:
+        return trace[i] == op
+    if op in ("true", "false"):
+        return op == "true"
+    if op == "not":
+        return not holds(a[0], trace, i)
+    if op == "and":
+        return all(holds(g, trace, i) for g in a)
+    if op == "or":
+        return any(holds(g, trace, i) for g in a)
+    if op == "implies":
+        return not holds(a[0], trace, i) or holds(a[1], trace, i)
+    if op == "iff":
+        return holds(a[0], trace, i) == holds(a[1], trace, i)
+    if op == "next":
+        return i + 1 < n and holds(a[0], trace, i + 1)
+    if op == "weak-next":
+        return i + 1 >= n or holds(a[0], trace, i + 1)
+    if op == "always":
+        return all(holds(a[0], trace, j) for j in range(i, n))
+    if op == "eventually":
+        return any(holds(a[0], trace, j) for j in range(i, n))
+    if op == "until":
+        return any(holds(a[1], trace, j) and all(holds(a[0], trace, k) for k in range(i, j))
+                   for j in range(i, n))
+    if op == "release":  # φ R ψ = ¬(¬φ U ¬ψ)
+        return not any(not holds(a[1], trace, j) and all(not holds(a[0], trace, k)
+                                                          for k in range(i, j))
+                       for j in range(i, n))
+    if op == "previously":
+        return i > 0 and holds(a[0], trace, i - 1)
+    if op == "once":
+        return any(holds(a[0], trace, j) for j in range(0, i + 1))
+    if op == "historically":
+        return all(holds(a[0], trace, j) for j in range(0, i + 1))
+    if op == "since":
+        return any(holds(a[1], trace, j) and all(holds(a[0], trace, k) for k in range(j + 1, i + 1))
+                   for j in range(0, i + 1))
+    raise ValueError(f"unknown operator {op!r}")

@@ -15,11 +15,10 @@ import pytest
 pytest.importorskip("openai")
 
 from ltlagent.chat.events import Event
-from ltlagent.logic.policy import Policy
-
 from ltlagent.errors import UsageError
 from ltlagent.guard import REFUSAL_MARK, FunctionTool, Guard
 from ltlagent.guard.screen import screen, settle
+from ltlagent.logic.policy import Policy
 from tests.standin import StandIn, booking_brain
 
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "booking-policy.sexp"

@@ -20,10 +20,9 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-from ltlagent.logic.policy import Policy  # noqa: E402
-
 from ltlagent.guard.proxy import ProxyConfig, build_app  # noqa: E402
 from ltlagent.guard.screen import REFUSAL_MARK  # noqa: E402
+from ltlagent.logic.policy import Policy  # noqa: E402
 from tests.standin import Reply, StandIn, booking_brain, free_port, serve_app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,8 @@ from ltlagent.spec.syntax import Spec
 
 __all__ = ["Counterexample", "StateDifference", "EquivResult", "check_equivalence", "compact"]
 
-_STATE_FIELDS = ("text", "env_input", "choices", "regex", "stop", "max_tokens")
+_STATE_FIELDS = ("text", "env_input", "choices", "regex", "stop", "max_tokens", "author", "calls",
+                 "args", "contains")
 
 
 @dataclass(frozen=True)
@@ -203,9 +204,9 @@ def state_differences(a: Spec, b: Spec, ta: Automaton, tb: Automaton) -> list[St
         for f in _STATE_FIELDS:
             if getattr(x, f) != getattr(y, f):
                 out.append(StateDifference(name, f, getattr(x, f), getattr(y, f)))
-    only_b = {s.text: s.name for s in b.states if s.name not in sa}
+    only_b = {s.text: s.name for s in b.states if s.name not in sa and s.text}
     for s in a.states:
-        if s.name not in sb and s.text in only_b:
+        if s.name not in sb and s.text and s.text in only_b:
             out.append(StateDifference(s.text, "same-text", s.name, only_b[s.text]))
     return out
 
@@ -280,7 +281,8 @@ def _finite_counterexamples(ta: Automaton, tb: Automaton, want_b: bool = True
 def _spot_agrees(ta: Automaton, tb: Automaton, found: dict[str, Counterexample],
                  implies: bool) -> None:
     """Ask Spot (pinned ω-languages of the finite specs) and check that the search agrees."""
-    fa, fb = spotlib.translate(ta.formulas.coded), spotlib.translate(tb.formulas.coded)
+    fa = spotlib.translate(ta.formulas.coded, ta.formulas.hidden)
+    fb = spotlib.translate(tb.formulas.coded, tb.formulas.hidden)
     a_in_b = spotlib.contains(fb, fa)
     b_in_a = True if implies else spotlib.contains(fa, fb)
     if a_in_b != ("a" not in found) or b_in_a != ("b" not in found):

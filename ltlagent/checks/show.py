@@ -6,7 +6,21 @@ from __future__ import annotations
 from ltlagent.logic.compiled import CompiledSpec
 from ltlagent.spec.syntax import State
 
-__all__ = ["describe", "render_text", "warnings"]
+__all__ = ["describe", "render_text", "warnings", "event_summary"]
+
+
+def event_summary(st: State) -> str:
+    """What an event state matches, in words close to the spec's options."""
+    parts = []
+    if st.calls is not None:
+        parts.append("call " + (" | ".join(st.calls) if st.calls else "<any tool>"))
+    elif st.author is not None:
+        parts.append(f"from {st.author}")
+    for k, r in st.args:
+        parts.append(f"arg {k} /{r}/")
+    if st.contains is not None:
+        parts.append(f"contains /{st.contains}/")
+    return ", ".join(parts)
 
 
 def _flags(st: State) -> str:
@@ -47,6 +61,8 @@ def describe(c: CompiledSpec) -> dict[str, object]:
         "infinite": a.infinite,
         "formula": a.formulas.readable,
         "constraints": list(a.formulas.constraints_readable),
+        "constraint_names": list(c.spec.constraint_names),
+        "behavior_declared": c.spec.behavior_declared,
         "spot_formula": a.formulas.coded,
         "codes": {n: i + 1 for i, n in enumerate(c.names)},
         "automaton": a.summary(),
@@ -63,12 +79,17 @@ def render_text(c: CompiledSpec) -> str:
     out = [f"spec {c.spec.name}  ({c.spec.source})", "", "states:"]
     for i, s in enumerate(c.spec.states):
         fl = _flags(s)
+        if s.is_event:
+            out.append(f"  {s.name:<{width}}  code {i + 1:<3} event {event_summary(s)}")
+            continue
         out.append(f"  {s.name:<{width}}  code {i + 1:<3} text {s.text!r}" + (f"  [{fl}]" if fl
                                                                                  else ""))
     out += ["", "behaviour (" + ("infinite traces" if a.infinite else "finite traces") + "):",
             f"  {a.formulas.readable}"]
-    for cons in a.formulas.constraints_readable:
-        out.append(f"  constraint: {cons}")
+    if not c.spec.behavior_declared:
+        out[-1] = "  (no :behavior: any sequence of the states; the constraints decide)"
+    for name, cons in zip(c.spec.constraint_names, a.formulas.constraints_readable):
+        out.append(f"  constraint {name}: {cons}")
     out += ["", "formula given to Spot:", f"  {a.formulas.coded}", ""]
     summary = a.summary()
     out.append(f"automaton: {summary['states']} states ({summary['live_states']} live), "

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
+from ltlagent.errors import UsageError
 from ltlagent.logic.compiled import CompiledSpec, compile_spec
 from ltlagent.text.lexer import CONTEXT_LABELS
 
@@ -235,6 +236,10 @@ class Validator:
                  keep_examples: bool = False, chunk_size: int = _CHUNK,
                  hold_limit: int = _HOLD) -> None:
         self.compiled = spec if isinstance(spec, CompiledSpec) else compile_spec(spec)
+        if self.compiled.spec.is_event_spec:
+            raise UsageError(f"spec {self.compiled.spec.name!r} declares event states (chat "
+                             "events, not prompt strings): validate checks text prompts",
+                             hint="check chat logs against it with: ltlagent check-log SPEC LOG")
         self.tables = _Tables.build(self.compiled, tools)
         self.strict = strict
         self.keep_examples = keep_examples

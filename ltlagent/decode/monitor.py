@@ -409,6 +409,10 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
 
     if not isinstance(compiled, CompiledSpec):
         compiled = compile_spec(compiled)
+    if compiled.spec.is_event_spec:
+        raise UsageError(f"spec {compiled.spec.name!r} declares event states (chat events): "
+                         "decoding them needs the tool-call formats of issue 18, not yet built",
+                         hint="check logs against it with: ltlagent check-log SPEC LOG")
     tools = tuple(tool_names) if tool_names is not None else None
     vocab: Vocab | None = tokenizer if isinstance(tokenizer, Vocab) else None
     reading = read_tokenizer(tokenizer, eos_token_ids) if vocab is None else None

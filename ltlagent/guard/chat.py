@@ -139,8 +139,8 @@ class Guard:
         args: dict[str, object] = dict(self.completion_args)
         if self.tools:
             args["tools"] = [t.schema() for t in self.tools.values()]
-        resp = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
-                                                   **args)  # type: ignore[call-overload]
+        resp = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[call-overload]
+                                                   **args)
         msg = resp.choices[0].message
         out: Message = {"role": "assistant", "content": msg.content}
         if msg.tool_calls:
@@ -166,7 +166,7 @@ class GuardedConversation:
     def add(self, message: Mapping[str, object]) -> None:
         """Append a message written outside the model (a user turn, a system note)."""
         m = dict(message)
-        self.cursor.push_messages([m], start=len(self.transcript))
+        self.cursor.push_message(m, len(self.transcript))
         self.messages.append(m)
         self.transcript.append(m)
 
@@ -213,7 +213,7 @@ class GuardedConversation:
                 tool = self.guard.tools.get(name)
                 text = tool.run(args) if tool is not None else f"error: no tool named {name!r}"
                 result: Message = {"role": "tool", "tool_call_id": call_id, "content": text}
-                self.cursor.push_messages([result], start=len(self.transcript))
+                self.cursor.push_message(result, len(self.transcript))
                 self.transcript.append(result)
             else:
                 r = next(by_call)

@@ -35,8 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ltlagent.chat.events import MalformedMessage
-from ltlagent.errors import UsageError
+from ltlagent.errors import LogError, UsageError
 from ltlagent.guard.screen import REFUSAL_MARK, Refusal, Screening, refusal_text, screen, settle
 from ltlagent.guard.stream import DONE, ReplyAssembler, sse
 from ltlagent.logic.policy import Policy, PolicyCursor
@@ -191,9 +190,9 @@ class _Guarded:
         cursor = self.config.policy.cursor()
         try:
             cursor.push_messages(messages)
-        except MalformedMessage as e:
-            raise ApiError(400, f"messages[{e.index}]: {e}", param=f"messages[{e.index}]",
-                           code="malformed_message") from None
+        except LogError as e:
+            where = f"messages[{e.index}]" if e.index is not None else "messages"
+            raise ApiError(400, f"{where}: {e}", param=where, code="malformed_message") from None
         return data, messages, cursor
 
     def _headers(self, request: Request) -> dict[str, str]:
@@ -217,12 +216,12 @@ class _Guarded:
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise ApiError(502, f"the upstream reply is not a chat completion ({e})", "upstream_error",
                            "upstream_bad_reply") from None
-        return data  # type: ignore[no-any-return]
+        return data
 
     def _screen(self, cursor: PolicyCursor, message: Mapping[str, object], index: int) -> Screening:
         try:
             return screen(cursor, message, index)
-        except MalformedMessage as e:
+        except LogError as e:
             raise ApiError(502, f"the upstream reply is not a valid chat message: {e}",
                            "upstream_error", "upstream_bad_reply") from None
 

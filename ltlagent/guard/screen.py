@@ -85,7 +85,7 @@ def screen(cursor: PolicyCursor, message: Mapping[str, object], index: int = -1)
     """Judge ``message`` (an assistant reply in the OpenAI format) after the history ``cursor`` has
     seen; ``cursor`` itself is not changed. ``index`` is the message's position in the conversation.
 
-    Raises :class:`ltlagent.chat.events.MalformedMessage` for a reply that is not a chat message
+    Raises :class:`ltlagent.errors.LogError` for a reply that is not a chat message
     (arguments that are not JSON, …)."""
     c = cursor.copy()
     allowed: list[int] = []

@@ -281,8 +281,8 @@ def translate(spec: Spec, formulas: Formulas | None = None) -> TwaGraph:
     f = formulas or build_formulas(spec)
     try:
         if not f.infinite:
-            return spotlib.translate_finite(f.coded, ALIVE)
-        return spotlib.translate_infinite(f.coded, MARK)
+            return spotlib.translate_finite(f.coded, ALIVE, f.hidden)
+        return spotlib.translate_infinite(f.coded, (MARK, *f.hidden))
     except spotlib.SpotError as e:
         raise CompileError(f"Spot rejected the formula built for {spec.name}: {e}\n"
                            f"formula: {f.coded}") from e

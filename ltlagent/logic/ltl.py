@@ -27,7 +27,7 @@ from ltlagent.spec.syntax import (
 )
 
 __all__ = ["Encoding", "Formulas", "encode", "build_formulas", "sere", "constraint_ltl",
-           "ALIVE", "MARK", "MAX_SERE_BOUND"]
+           "PastProps", "has_past", "ALIVE", "MARK", "MAX_SERE_BOUND", "PAST_PREFIX"]
 
 ALIVE = "alive"
 MARK = "m"
@@ -173,20 +173,79 @@ def _ends_in_always(p: Pattern) -> bool:
 
 _UN = {"not": "!", "next": "X[!]", "weak-next": "X", "always": "G", "eventually": "F"}
 _BIN = {"until": "U", "release": "R", "implies": "->", "iff": "<->", "and": "&", "or": "|"}
+#: How the readable spelling writes past operators (Spot has none; docs/design.md §3.5).
+_PAST_READABLE = {"previously": "Y", "once": "O", "historically": "H", "since": "S"}
+#: Prefix of the fresh propositions that stand for past subformulas.
+PAST_PREFIX = "past"
 
 
-def constraint_ltl(f: Formula, atom: Callable[[str], str]) -> str:
+class PastProps:
+    """Collects the fresh propositions that stand for past subformulas while one formula is
+    built, with the LTLf formulas that define them (docs/design.md §3.5).
+
+    Each past subformula's truth at step i depends only on steps 0..i, so a fresh proposition
+    ``p`` constrained by the operator's recursive definition — written with (weak) *next* — takes
+    exactly that truth value on every trace; projecting ``p`` away afterwards leaves the meaning
+    of the original formula. Identical subformulas share one proposition.
+    """
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}  # coded subformula -> proposition
+        self.definitions: list[str] = []
+
+    def prop(self, op: str, args: list[str]) -> str:
+        key = op + "(" + ",".join(args) + ")"
+        if key in self.names:
+            return self.names[key]
+        p = f"{PAST_PREFIX}{len(self.names)}"
+        self.names[key] = p
+        if op == "previously":  # Y φ: false at the first step; then φ one step before
+            phi = args[0]
+            d = f"!{p} & G(({phi} -> X {p}) & (!({phi}) -> X !{p}))"
+        elif op == "once":  # O φ = φ | Y O φ
+            phi = args[0]
+            d = f"({p} <-> ({phi})) & G(({p} -> X {p}) & (!{p} -> X({p} <-> ({phi}))))"
+        elif op == "historically":  # H φ = φ & Z H φ
+            phi = args[0]
+            d = f"({p} <-> ({phi})) & G((!{p} -> X !{p}) & ({p} -> X({p} <-> ({phi}))))"
+        else:  # φ S ψ = ψ | (φ & Y(φ S ψ))
+            phi, psi = args
+            d = (f"({p} <-> ({psi})) & G(({p} -> X({p} <-> (({psi}) | ({phi})))) & "
+                 f"(!{p} -> X({p} <-> ({psi}))))")
+        self.definitions.append(d)
+        return p
+
+    @property
+    def hidden(self) -> tuple[str, ...]:
+        return tuple(self.names.values())
+
+
+def constraint_ltl(f: Formula, atom: Callable[[str], str], past: PastProps | None = None) -> str:
     """A constraint as an LTL string; raw ``(ltl "…")`` text is passed through with state names
-    (quoted or bare) replaced by ``atom``."""
+    (quoted or bare) replaced by ``atom``. Past operators become fresh propositions collected in
+    ``past`` (Spot's spelling); without ``past`` they are written readably (``Y``, ``O``, ``H``,
+    ``S``), for people only."""
     if f.is_state:
         return atom(f.op)
     if f.op in ("true", "false"):
         return f.op
     if f.op == "ltl":
         return spotlib.rename_atomic_propositions(f.raw or "", atom)
+    subs = [constraint_ltl(a, atom, past) for a in f.args]
+    if f.op in _PAST_READABLE:
+        if past is not None:
+            return past.prop(f.op, subs)
+        if f.op == "since":
+            return f"({subs[0]} S {subs[1]})"
+        return f"{_PAST_READABLE[f.op]}({subs[0]})"
     if f.op in _UN:
-        return f"{_UN[f.op]}({constraint_ltl(f.args[0], atom)})"
-    return "(" + f" {_BIN[f.op]} ".join(constraint_ltl(a, atom) for a in f.args) + ")"
+        return f"{_UN[f.op]}({subs[0]})"
+    return "(" + f" {_BIN[f.op]} ".join(subs) + ")"
+
+
+def has_past(f: Formula) -> bool:
+    """Whether a constraint uses a past-time operator."""
+    return f.op in _PAST_READABLE or any(has_past(a) for a in f.args)
 
 
 @dataclass(frozen=True)
@@ -197,6 +256,8 @@ class Formulas:
     coded: str
     infinite: bool
     constraints_readable: tuple[str, ...] = ()
+    #: fresh propositions standing for past subformulas, projected away after translation
+    hidden: tuple[str, ...] = ()
 
 
 def build_formulas(spec: Spec) -> Formulas:
@@ -211,21 +272,27 @@ def build_formulas(spec: Spec) -> Formulas:
                         "see MAX_UNROLLED_STEPS in ltlagent.spec.syntax (docs/design.md §3.3)")
     enc = encode(spec)
     prefix, body = split_always(spec.behavior)
-    readable = _build(spec, prefix, body, _quote, None)
-    coded = _build(spec, prefix, body, enc.state_cube, enc)
+    readable = _build(spec, prefix, body, _quote, None, None)
+    past = PastProps()
+    coded = _build(spec, prefix, body, enc.state_cube, enc, past)
     cons = tuple(constraint_ltl(c, _quote) for c in spec.constraints)
-    return Formulas(readable, coded, body is not None, cons)
+    return Formulas(readable, coded, body is not None, cons, past.hidden)
 
 
 def _build(spec: Spec, prefix: list[Pattern], body: Pattern | None,
-           atom: Callable[[str], str], enc: Encoding | None) -> str:
+           atom: Callable[[str], str], enc: Encoding | None, past: PastProps | None) -> str:
     if body is None:
         pat = sere(prefix[0] if len(prefix) == 1 else Next(tuple(prefix)), atom)
         parts = [f"({{{pat}}}<>=> G!{ALIVE})", ALIVE, f"({ALIVE} U G!{ALIVE})"]
         if enc is not None:
             parts += [f"G({ALIVE} -> {enc.valid()})", f"G(!{ALIVE} -> {enc.cube(0)})"]
         for c in spec.constraints:
-            parts.append(spotlib.ltlf_to_ltl(constraint_ltl(c, atom), ALIVE))
+            if past is None and has_past(c):  # readable only: Spot cannot parse past operators
+                parts.append(f"LTLf({constraint_ltl(c, atom)})")
+            else:
+                parts.append(spotlib.ltlf_to_ltl(constraint_ltl(c, atom, past), ALIVE))
+        for d in past.definitions if past is not None else ():
+            parts.append(spotlib.ltlf_to_ltl(d, ALIVE))
         return " & ".join(parts)
     it = f"{{{{{sere(body, atom)}}} && {{(!{MARK})[*];{MARK}}}}}"
     if prefix:
@@ -237,5 +304,7 @@ def _build(spec: Spec, prefix: list[Pattern], body: Pattern | None,
     if enc is not None:
         parts.append(f"G({enc.valid()})")
     for c in spec.constraints:
-        parts.append("(" + constraint_ltl(c, atom) + ")")
+        parts.append("(" + constraint_ltl(c, atom, past) + ")")
+    for d in past.definitions if past is not None else ():
+        parts.append("(" + d + ")")
     return " & ".join(parts)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -25,7 +25,8 @@ from ltlagent.spec.sexp import Atom, Node, SList, read_sexps
 __all__ = [
     "State", "Pattern", "Visit", "Next", "Until", "Always", "Or", "Repeat", "Formula", "Spec",
     "parse_spec", "load_spec", "bundled_specs", "resolve_spec_path", "unrolled_size",
-    "TOOLS_CHOICES", "MAX_UNROLLED_STEPS", "ROLES", "ENV_ROLES",
+    "TOOLS_CHOICES", "MAX_UNROLLED_STEPS", "ROLES", "ENV_ROLES", "AUTHORS", "PAST_OPERATORS",
+    "BEHAVIOR_NAME", "any_sequence",
 ]
 
 #: Sentinel for ``(:choices :tools)``: the Action state's choices are the names of the agent's tools.
@@ -55,7 +56,17 @@ class State:
     stop: tuple[str, ...] = ()
     max_tokens: int | None = None
     role: str | None = None  # (:role NAME), one of ROLES
+    # event options (docs/design.md §2.4): what the state matches in a chat log
+    author: str | None = None  # (:from user|assistant|tool|system)
+    calls: tuple[str, ...] | None = None  # (:call "NAME" …); () is (:call), any tool
+    args: tuple[tuple[str, str], ...] = ()  # (:args (KEY (:regex "…")) …): fullmatch per key
+    contains: str | None = None  # (:contains "REGEX"): Python re.search on the text
     loc: Location | None = field(default=None, compare=False)
+
+    @property
+    def is_event(self) -> bool:
+        """True for a state declared by what it matches in a chat log, not by a prompt string."""
+        return self.author is not None or self.calls is not None or self.contains is not None
 
     @property
     def tool_choices(self) -> bool:
@@ -74,6 +85,16 @@ class State:
             d["max_tokens"] = self.max_tokens
         if self.role is not None:
             d["role"] = self.role
+        if self.author is not None:
+            d["from"] = self.author
+        if self.calls is not None:
+            d["call"] = list(self.calls)
+        if self.args:
+            d["args"] = {k: r for k, r in self.args}
+        if self.contains is not None:
+            d["contains"] = self.contains
+        if self.is_event:
+            del d["text"], d["env_input"]
         return d
 
 
@@ -146,6 +167,8 @@ class Formula:
     raw: str | None = None
     is_state: bool = False
     loc: Location | None = field(default=None, compare=False)
+    #: a top-level constraint's name, ``(:constraints (NAME FORMULA) …)``; None when unnamed
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,10 +181,22 @@ class Spec:
     constraints: tuple[Formula, ...] = ()
     source: str = "<string>"
     text: str = field(default="", compare=False, repr=False)
+    #: False when the spec has no (:behavior …): any sequence of its states, the constraints decide
+    behavior_declared: bool = True
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.states)
+
+    @property
+    def is_event_spec(self) -> bool:
+        """True when the states are event states (matched in chat logs), not prompt strings."""
+        return any(s.is_event for s in self.states)
+
+    @property
+    def constraint_names(self) -> tuple[str, ...]:
+        """Each constraint's name: its own, or ``constraint-N`` (1-based) when unnamed."""
+        return tuple(f.name or f"constraint-{i + 1}" for i, f in enumerate(self.constraints))
 
     def state(self, name: str) -> State:
         for s in self.states:
@@ -202,12 +237,22 @@ class Spec:
 
 # --- parsing ---------------------------------------------------------------------------------
 
-_STATE_OPTIONS = (":text", ":flags", ":choices", ":regex", ":stop", ":max-tokens", ":role")
+_STATE_OPTIONS = (":text", ":flags", ":choices", ":regex", ":stop", ":max-tokens", ":role",
+                  ":from", ":call", ":args", ":contains")
+#: Options of prompt-string states that mean nothing for an event state.
+_TEXT_ONLY_OPTIONS = ("env_input", "choices", "regex", "stop", "max_tokens", "role")
+#: Authors an event state may name with (:from …) (docs/design.md §2.4).
+AUTHORS = ("system", "user", "assistant", "tool")
+#: The name under which violations of the (:behavior …) pattern are reported.
+BEHAVIOR_NAME = "behavior"
 _SECTIONS = (":states", ":behavior", ":constraints")
 _PATTERN_OPS = ("next", "until", "always", "or", "optional", "repeat")
 _UNTIL_BOUNDED = re.compile(r"^until_(\d+)(?:_(\d+))?$")
-_LTL_UNARY = {"not": "!", "next": "X[!]", "weak-next": "X", "always": "G", "eventually": "F"}
-_LTL_BINARY = {"until": "U", "release": "R", "implies": "->", "iff": "<->"}
+_LTL_UNARY = {"not": "!", "next": "X[!]", "weak-next": "X", "always": "G", "eventually": "F",
+              "previously": "Y", "once": "O", "historically": "H"}
+_LTL_BINARY = {"until": "U", "release": "R", "implies": "->", "iff": "<->", "since": "S"}
+#: Past-time operators (docs/design.md §3.5): translated through fresh propositions.
+PAST_OPERATORS = ("previously", "once", "historically", "since")
 _LTL_NARY = {"and": "&", "or": "|"}
 
 
@@ -267,29 +312,37 @@ class _Parser:
             sections[head] = sec
         if ":states" not in sections:
             self.err("missing (:states …)", root.loc)
-        if ":behavior" not in sections:
-            self.err("missing (:behavior …)", root.loc)
         self.fail()
         states = self.states(sections[":states"])
         declared = {s.name for s in states}
-        beh = sections[":behavior"]
         behavior: Pattern | None = None
-        if len(beh.items) != 2:
+        beh = sections.get(":behavior")
+        if beh is None:  # any sequence of the declared states: the constraints alone decide
+            behavior = any_sequence(tuple(s.name for s in states), root.loc)
+        elif len(beh.items) != 2:
             self.err("(:behavior …) takes exactly one pattern", beh.loc)
         else:
             behavior = self.pattern(beh.items[1], declared, depth=0)
         constraints: list[Formula] = []
         if ":constraints" in sections:
+            named: dict[str, Node] = {}
             for node in sections[":constraints"].items[1:]:
-                f = self.formula(node, declared)
-                if f is not None:
-                    constraints.append(f)
-        if behavior is not None:
+                f = self.constraint(node, declared)
+                if f is None:
+                    continue
+                if f.name is not None:
+                    if f.name in named:
+                        self.err(f"duplicate constraint name {f.name!r} (first at "
+                                 f"{_at(named[f.name].loc)})", node.loc)
+                    named[f.name] = node
+                constraints.append(f)
+        if behavior is not None and beh is not None:
             self.check_always(behavior, last=True)
             self.check_size(behavior)
         self.fail()
         assert behavior is not None
-        return Spec(name, tuple(states), behavior, tuple(constraints), self.source, self.text)
+        return Spec(name, tuple(states), behavior, tuple(constraints), self.source, self.text,
+                    behavior_declared=beh is not None)
 
     # -- states
     def states(self, sec: SList) -> list[State]:
@@ -305,7 +358,7 @@ class _Parser:
                 self.err(f"duplicate state {st.name!r} (first declared at "
                          f"{_at(seen[st.name].loc)})", st.loc)
                 continue
-            if st.text in texts:
+            if st.text and st.text in texts:
                 self.err(f"state {st.name!r} has the same prompt text {st.text!r} as "
                          f"{texts[st.text].name!r}", st.loc,
                          "prompt texts signal transitions, so each must be distinct")
@@ -320,7 +373,16 @@ class _Parser:
             out.append(st)
         if not sec.items[1:]:
             self.err("(:states …) declares no state", sec.loc)
+        events = [st for st in out if st.is_event]
+        if events and len(events) != len(out):
+            prompt = next(st for st in out if not st.is_event)
+            self.err(f"state {prompt.name!r} has a prompt string while {events[0].name!r} is an "
+                     "event state: a spec's states are either all prompt-string states or all "
+                     "event states", prompt.loc,
+                     "event states are matched in chat logs by (:from …), (:call …), (:contains …)")
         for a in out:
+            if not a.text:
+                continue
             for b in out:
                 # allowed only as a suffix: every other occurrence (e.g. ":" in "::") is ambiguous
                 if a is b or a.text not in b.text or b.text.find(a.text) == len(b.text) - len(a.text):
@@ -396,6 +458,41 @@ class _Parser:
                     self.err(":max-tokens takes one positive integer", opt.loc)
                 else:
                     opts["max_tokens"] = n
+            elif key == ":from":
+                who = args[0] if len(args) == 1 and isinstance(args[0], Atom) else None
+                if who is None:
+                    self.err(":from takes one author", opt.loc, f"authors are {', '.join(AUTHORS)}")
+                elif who.value not in AUTHORS:
+                    self.err(f"unknown author {who.value!r}", who.loc,
+                             _suggest(who.value, AUTHORS) or f"authors are {', '.join(AUTHORS)}")
+                else:
+                    opts["author"] = who.value
+            elif key == ":call":
+                names = [a for a in args if isinstance(a, Atom) and a.is_string and a.value]
+                if len(names) != len(args):
+                    self.err(':call takes tool names as strings, e.g. (:call "book"); (:call) '
+                             "alone matches any tool call", opt.loc)
+                else:
+                    opts["calls"] = tuple(a.value for a in names)
+            elif key == ":args":
+                parsed = self.call_args(opt)
+                if parsed is not None:
+                    opts["args"] = parsed
+            elif key == ":contains":
+                if len(args) != 1 or not isinstance(args[0], Atom) or not args[0].is_string:
+                    self.err(':contains takes one regex string, e.g. (:contains "(?i)\\byes\\b")',
+                             opt.loc)
+                else:
+                    try:
+                        re.compile(args[0].value)
+                    except re.error as e:
+                        at = _inside(args[0], e.pos, 1, self.text) if e.pos is not None \
+                            else args[0].loc
+                        self.err(f"bad :contains regex: {e.msg}", at,
+                                 ":contains uses Python's re.search (flags such as (?i) and "
+                                 "\\b are allowed)")
+                    else:
+                        opts["contains"] = args[0].value
             elif key == ":role":
                 role = args[0] if len(args) == 1 and isinstance(args[0], Atom) and not args[0].is_string \
                     else None
@@ -406,9 +503,28 @@ class _Parser:
                              _suggest(role.value, ROLES) or f"the roles are {', '.join(ROLES)}")
                 else:
                     opts["role"] = role.value
+        event = any(k in opts for k in ("author", "calls", "contains"))
+        if "args" in opts and "calls" not in opts:
+            self.err(f"state {nm.value!r} has (:args …) but no (:call …): arguments belong to "
+                     "tool calls", node.loc)
+        if "calls" in opts and opts.get("author", "assistant") != "assistant":
+            self.err(f"state {nm.value!r} is a tool call (:call …) from {opts['author']!r}: only "
+                     "the assistant calls tools", node.loc)
+        if event:
+            if text is not None:
+                self.err(f"state {nm.value!r} has both (:text …) and event options: an event "
+                         "state is matched in chat logs, it has no prompt string", node.loc)
+            text_only = [k for k in _TEXT_ONLY_OPTIONS if k in opts]
+            if text_only:
+                self.err(f"state {nm.value!r} is an event state: "
+                         f"{', '.join(':' + k.replace('_', '-') for k in text_only)} "
+                         "apply to prompt-string states only", node.loc)
+            return State(nm.value, "", loc=nm.loc, **opts)  # type: ignore[arg-type]
         if text is None:
             if not any(isinstance(o, SList) and o.head() == ":text" for o in node.items[1:]):
-                self.err(f"state {nm.value!r} has no (:text \"…\")", node.loc)
+                self.err(f"state {nm.value!r} has no (:text \"…\") and no event option",
+                         node.loc, "a state is a prompt string (:text \"…\") or an event "
+                         "matched in chat logs: (:from …), (:call …), (:contains …)")
             return None
         if opts.get("role") in ENV_ROLES and not opts.get("env_input"):
             self.err(f"state {nm.value!r} declares (:role {opts['role']}) but the model writes it", node.loc,
@@ -418,6 +534,56 @@ class _Parser:
                      "the model writes", node.loc)
         # each value in opts has its field's type (set above); a dict of mixed values cannot say so
         return State(nm.value, text, loc=nm.loc, **opts)  # type: ignore[arg-type]
+
+    def call_args(self, opt: SList) -> tuple[tuple[str, str], ...] | None:
+        """``(:args (KEY (:regex "…")) …)``: per argument key, a regex its value must fullmatch
+        (the ASCII subset of :mod:`ltlagent.text.content`, so decoding can enforce it too)."""
+        out: list[tuple[str, str]] = []
+        ok = True
+        for item in opt.items[1:]:
+            key = item.items[0] if isinstance(item, SList) and item.items else None
+            rx = item.items[1] if isinstance(item, SList) and len(item.items) == 2 else None
+            if key is None or not isinstance(key, Atom) or not isinstance(rx, SList) \
+                    or rx.head() != ":regex" or len(rx.items) != 2 \
+                    or not isinstance(rx.items[1], Atom) or not rx.items[1].is_string:
+                self.err('expected (KEY (:regex "…")) in (:args …), found ' + _show(item),
+                         item.loc, 'e.g. (:args (user_id (:regex "u[0-9]+")))')
+                ok = False
+                continue
+            pattern = rx.items[1]
+            assert isinstance(pattern, Atom)
+            if any(k == key.value for k, _ in out):
+                self.err(f"argument {key.value!r} given twice in (:args …)", key.loc)
+                ok = False
+            elif self.check_regex(pattern):
+                out.append((key.value, pattern.value))
+            else:
+                ok = False
+        if not opt.items[1:]:
+            self.err("(:args …) needs at least one (KEY (:regex \"…\"))", opt.loc)
+            return None
+        return tuple(out) if ok else None
+
+    def constraint(self, node: Node, declared: set[str]) -> Formula | None:
+        """One item of (:constraints …): a formula, or ``(NAME FORMULA)`` naming it."""
+        if isinstance(node, SList) and len(node.items) == 2 and isinstance(node.items[0], Atom) \
+                and not node.items[0].is_string:
+            head = node.items[0].value
+            known = (*_LTL_UNARY, *_LTL_BINARY, *_LTL_NARY, "ltl")
+            if head not in known and head not in declared and not head.startswith(":"):
+                close = difflib.get_close_matches(head, list(known), n=1, cutoff=0.75)
+                if close:
+                    self.err(f"unknown operator {head!r} (or a constraint named so)",
+                             node.items[0].loc, f"did you mean {close[0]!r}? A constraint's "
+                             "name must not look like an operator")
+                    return None
+                if head == BEHAVIOR_NAME:
+                    self.err(f"{head!r} names the (:behavior …) pattern in reports; choose "
+                             "another constraint name", node.items[0].loc)
+                    return None
+                f = self.formula(node.items[1], declared)
+                return None if f is None else replace(f, name=head)
+        return self.formula(node, declared)
 
     def check_regex(self, atom: Atom) -> bool:
         """A ``:regex`` must be valid Python syntax *and* within what the decoding monitor
@@ -648,6 +814,13 @@ class _Parser:
             self.err(f"unknown state {ap!r} in (ltl \"…\")", _inside(atom, at, width, self.text),
                      hint)
         return ok
+
+
+def any_sequence(names: tuple[str, ...], loc: Location | None = None) -> Pattern:
+    """The behaviour of a spec without (:behavior …): one or more steps in any declared states."""
+    body: Pattern = Visit(names[0], loc) if len(names) == 1 else \
+        Or(tuple(Visit(n, loc) for n in names), loc)
+    return Repeat(body, 1, None, loc)
 
 
 def _inside(atom: Atom, index: int, width: int, text: str) -> Location:

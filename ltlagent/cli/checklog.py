@@ -1,0 +1,104 @@
+"""``ltlagent check-log SPEC LOG…``: conversations in chat logs checked against a policy
+(:mod:`ltlagent.checks.logcheck`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+import time
+
+from ltlagent.checks.logcheck import LogResult, Summary, check_logs
+from ltlagent.errors import LogError, UsageError
+from ltlagent.logic.policy import VERDICTS, Policy
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = textwrap.fill(
+        "Check the conversations in chat logs against a policy spec whose states are chat "
+        "events ((:from …), (:call …), (:contains …)). A log is a JSON array of OpenAI-format "
+        "messages, a JSON object holding one, a JSON array of those, or JSON Lines with one "
+        "conversation per line (streamed). Each conversation is ok, violated (the first failure of "
+        "each named constraint, with its step and message index), incomplete (an eventuality "
+        "unmet at the end), unmatched (a step matches no declared state) or malformed. "
+        "Exit 0: all ok; 1: any other verdict; 2: bad spec or unreadable log.")
+    p.add_argument("spec", help="policy spec file or bundled spec name (e.g. booking-policy)")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="log files (- for standard input)")
+    p.add_argument("--messages-key", metavar="KEY",
+                   help="the field holding each record's messages (default: 'messages', else the "
+                        "one list field whose items have a 'role')")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="check in N worker processes (default 1)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text, or one JSON object per conversation (JSON Lines) with the summary "
+                        "on stderr")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="text format: print only conversations that are not ok, and the summary")
+
+
+def _render(r: LogResult) -> str:
+    rep = r.report
+    head = f"{r.file}:{r.line}: conversation {r.conversation}: {rep.verdict}"
+    lines = [head]
+    if rep.verdict == "malformed":
+        where = f" (message {rep.error_message})" if rep.error_message is not None else ""
+        lines[0] += f": {rep.error}{where}"
+    for v in rep.violations:
+        allowed = ", ".join(v.allowed) or "nothing"
+        if v.constraint is None:
+            lines.append(f"  step {v.step} (message {v.message}) matches no state of the policy; "
+                         f"allowed there: {allowed}")
+        else:
+            lines.append(f"  {v.constraint}: broken at step {v.step} (message {v.message}), a "
+                         f"{v.state} step; allowed there: {allowed}")
+    if rep.unmet:
+        lines.append(f"  unmet at the end: {', '.join(rep.unmet)}")
+    return "\n".join(lines)
+
+
+def _summary_text(s: Summary, seconds: float) -> str:
+    counts = ", ".join(f"{s.verdicts[v]} {v}" for v in VERDICTS if s.verdicts[v])
+    rate = f", {s.messages / seconds:,.0f} messages/s" if seconds > 0 and s.messages else ""
+    out = f"checked {s.conversations} conversations ({s.messages} messages) in {seconds:.2f} s" \
+          f"{rate}: {counts or 'none'}"
+    if s.constraints:
+        out += "\nby constraint: " + ", ".join(f"{k} {n}" for k, n in s.constraints.most_common())
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise UsageError("--jobs takes a positive number of processes")
+    if args.logs.count("-") > 1:
+        raise UsageError("standard input (-) can be read only once")
+    policy = Policy.load(args.spec)
+    summary = Summary()
+    t0 = time.perf_counter()
+    unreadable = False
+    try:
+        for r in check_logs(policy, args.logs, args.messages_key, args.jobs):
+            summary.add(r)
+            if r.json_error is not None:
+                unreadable = True
+                if args.format == "json":
+                    print(r.json_error, file=sys.stderr)
+            if args.format == "json":
+                print(json.dumps(r.to_dict(), ensure_ascii=False))
+            elif not (args.quiet and r.report.ok):
+                print(_render(r))
+    except LogError as e:
+        sys.stdout.flush()
+        print(f"ltlagent: error: {e.render()}", file=sys.stderr)
+        return 2
+    seconds = time.perf_counter() - t0
+    if args.format == "json":
+        print(json.dumps({"summary": summary.to_dict(), "seconds": round(seconds, 3)}),
+              file=sys.stderr)
+    else:
+        print(_summary_text(summary, seconds))
+    if unreadable:
+        return 2
+    return 0 if summary.all_ok else 1
