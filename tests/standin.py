@@ -102,7 +102,11 @@ class StandIn:
                     outer.requests.append(body)
                     outer._count += 1
                     cid = f"chatcmpl-{outer._count}"
-                reply = outer.brain(body)
+                try:
+                    reply = outer.brain(body)
+                except Exception as e:  # a broken script is a 500, not a dropped connection
+                    self._json(500, {"error": {"message": f"brain: {e!r}", "type": "server_error"}})
+                    return
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
