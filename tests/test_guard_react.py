@@ -49,7 +49,8 @@ def _model(intended: str, honour_stop: bool) -> Any:
 
 
 SCRIPT = ("Thought: I should look it up.\nAction: Search\nAction Input: capital of France\n"
-          "Observation: (made up by the model)\nFinal Thought: the search says Paris.\nAnswer: Paris\nQuestion: next one")
+          "Observation: (made up by the model)\nFinal Thought: the search says Paris.\n"
+          "Answer: Paris\nQuestion: next one")
 
 
 @pytest.mark.parametrize("honour_stop", [True, False], ids=["server-stops", "server-ignores-stop"])

@@ -55,7 +55,8 @@ Environment = Callable[[str, Sequence[TextStep]], str]
 class TextRun:
     """A finished run: the text after the prompt, its steps, the verdict, and how it ended
     (``"complete"``, ``"retries"``: the model made no progress ``max_retries`` + 1 times in a row,
-    ``"max-steps"``: ``max_steps`` steps or twice as many requests), with the number of requests and of cuts (labels the spec forbade there)."""
+    ``"max-steps"``: ``max_steps`` steps or twice as many requests), with the number of requests
+    and of cuts (labels the spec forbade there)."""
 
     text: str
     steps: tuple[TextStep, ...]
