@@ -34,6 +34,7 @@ class Reply:
     delay: float = 0.0
     die_after: int | None = None
     status: int = 200
+    chunk_delay: float = 0.0  # streamed: seconds between events
 
 
 Brain = Callable[[dict[str, Any]], Reply]
@@ -63,10 +64,16 @@ def _chunks(message: Mapping[str, Any], cid: str) -> Iterator[dict[str, Any]]:
            "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # the load test opens hundreds of connections at once
+    allow_reuse_address = True
+
+
 class StandIn:
     """The server; ``requests`` holds every chat request body received, in order."""
 
-    def __init__(self, brain: Brain) -> None:
+    def __init__(self, brain: Brain, port: int = 0) -> None:
         self.brain = brain
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -75,6 +82,7 @@ class StandIn:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms ACK stall
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -84,8 +92,8 @@ class StandIn:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self._headers_buffer.append(b"\r\n" + data)  # type: ignore[attr-defined]
+                self.flush_headers()  # headers and body in one write
 
             def do_GET(self) -> None:
                 if self.path == "/v1/models":
@@ -139,6 +147,8 @@ class StandIn:
                         self.connection.shutdown(socket.SHUT_RDWR)  # the server dies mid-stream
                         return
                     self._chunk(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    if reply.chunk_delay:
+                        time.sleep(reply.chunk_delay)
                 self._chunk(b"data: [DONE]\n\n")
                 self._chunk(b"")
 
@@ -146,9 +156,7 @@ class StandIn:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                 self.wfile.flush()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.request_queue_size = 512
+        self.server = _Server(("127.0.0.1", port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -236,3 +244,23 @@ def booking_brain(polite: bool, parallel: bool = False) -> Brain:
             return Reply({"content": "I will book LH123 for you. Shall I go ahead? Please confirm."})
         return Reply({"content": None, "tool_calls": [book]})
     return brain
+
+
+def main() -> None:
+    """``python -m tests.standin --port P [--brain eager|polite|slow-stream]``: serve until killed
+    (the benchmark runs the stand-in in a process of its own, so that it can be killed)."""
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--brain", choices=("eager", "polite", "slow-stream"), default="eager")
+    args = p.parse_args()
+    brain = booking_brain(polite=args.brain == "polite")
+    if args.brain == "slow-stream":
+        def brain(body: dict[str, Any]) -> Reply:
+            return Reply({"content": "a long answer " * 20}, chunk_delay=0.05)
+    StandIn(brain, args.port).server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

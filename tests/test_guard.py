@@ -19,7 +19,7 @@ from ltlagent.errors import UsageError
 from ltlagent.guard import REFUSAL_MARK, FunctionTool, Guard
 from ltlagent.guard.screen import screen, settle
 from ltlagent.logic.policy import Policy
-from tests.standin import StandIn, booking_brain
+from tests.standin import Reply, StandIn, booking_brain
 
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "booking-policy.sexp"
 OBJECT = {"type": "object", "properties": {}}
@@ -175,3 +175,23 @@ def test_tools_and_settings_are_checked_when_made(policy: Policy) -> None:
         Guard(policy, [t, t], base_url="http://127.0.0.1:9/v1", model="m")
     with pytest.raises(UsageError):
         Guard(policy, [], base_url="http://127.0.0.1:9/v1", model="m", max_retries=-1)
+
+
+def test_a_call_with_broken_arguments_is_refused_not_a_crash(policy: Policy) -> None:
+    desk = Desk()
+
+    def brain(body: dict[str, Any]) -> Reply:
+        if body["messages"][-1]["role"] == "tool":
+            return Reply({"content": "Sorry, I could not do that."})
+        return Reply({"content": None, "tool_calls": [
+            {"id": "x", "type": "function", "function": {"name": "find_user", "arguments": "{oops"}},
+            {"id": "y", "type": "function", "function": {"name": "find_user",
+                                                         "arguments": '{"email": "a@b"}'}}]})
+    with StandIn(brain) as s:
+        conv = Guard(policy, desk.tools(), base_url=s.url, model="standin").run(START)
+    assert desk.names() == ["find_user"] and desk.ran[0][1] == {"email": "a@b"}
+    [r] = conv.refusals
+    assert r.position == 0 and r.malformed and "not JSON" in r.malformed
+    assert "allowed now" in r.explain()
+    assert policy.check(conv.transcript).verdict == "ok"
+    _answered(conv.messages)

@@ -203,12 +203,11 @@ class GuardedConversation:
         if executed is not None:
             self.transcript.append(executed)
         self.cursor = s.cursor
-        allowed = set(s.allowed)
-        by_call = iter(s.refusals)  # the refusals are the calls not allowed, in order
+        refused = {r.position: r for r in s.refusals}
         calls = reply.get("tool_calls")
         for k, call in enumerate(calls if isinstance(calls, list) else []):
-            call_id = call.get("id")
-            if k in allowed:
+            call_id = call.get("id") if isinstance(call, dict) else None
+            if k not in refused:
                 name, args = call_arguments(call)
                 tool = self.guard.tools.get(name)
                 text = tool.run(args) if tool is not None else f"error: no tool named {name!r}"
@@ -216,7 +215,7 @@ class GuardedConversation:
                 self.cursor.push_message(result, len(self.transcript))
                 self.transcript.append(result)
             else:
-                r = next(by_call)
+                r = refused[k]
                 self.refusals.append(r)
                 result = {"role": "tool", "tool_call_id": call_id, "content": r.explain()}
             self.messages.append(result)

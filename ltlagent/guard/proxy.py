@@ -131,13 +131,14 @@ def _reask_messages(proposal: Mapping[str, object], s: Screening) -> list[Messag
     """The proposal and one ``tool`` answer per call: the refusal, or for an allowed call proposed
     with a forbidden one, that it was not run either (the proxy runs no tools)."""
     out = [_strip(proposal)]
-    refused = iter(s.refusals)
+    refused = {r.position: r for r in s.refusals}
     calls = proposal.get("tool_calls")
     for k, call in enumerate(calls if isinstance(calls, list) else []):
-        text = (next(refused).explain() if k not in s.allowed else
+        text = (refused[k].explain() if k in refused else
                 f"{REFUSAL_MARK} not run: it was proposed together with a forbidden call; "
                 "propose it again if it is still needed")
-        out.append({"role": "tool", "tool_call_id": call.get("id"), "content": text})
+        out.append({"role": "tool", "tool_call_id": call.get("id") if isinstance(call, dict) else None,
+                    "content": text})
     return out
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ltlagent.chat.events import message_events
+from ltlagent.errors import LogError
 from ltlagent.logic.policy import Decision, PolicyCursor
 
 __all__ = ["Refusal", "Screening", "screen", "settle", "refusal_text", "call_arguments", "REFUSAL_MARK"]
@@ -28,20 +29,28 @@ REFUSAL_MARK = "[ltlagent guard]"
 
 @dataclass(frozen=True)
 class Refusal:
-    """A proposed tool call the policy forbids at this point; it was not run."""
+    """A proposed tool call that was not run: the policy forbids it at this point, or (``malformed``
+    set) it is not a call at all (arguments that are not a JSON object: the model's mistake, which
+    it is told about like a refusal)."""
 
+    position: int  # its index in the reply's tool_calls
     call_id: str | None
     tool: str
     arguments: str  # as the model wrote them (a JSON string)
     decision: Decision
+    malformed: str | None = None
 
     def explain(self) -> str:
         """What the model and the user are told: the call, the rule that forbids it, what is allowed."""
+        if self.malformed is not None:
+            now = ", ".join(self.decision.allowed_states) or "nothing further"
+            return f"{REFUSAL_MARK} {self.tool} was not run: {self.malformed}; allowed now: {now}"
         return f"{REFUSAL_MARK} {self.tool} was not run: {self.decision.explain()}"
 
     def to_dict(self) -> dict[str, object]:
-        return {"call_id": self.call_id, "tool": self.tool, "arguments": self.arguments,
-                "state": self.decision.state, "violated": list(self.decision.violated),
+        return {"position": self.position, "call_id": self.call_id, "tool": self.tool,
+                "arguments": self.arguments, "state": self.decision.state,
+                "violated": list(self.decision.violated), "malformed": self.malformed,
                 "allowed_states": list(self.decision.allowed_states), "explanation": self.explain()}
 
 
@@ -85,24 +94,49 @@ def screen(cursor: PolicyCursor, message: Mapping[str, object], index: int = -1)
     """Judge ``message`` (an assistant reply in the OpenAI format) after the history ``cursor`` has
     seen; ``cursor`` itself is not changed. ``index`` is the message's position in the conversation.
 
-    Raises :class:`ltlagent.errors.LogError` for a reply that is not a chat message
-    (arguments that are not JSON, …)."""
+    A call whose arguments are not a JSON object is refused as malformed (it is the model's
+    mistake, not a step of the conversation). Raises :class:`ltlagent.errors.LogError` for a
+    reply that is not a chat message at all (no role, a content that is not text, …)."""
     c = cursor.copy()
+    calls = _calls(message)
+    good: list[int] = []
+    bad: dict[int, str] = {}
+    for k, call in enumerate(calls):
+        try:
+            message_events({"role": "assistant", "content": None, "tool_calls": [call]}, index)
+            good.append(k)
+        except LogError as e:
+            bad[k] = e.message
+    valid = {**message, "tool_calls": [calls[k] for k in good]} if calls else message
+    text = valid.get("content")
+    if calls and not good and not (isinstance(text, str) and text.strip()):
+        events = []  # nothing of the reply remains: no step (the transcript will omit it)
+    else:
+        events = message_events(valid if good else {k: v for k, v in valid.items()
+                                                    if k != "tool_calls"}, index)
     allowed: list[int] = []
-    refusals: list[Refusal] = []
-    k = 0
-    for event in message_events(message, index):
+    refusals: dict[int, Refusal] = {}
+    positions = iter(good)
+    for event in events:
         if event.kind != "call":
             c.push(event)
             continue
+        k = next(positions)
         d = c.decide(event)
         if d.allowed:
             c.push(event)
             allowed.append(k)
         else:
-            refusals.append(Refusal(event.call_id, event.tool or "", event.text, d))
-        k += 1
-    return Screening(message, tuple(allowed), tuple(refusals), c)
+            refusals[k] = Refusal(k, event.call_id, event.tool or "", event.text, d)
+    for k, why in bad.items():
+        fn = calls[k].get("function") if isinstance(calls[k], Mapping) else None
+        name = str(fn.get("name", "")) if isinstance(fn, Mapping) else ""
+        raw = fn.get("arguments") if isinstance(fn, Mapping) else None
+        cid = calls[k].get("id") if isinstance(calls[k], Mapping) else None
+        d = Decision(False, None, (), c.allowed_states())
+        refusals[k] = Refusal(k, cid if isinstance(cid, str) else None, name,
+                              raw if isinstance(raw, str) else "", d, why)
+    return Screening(message, tuple(allowed), tuple(refusals[k] for k in sorted(refusals)), c)
 
 
 def refusal_text(refusals: Sequence[Refusal]) -> str:
