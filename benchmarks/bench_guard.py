@@ -160,6 +160,23 @@ async def _load(url: str, n: int, stream: bool) -> tuple[list[Any], list[float],
     return list(out), times, wall
 
 
+async def _sequential(url: str, k: int) -> list[float]:
+    """``k`` requests one at a time (no queueing): the latency of one request alone."""
+    times: list[float] = []
+    body = [{"role": "system", "content": "You book flights."},
+            {"role": "user", "content": "Book LH123 for solo@example.com"}]
+    async with httpx.AsyncClient(timeout=60) as client:
+        for _ in range(k):
+            await _request(client, url, body, False, times)
+    return times
+
+
+def _cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
+    """User + system CPU time of a child process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _check(policy: Policy, results: list[Any], guarded: bool) -> int:
     """Every conversation is its own, and passes the policy; returns the number checked."""
     for k, (msgs, ran, email) in enumerate(results):
@@ -212,7 +229,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--conversations", type=int, default=200)
     ap.add_argument("--streams", type=int, default=50)
+    ap.add_argument("--sequential", type=int, default=200, help="requests sent one at a time")
+    ap.add_argument("--parts", default="sequential,load,fault",
+                    help="comma-separated: sequential, load, fault")
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
     n = min(args.conversations, 1000)
     policy = Policy.load(SPEC)
     up_port, proxy_port = _port(), _port()
@@ -221,10 +242,22 @@ def main() -> None:
     proxy = _proxy(up_url, proxy_port)
     proxy_url = f"http://127.0.0.1:{proxy_port}/v1"
     try:
-        print(f"{n} concurrent conversations, 2-core machine shared with other work; ms per request")
-        print("| mode | path | requests | req/s | p50 ms | p99 ms | added p50 | added p99 | checked |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-        for stream in (False, True):
+        if "sequential" in parts:
+            k = min(args.sequential, 5000)
+            direct_t = asyncio.run(_sequential(up_url, k))
+            cpu0 = _cpu_seconds(proxy)
+            proxy_t = asyncio.run(_sequential(proxy_url, k))
+            cpu = (_cpu_seconds(proxy) - cpu0) / k * 1000
+            print(f"{k} requests one at a time (ms): direct p50 {_pct(direct_t, .5):.2f} p99 "
+                  f"{_pct(direct_t, .99):.2f}; through the proxy p50 {_pct(proxy_t, .5):.2f} p99 "
+                  f"{_pct(proxy_t, .99):.2f}; added p50 {_pct(proxy_t, .5) - _pct(direct_t, .5):.2f} "
+                  f"p99 {_pct(proxy_t, .99) - _pct(direct_t, .99):.2f}; the proxy's CPU per request "
+                  f"{cpu:.2f} ms\n")
+        if "load" in parts:
+            print(f"{n} concurrent conversations, 2-core machine shared with other work; ms per request")
+            print("| mode | path | requests | req/s | p50 ms | p99 ms | added p50 | added p99 | checked |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for stream in ((False, True) if "load" in parts else ()):
             direct, d_times, d_wall = asyncio.run(_load(up_url, n, stream))
             _check(policy, direct, guarded=False)
             guarded, g_times, g_wall = asyncio.run(_load(proxy_url, n, stream))
@@ -237,6 +270,8 @@ def main() -> None:
                     f"{_pct(g_times, .99) - _pct(d_times, .99):.1f}")
                 print(f"| {mode} | {label} | {len(times)} | {len(times) / wall:.0f} | "
                       f"{_pct(times, .5):.1f} | {_pct(times, .99):.1f} | {added[0]} | {added[1]} | {ok} |")
+        if "fault" not in parts:
+            return
         upstream.kill()
         upstream.wait(10)
         upstream = _standin(up_port, "slow-stream")
