@@ -18,6 +18,7 @@ __all__ = [
     "LogError",
     "UsageError",
     "CompileError",
+    "SchemaError",
 ]
 
 
@@ -142,3 +143,12 @@ class LogError(LtlAgentError, ValueError):
         where = ":".join(str(x) for x in (self.source, self.line, self.column) if x is not None)
         at = f"message {self.index}: " if self.index is not None else ""
         return f"{where}: {at}{self.message}" if where else f"{at}{self.message}"
+
+
+class SchemaError(UsageError):
+    """A JSON schema uses a feature the byte-automaton compiler refuses (or is malformed); ``path``
+    is the JSON pointer of the offending keyword in the schema (``""`` for the root)."""
+
+    def __init__(self, message: str, path: str = "", *, hint: str | None = None) -> None:
+        super().__init__(f"JSON schema at {path or '/'}: {message}", hint=hint)
+        self.path = path

@@ -8,8 +8,10 @@ import json
 import pickle
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ltlagent import Event, LogError, Policy, SpecError, UsageError, parse_spec
+from ltlagent import Event, LogError, Policy, SpecError, State, UsageError, parse_spec
 from ltlagent.chat.events import conversation_events, message_events
 from ltlagent.checks.equiv import check_equivalence
 from ltlagent.logic.policy import TOGETHER
@@ -119,7 +121,7 @@ def test_arguments_and_contains() -> None:
 
 def test_a_conversation_that_follows_the_policy() -> None:
     r = POLICY.check(GOOD)
-    assert r.verdict == "ok" and r.trace[-3:] == ("Write", "Result", "Reply")
+    assert r.verdict == "ok" and POLICY.trace(GOOD)[-3:] == ("Write", "Result", "Reply")
 
 
 def test_each_broken_constraint_is_named_at_its_first_failure() -> None:
@@ -178,7 +180,8 @@ def test_cursor_decides_before_it_moves() -> None:
     c.push_messages(GOOD[:5])
     d = c.decide(Event.call("book", {}))
     assert not d.allowed and d.violated == ("confirm-before-write",) and d.state == "Write"
-    assert "confirm-before-write" in d.explain() and "Lookup" in d.explain()
+    assert d.explain() == ("forbidden: a Write step now breaks confirm-before-write; allowed now: "
+                           "anything but Write")
     assert c.allowed_tools(["find_user", "book", "transfer_to_human"]) == ("find_user",
                                                                           "transfer_to_human")
     fork = c.copy()
@@ -230,3 +233,79 @@ def test_policies_compare_with_a_shortest_distinguishing_sequence() -> None:
     assert [ce.trace for ce in r.counterexamples] == [("Confirm", "User", "Lookup", "Write")]
     same = parse_spec(a.text.replace("(once Lookup)", "(previously (once Lookup))"))
     assert check_equivalence(a, same).holds  # a Write is never a Lookup
+
+
+# --- the classifier against a direct reading of §2.4 (hypothesis) ---------------------------------
+
+def _reference_state(states: list[State], ev: Event) -> int:
+    """First declared state whose options all match, read off docs/design.md §2.4 directly."""
+    import re as _re
+
+    for i, state in enumerate(states):
+        is_call_state = state.calls is not None
+        if is_call_state != (ev.kind == "call"):
+            continue
+        if state.author is not None and state.author != ev.author:
+            continue
+        if state.calls and ev.tool not in state.calls:
+            continue
+        ok = True
+        for key, rx in state.args:
+            args = ev.arguments or {}
+            if key not in args:
+                ok = False
+                break
+            v = args[key]
+            if _re.fullmatch(rx, v if isinstance(v, str) else json.dumps(v), _re.ASCII) is None:
+                ok = False
+                break
+        if ok and state.contains is not None and _re.search(state.contains, ev.text) is None:
+            ok = False
+        if ok:
+            return i
+    return -1
+
+
+_TOOLS = ("a", "b", "c")
+_TEXTS = ("yes", "Yes!", "no", "eyes", "", "refund please", "42")
+
+
+@st.composite
+def _states(draw: st.DrawFn) -> list[State]:
+    out = []
+    for k in range(draw(st.integers(1, 6))):
+        if draw(st.booleans()):
+            calls = tuple(draw(st.lists(st.sampled_from(_TOOLS), max_size=2, unique=True)))
+            args = tuple(draw(st.lists(st.tuples(st.sampled_from(("x", "y")),
+                                                 st.sampled_from(("[0-9]+", "y.*", "1"))),
+                                       max_size=2, unique_by=lambda t: t[0])))
+            contains = draw(st.sampled_from((None, "1", "[xy]")))
+            out.append(State(f"S{k}", "", calls=calls, args=args, contains=contains))
+        else:
+            author = draw(st.sampled_from((None, "user", "assistant", "tool", "system")))
+            contains = draw(st.sampled_from((None, r"(?i)\byes\b", "no", "^$")))
+            if author is None and contains is None:
+                author = "user"
+            out.append(State(f"S{k}", "", author=author, contains=contains))
+    return out
+
+
+@st.composite
+def _events(draw: st.DrawFn) -> Event:
+    if draw(st.booleans()):
+        args = draw(st.dictionaries(st.sampled_from(("x", "y")),
+                                    st.one_of(st.sampled_from(("1", "12", "yes", "y")),
+                                              st.integers(0, 20)), max_size=2))
+        return Event.call(draw(st.sampled_from((*_TOOLS, "d"))), args)
+    return Event.say(draw(st.sampled_from(("user", "assistant", "tool", "system"))),
+                     draw(st.sampled_from(_TEXTS)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_states(), st.lists(_events(), min_size=1, max_size=8))
+def test_classifier_agrees_with_a_direct_reading(states: list[State], events: list[Event]) -> None:
+    from ltlagent.logic.policy import Classifier
+
+    c = Classifier.build(states)
+    for ev in events:
+        assert c.index(ev) == _reference_state(states, ev), (states, ev)

@@ -24,11 +24,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ltlagent.agent.signature import (
+    SignatureError,
+    coarse_type,
+    function_parameters,
+    openai_tool,
+    type_schema,
+)
 from ltlagent.errors import LtlAgentError, UsageError
 
 __all__ = [
     "Tool", "ToolError", "tool", "Calculator", "DocumentStore", "Document", "Search", "Lookup",
-    "wikipedia_style_tools", "INPUT_TYPES",
+    "wikipedia_style_tools", "INPUT_TYPES", "openai_tools",
 ]
 
 #: JSON-schema-like type names a tool input may declare.
@@ -51,22 +58,31 @@ class Tool:
     Either subclass it (class attributes plus a ``forward`` method) or build one directly:
     ``Tool(name="Echo", description="…", inputs={"text": {"type": "string", "description": "…"}},
     function=fn)``. ``inputs`` maps each argument name to ``{"type": …, "description": …}``
-    (``"nullable": True`` makes it optional).
+    (``"nullable": True`` makes it optional). ``parameters`` is the full JSON schema of the
+    arguments (an object schema), for tools defined elsewhere or richer types than ``inputs`` says:
+    ``@tool`` fills it from the type hints; without it :meth:`json_schema` derives one from
+    ``inputs``; given alone, ``inputs`` is derived from it.
     """
 
     name: str = ""
     description: str = ""
     inputs: dict[str, dict[str, object]]
     output_type: str = "string"
+    parameters: dict[str, object] | None = None
     _function: Callable[..., object] | None = None
 
     def __init__(self, name: str | None = None, description: str | None = None,
                  inputs: Mapping[str, Mapping[str, object]] | None = None,
-                 function: Callable[..., object] | None = None, output_type: str | None = None) -> None:
+                 function: Callable[..., object] | None = None, output_type: str | None = None,
+                 parameters: Mapping[str, object] | None = None) -> None:
         if name is not None:
             self.name = name
         if description is not None:
             self.description = description
+        if parameters is not None:
+            self.parameters = _check_parameters(parameters, self.name)
+            if inputs is None:
+                inputs = _inputs_of(self.parameters)
         declared = inputs if inputs is not None else getattr(self, "inputs", {})
         if not isinstance(declared, Mapping):
             raise ToolError(f"tool {self.name!r}: inputs must be a dict of name -> {{'type', 'description'}}")
@@ -167,8 +183,61 @@ class Tool:
         return {"name": self.name, "description": self.description, "inputs": self.inputs,
                 "output_type": self.output_type}
 
+    def json_schema(self) -> dict[str, object]:
+        """The JSON schema of the arguments (an object): ``parameters``, else derived from ``inputs``
+        (a nullable input is optional and may be null; ``any`` has no type)."""
+        if self.parameters is not None:
+            return self.parameters
+        props: dict[str, object] = {}
+        required: list[str] = []
+        for arg, spec in self.inputs.items():
+            t = str(spec["type"])
+            schema: dict[str, object] = {} if t == "any" else {"type": t}
+            if spec.get("nullable"):
+                if t != "any":
+                    schema["type"] = [t, "null"]
+            else:
+                required.append(arg)
+            schema["description"] = spec["description"]
+            props[arg] = schema
+        return {"type": "object", "properties": props, "required": required,
+                "additionalProperties": False}
+
+    def to_openai(self) -> dict[str, object]:
+        """This tool as an entry of OpenAI's ``tools`` list (and ``apply_chat_template(tools=…)``)."""
+        return openai_tool(self.name, self.description, self.json_schema())
+
     def __repr__(self) -> str:
         return f"<Tool {self.name}>"
+
+
+def openai_tools(tools: Iterable[Tool]) -> list[dict[str, object]]:
+    """The ``tools=[{"type": "function", "function": {name, description, parameters}}, …]`` list."""
+    return [t.to_openai() for t in tools]
+
+
+def _check_parameters(parameters: Mapping[str, object], name: str) -> dict[str, object]:
+    if not isinstance(parameters, Mapping) or parameters.get("type") != "object":
+        raise ToolError(f"tool {name!r}: parameters must be a JSON schema of type object, "
+                        f"got {parameters!r}")
+    props = parameters.get("properties", {})
+    if not isinstance(props, Mapping) or not all(isinstance(v, Mapping) for v in props.values()):
+        raise ToolError(f"tool {name!r}: parameters.properties must map names to schemas")
+    return dict(parameters)
+
+
+def _inputs_of(parameters: Mapping[str, object]) -> dict[str, dict[str, object]]:
+    """``inputs`` from a parameters schema: each property's coarse type and description."""
+    props = typing.cast(Mapping[str, Mapping[str, object]], parameters.get("properties", {}))
+    required = parameters.get("required", [])
+    out: dict[str, dict[str, object]] = {}
+    for arg, schema in props.items():
+        spec: dict[str, object] = {"type": coarse_type(schema),
+                                   "description": str(schema.get("description") or arg)}
+        if not isinstance(required, list) or arg not in required:
+            spec["nullable"] = True
+        out[arg] = spec
+    return out
 
 
 def _convert(value: object, type_: str, arg: str) -> object:
@@ -268,13 +337,11 @@ def tool(function: Callable[..., object] | None = None, *, name: str | None = No
             hint = hints[p.name]
             nullable = False
             if typing.get_origin(hint) in (typing.Union, types.UnionType):
-                rest = [a for a in typing.get_args(hint) if a is not type(None)]
-                nullable = len(rest) < len(typing.get_args(hint))
-                hint = rest[0] if len(rest) == 1 else typing.Any
-            type_ = _PY_TYPES.get(typing.get_origin(hint) or hint)
-            if type_ is None:
-                raise ToolError(f"tool {tname!r}: argument {p.name!r} has type {hint!r}; use str, int, "
-                                "float, bool, dict, list or Any")
+                nullable = type(None) in typing.get_args(hint)
+            try:
+                type_ = coarse_type(type_schema(hint, f"argument {p.name!r}"))
+            except SignatureError as e:
+                raise ToolError(f"tool {tname!r}: {e}") from None
             if p.name not in arg_docs or not arg_docs[p.name]:
                 raise ToolError(f"tool {tname!r}: argument {p.name!r} is not described in the docstring's "
                                 "'Args:' section")
@@ -284,7 +351,12 @@ def tool(function: Callable[..., object] | None = None, *, name: str | None = No
             inputs[p.name] = schema
         ret = hints.get("return", str)
         out_type = _PY_TYPES.get(typing.get_origin(ret) or ret, "any")
-        return Tool(name=tname, description=description, inputs=inputs, function=fn, output_type=out_type)
+        try:
+            parameters = function_parameters(fn, arg_docs)
+        except SignatureError as e:
+            raise ToolError(f"tool {tname!r}: {e}") from None
+        return Tool(name=tname, description=description, inputs=inputs, function=fn, output_type=out_type,
+                    parameters=parameters)
 
     if function is not None:
         return build(function)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ltlagent.errors import LogError
 
@@ -22,16 +22,16 @@ AUTHOR_OF_ROLE = {"system": "system", "developer": "system", "user": "user",
                   "assistant": "assistant", "tool": "tool", "function": "tool"}
 
 
-@dataclass(frozen=True)
-class Event:
-    """One step of a conversation: a message's text or one tool call."""
+class Event(NamedTuple):
+    """One step of a conversation: a message's text or one tool call (immutable; a named tuple,
+    because a log checker makes one per message and a dataclass costs several times more)."""
 
     message: int  # the message's 0-based index in its conversation (-1: not from a log)
     author: str  # system | user | assistant | tool
     kind: str  # "text" | "call"
     text: str  # the message text; for a call, its arguments as written
     tool: str | None = None  # a call's function name
-    arguments: Mapping[str, object] | None = field(default=None, compare=False)
+    arguments: Mapping[str, object] | None = None  # a call's parsed JSON arguments
     call_id: str | None = None
 
     @staticmethod
@@ -64,6 +64,8 @@ class Event:
 
 
 def _parse_arguments(raw: str, index: int) -> dict[str, object]:
+    if raw == "{}":
+        return {}
     try:
         value = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as e:
@@ -111,7 +113,8 @@ def message_events(message: object, index: int) -> list[Event]:
     if author is None:
         raise LogError(f"unknown role {role!r}", index=index,
                        hint="roles are system, developer, user, assistant, tool")
-    text = message_text(message.get("content"), index)
+    content = message.get("content")
+    text = content if isinstance(content, str) else message_text(content, index)
     if author != "assistant":
         return [Event(index, author, "text", text)]
     calls = message.get("tool_calls") or []

@@ -11,7 +11,7 @@ import time
 
 from ltlagent.checks.logcheck import LogResult, Summary, check_logs
 from ltlagent.errors import LogError, UsageError
-from ltlagent.logic.policy import VERDICTS, Policy
+from ltlagent.logic.policy import VERDICTS, Policy, describe_allowed
 
 __all__ = ["add_arguments", "main"]
 
@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="text format: print only conversations that are not ok, and the summary")
 
 
-def _render(r: LogResult) -> str:
+def _render(r: LogResult, names: tuple[str, ...]) -> str:
     rep = r.report
     head = f"{r.file}:{r.line}: conversation {r.conversation}: {rep.verdict}"
     lines = [head]
@@ -47,7 +47,7 @@ def _render(r: LogResult) -> str:
         where = f" (message {rep.error_message})" if rep.error_message is not None else ""
         lines[0] += f": {rep.error}{where}"
     for v in rep.violations:
-        allowed = ", ".join(v.allowed) or "nothing"
+        allowed = describe_allowed(v.allowed, names).replace("nothing further", "nothing")
         if v.constraint is None:
             lines.append(f"  step {v.step} (message {v.message}) matches no state of the policy; "
                          f"allowed there: {allowed}")
@@ -88,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
             if args.format == "json":
                 print(json.dumps(r.to_dict(), ensure_ascii=False))
             elif not (args.quiet and r.report.ok):
-                print(_render(r))
+                print(_render(r, policy.names))
     except LogError as e:
         sys.stdout.flush()
         print(f"ltlagent: error: {e.render()}", file=sys.stderr)

@@ -1,5 +1,5 @@
 """The guarded chat loop: a tool-calling agent on any OpenAI-compatible endpoint, with the policy
-asked before each tool call runs (issue 20; docs/design.md §12).
+asked before each tool call runs (issue 20; docs/design.md §13).
 
 :class:`Guard` holds what is shared (the compiled :class:`~ltlagent.logic.policy.Policy`, the
 tools, the client and the model); :class:`GuardedConversation` is one conversation, the only

@@ -1,5 +1,5 @@
 """The guard as an HTTP proxy: an OpenAI-compatible server in front of another one (issue 20;
-docs/design.md §12).
+docs/design.md §13).
 
 An existing agent points its ``base_url`` at the proxy. ``POST /v1/chat/completions`` is forwarded
 upstream; the reply's tool calls are judged (:func:`ltlagent.guard.screen.screen`) after the

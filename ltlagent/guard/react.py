@@ -1,5 +1,5 @@
 """The guard for text-format (ReAct) specs on an API: stop sequences, re-parse, retry (issue 20;
-docs/design.md §12).
+docs/design.md §13).
 
 Behind an API no logits processor can be installed, so the behaviour of the paper's released code
 is reproduced with what every OpenAI-compatible ``/v1/completions`` endpoint accepts:

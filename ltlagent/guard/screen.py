@@ -8,7 +8,7 @@ the policy cursor *before it runs* (:meth:`PolicyCursor.decide`). An allowed cal
 cursor, a forbidden one does not: the calls after it are judged as if it had never been proposed,
 which is what the transcript will hold, since a forbidden call is never executed nor recorded as
 executed. So a transcript made of the history, the reply's text and its allowed calls is one the
-policy accepts step by step (docs/design.md §12).
+policy accepts step by step (docs/design.md §13).
 """
 
 from __future__ import annotations

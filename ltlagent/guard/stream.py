@@ -1,5 +1,5 @@
 """Server-sent events of the chat-completions API: reading an upstream stream into one reply, and
-writing chunks (docs/design.md §12).
+writing chunks (docs/design.md §13).
 
 The proxy forwards a streamed reply's text as it comes (the guard does not gate text) but holds its
 tool calls back: their deltas (``delta.tool_calls[i]``: an ``index``, then the ``id``, the

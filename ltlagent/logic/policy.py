@@ -23,12 +23,22 @@ from ltlagent.logic.automaton import DEAD, Automaton, build_automaton
 from ltlagent.spec.syntax import BEHAVIOR_NAME, Spec, State, any_sequence, load_spec
 
 __all__ = ["Policy", "PolicyCursor", "Classifier", "Decision", "Violation", "ConversationReport",
-           "TOGETHER", "VERDICTS"]
+           "TOGETHER", "VERDICTS", "describe_allowed"]
 
 #: Reported as the constraint when the parts are each satisfiable but not together.
 TOGETHER = "(constraints together)"
 #: Verdicts of a conversation, in the order summaries list them.
 VERDICTS = ("ok", "violated", "incomplete", "unmatched", "malformed")
+
+
+def describe_allowed(allowed: Sequence[str], names: Sequence[str]) -> str:
+    """The allowed states in words: the list, or what is not allowed when that is shorter."""
+    if not allowed:
+        return "nothing further"
+    rest = [n for n in names if n not in allowed]
+    if rest and len(rest) < len(allowed):
+        return "anything but " + ", ".join(rest)
+    return ", ".join(allowed)
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,7 @@ class ConversationReport:
 
     verdict: str
     steps: int = 0
-    trace: tuple[str, ...] = ()
+    trace: tuple[str, ...] = ()  # the states up to the end; left empty when ok (see Policy.trace)
     violations: tuple[Violation, ...] = ()
     unmet: tuple[str, ...] = ()  # parts an incomplete conversation leaves unmet
     error: str | None = None  # malformed: what is wrong, with the message index
@@ -153,10 +163,11 @@ class Decision:
     state: str | None  # the step's state (None: it matches no declared state)
     violated: tuple[str, ...]  # the parts it breaks
     allowed_states: tuple[str, ...]  # what the policy allowed at this point
+    names: tuple[str, ...] = field(default=(), repr=False, compare=False)  # all the states
 
     def explain(self) -> str:
         """One sentence for a model or a person: which rule forbids the step, what is allowed."""
-        now = ", ".join(self.allowed_states) or "nothing further"
+        now = describe_allowed(self.allowed_states, self.names)
         if self.allowed:
             return f"allowed: {self.state}"
         if self.state is None:
@@ -207,6 +218,11 @@ class Policy:
     def state_of(self, event: Event) -> str | None:
         return self.classifier.state(event)
 
+    def trace(self, messages: Sequence[object]) -> tuple[str | None, ...]:
+        """The state of each step of a conversation (None where no state matches); raises
+        :class:`LogError` for a malformed message."""
+        return tuple(self.classifier.state(ev) for ev in conversation_events(messages))
+
     def cursor(self) -> PolicyCursor:
         return PolicyCursor(self)
 
@@ -243,7 +259,7 @@ class Policy:
                 return self._attribute(events, codes, "violated", k, q)
             q = r
         if a.infinite or q in a.accepting:
-            return ConversationReport("ok", len(events), self._names(codes))
+            return ConversationReport("ok", len(events))  # no trace: ok is the common case
         return self._attribute(events, codes, "incomplete", len(events), q)
 
     def _names(self, codes: Iterable[int]) -> tuple[str, ...]:
@@ -314,14 +330,15 @@ class PolicyCursor:
         """Would ``event`` be allowed as the next step? (The cursor does not move.)"""
         i = self.policy.classifier.index(event)
         now = self.allowed_states()
+        names = self.policy.names
         if i < 0:
-            return Decision(False, None, (), now)
-        name = self.policy.names[i]
+            return Decision(False, None, (), now, names)
+        name = names[i]
         if self.q != DEAD and self.policy.automaton.live_delta[self.q][i] != DEAD:
-            return Decision(True, name, (), now)
+            return Decision(True, name, (), now, names)
         broken = tuple(n for (n, a), q in zip(self.policy.parts, self.part_q)
                        if q == DEAD or a.live_delta[q][i] == DEAD)
-        return Decision(False, name, broken or (TOGETHER,), now)
+        return Decision(False, name, broken or (TOGETHER,), now, names)
 
     def push(self, event: Event) -> Decision:
         """Take ``event`` as the next step (also when it breaks the policy) and say how it went."""

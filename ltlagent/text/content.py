@@ -19,6 +19,7 @@ character (stricter than Python, never looser), so every generated content passe
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -26,8 +27,8 @@ from typing import Any, NoReturn
 from ltlagent.errors import UsageError
 from ltlagent.graph import coreachable
 
-__all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "DEAD", "MAX_DFA_STATES",
-           "MAX_REGEX_REPEAT"]
+__all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "pattern_dfa", "DEAD",
+           "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "intersect", "as_dfa"]
 
 DEAD = -1
 #: Bytes stripped from content (a subset of what ``str.strip()`` strips).
@@ -206,8 +207,10 @@ def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-class _NFA:
-    """Thompson NFA over bytes: edges are (lo, hi, target) byte ranges or epsilon."""
+class ByteNFA:
+    """A Thompson-style NFA over bytes: ``edges[u]`` holds (lo, hi, target) byte ranges, ``eps[u]``
+    epsilon targets. Built by the regex compiler here and by the JSON-schema compiler
+    (:mod:`ltlagent.text.jsonschema`), and made deterministic by :meth:`determinize`."""
 
     def __init__(self) -> None:
         self.eps: list[list[int]] = []
@@ -218,9 +221,180 @@ class _NFA:
         self.edges.append([])
         return len(self.eps) - 1
 
+    def literal(self, data: bytes, start: int, end: int) -> None:
+        """A path from ``start`` to ``end`` spelling ``data``."""
+        s = start
+        for k, b in enumerate(data):
+            t = end if k == len(data) - 1 else self.new()
+            self.edges[s].append((b, b, t))
+            s = t
+        if not data:
+            self.eps[start].append(end)
+
+    def embed(self, dfa: ContentDFA, start: int, end: int) -> None:
+        """A copy of ``dfa``'s live part between ``start`` and ``end``."""
+        if 0 not in dfa.live:
+            return
+        ids = {q: self.new() for q in sorted(dfa.live)}
+        self.eps[start].append(ids[0])
+        for q, u in ids.items():
+            row = dfa.trans[q]
+            b = 0
+            while b < 256:
+                r = row[b]
+                e = b
+                while e + 1 < 256 and row[e + 1] == r:
+                    e += 1
+                if r in ids:
+                    self.edges[u].append((b, e, ids[r]))
+                b = e + 1
+            if q in dfa.accepting:
+                self.eps[u].append(end)
+
+    def closure(self, states: frozenset[int]) -> frozenset[int]:
+        seen = set(states)
+        todo = list(states)
+        while todo:
+            u = todo.pop()
+            for v in self.eps[u]:
+                if v not in seen:
+                    seen.add(v)
+                    todo.append(v)
+        return frozenset(seen)
+
+    def determinize(self, start: int, final: int, limit: int, what: str, hint: str
+                    ) -> tuple[list[list[int]], set[int]]:
+        """The subset construction from ``start``, accepting where ``final`` is reached; a
+        :class:`UsageError` naming ``what`` beyond ``limit`` states. Bytes are grouped into classes
+        that every edge treats alike, so a step costs one pass per class, not per byte."""
+        cuts = {0, 256}
+        for es in self.edges:
+            for lo, hi, _v in es:
+                cuts.add(lo)
+                cuts.add(hi + 1)
+        bounds = sorted(cuts)
+        classes = list(itertools.pairwise(bounds))
+        first = {lo: k for k, (lo, _hi) in enumerate(classes)}
+        d0 = self.closure(frozenset([start]))
+        ids = {d0: 0}
+        order = [d0]
+        trans: list[list[int]] = []
+        acc: set[int] = set()
+        i = 0
+        while i < len(order):
+            cur = order[i]
+            if final in cur:
+                acc.add(i)
+            targets: list[set[int]] = [set() for _ in classes]
+            for u in cur:
+                for lo, hi, v in self.edges[u]:
+                    k = first[lo]
+                    while k < len(classes) and classes[k][0] <= hi:
+                        targets[k].add(v)
+                        k += 1
+            row = [DEAD] * 256
+            memo: dict[frozenset[int], int] = {}
+            for k, (lo, hi) in enumerate(classes):
+                if not targets[k]:
+                    continue
+                key = frozenset(targets[k])
+                j = memo.get(key)
+                if j is None:
+                    nxt = self.closure(key)
+                    j = ids.get(nxt)
+                    if j is None:
+                        j = ids[nxt] = len(order)
+                        order.append(nxt)
+                        if len(order) > limit:
+                            raise UsageError(f"{what} needs more than {limit} automaton states",
+                                             hint=hint)
+                    memo[key] = j
+                row[lo:hi] = [j] * (hi - lo)
+            trans.append(row)
+            i += 1
+        return trans, acc
+
+
+def minimize(trans: list[list[int]], acc: set[int]) -> tuple[list[list[int]], set[int]]:
+    """The minimal DFA of the live part (Moore's partition refinement over byte classes); state 0
+    stays the start. Dead states (that cannot reach ``acc``) are removed."""
+    live = coreachable(trans, acc)
+    if 0 not in live:
+        return [[DEAD] * 256], set()
+    states = sorted(live)
+    cols: dict[tuple[int, ...], int] = {}
+    reps: list[int] = []
+    for b in range(256):
+        col = tuple(trans[q][b] for q in states)
+        if col not in cols:
+            cols[col] = b
+            reps.append(b)
+    block = {q: (1 if q in acc else 0) for q in states}
+    n_blocks = len(set(block.values()))
+    while True:
+        sigs: dict[tuple[int, ...], int] = {}
+        new: dict[int, int] = {}
+        for q in states:
+            row = trans[q]
+            sig = (block[q], *(block.get(row[b], -1) for b in reps))
+            new[q] = sigs.setdefault(sig, len(sigs))
+        block = new
+        if len(sigs) == n_blocks:
+            break
+        n_blocks = len(sigs)
+    ids: dict[int, int] = {block[0]: 0}
+    for q in states:
+        ids.setdefault(block[q], len(ids))
+    out = [[DEAD] * 256 for _ in ids]
+    seen: set[int] = set()
+    out_acc: set[int] = set()
+    for q in states:
+        i = ids[block[q]]
+        if i in seen:
+            continue
+        seen.add(i)
+        if q in acc:
+            out_acc.add(i)
+        out[i] = [ids[block[r]] if r in live else DEAD for r in trans[q]]
+    return out, out_acc
+
+
+def as_dfa(trans: list[list[int]], acc: set[int], source: str) -> ContentDFA:
+    """A :class:`ContentDFA` from a transition table (live states computed here)."""
+    return ContentDFA(tuple(tuple(r) for r in trans), frozenset(acc), coreachable(trans, acc), source)
+
+
+def intersect(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> ContentDFA:
+    """The product DFA accepting what both accept."""
+    ids = {(0, 0): 0}
+    order = [(0, 0)]
+    trans: list[list[int]] = []
+    acc: set[int] = set()
+    i = 0
+    while i < len(order):
+        p, q = order[i]
+        if p in a.accepting and q in b.accepting:
+            acc.add(i)
+        row = [DEAD] * 256
+        for c in range(256):
+            p2, q2 = a.step(p, c), b.step(q, c)
+            if p2 < 0 or q2 < 0:
+                continue
+            j = ids.get((p2, q2))
+            if j is None:
+                j = ids[(p2, q2)] = len(order)
+                order.append((p2, q2))
+                if len(order) > limit:
+                    raise UsageError(f"the intersection of {a.source!r} and {b.source!r} needs more "
+                                     f"than {limit} automaton states")
+            row[c] = j
+        trans.append(row)
+        i += 1
+    return as_dfa(trans, acc, f"({a.source}) & ({b.source})")
+
 
 class _RegexCompiler:
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, *, exact: bool = False) -> None:
         import re._constants as C
         import re._parser as P
 
@@ -234,7 +408,8 @@ class _RegexCompiler:
         if bad:
             self.unsupported(f"the inline flag {self.flag_names(bad)}")
         self.dotall = bool(self.tree.state.flags & C.SRE_FLAG_DOTALL)
-        self.nfa = _NFA()
+        self.nfa = ByteNFA()
+        self.exact = exact  # False: never match ODD_SPACES (for stripped content); True: Python's sets
 
     @property
     def harmless_flags(self) -> int:
@@ -288,7 +463,8 @@ class _RegexCompiler:
         return out
 
     def chars(self, ranges: list[tuple[int, int]], start: int, end: int) -> None:
-        ranges = _complement(_complement(ranges) + list(ODD_SPACES))
+        if not self.exact:
+            ranges = _complement(_complement(ranges) + list(ODD_SPACES))
         for seq in _utf8_ranges(ranges):
             s = start
             for k, (lo, hi) in enumerate(seq):
@@ -363,68 +539,52 @@ class _RegexCompiler:
                     "POSSESSIVE_REPEAT": "possessive repetition", "ATOMIC_GROUP": "an atomic group"}
             self.unsupported(what.get(str(op), str(op).lower()))
 
-    def build(self) -> tuple[list[list[int]], set[int]]:
+    def build(self, search: bool = False) -> tuple[list[list[int]], set[int]]:
+        """The DFA of the strings the pattern fullmatches, or with ``search`` of those in which
+        ``re.search`` finds it (an unanchored end may be followed by anything, ``$`` by one
+        newline, as in Python)."""
         nfa = self.nfa
         start, final = nfa.new(), nfa.new()
         items = list(self.tree)
         # fullmatch semantics: an anchor at the very start or end matches the empty string there
         C = self.C
+        head = tail = False
+        dollar = False
         while items and items[0][0] is C.AT and items[0][1] in (C.AT_BEGINNING,
                                                                  C.AT_BEGINNING_STRING):
             items.pop(0)
+            head = True
         while items and items[-1][0] is C.AT and items[-1][1] in (C.AT_END, C.AT_END_STRING):
+            dollar = dollar or (items[-1][1] is C.AT_END and not tail)
             items.pop()
-        self.seq(items, start, final)
+            tail = True
+        if not search:
+            self.seq(items, start, final)
+        else:
+            begin, stop = nfa.new(), nfa.new()
+            if not head:  # anything before the match
+                self.chars([(0, _MAXCP)], start, start)
+            nfa.eps[start].append(begin)
+            self.seq(items, begin, stop)
+            nfa.eps[stop].append(final)
+            if not tail:  # anything after it
+                self.chars([(0, _MAXCP)], final, final)
+            elif dollar:  # Python's $ also matches before a final newline
+                nfa.edges[stop].append((10, 10, final))
 
-        def closure(states: frozenset[int]) -> frozenset[int]:
-            seen = set(states)
-            todo = list(states)
-            while todo:
-                u = todo.pop()
-                for v in nfa.eps[u]:
-                    if v not in seen:
-                        seen.add(v)
-                        todo.append(v)
-            return frozenset(seen)
+        return nfa.determinize(start, final, MAX_DFA_STATES, f":regex {self.pattern!r}",
+                               "simplify it (a wide class such as . under a bounded repetition "
+                               "multiplies states)")
 
-        d0 = closure(frozenset([start]))
-        ids = {d0: 0}
-        order = [d0]
-        trans: list[list[int]] = []
-        acc: set[int] = set()
-        i = 0
-        while i < len(order):
-            cur = order[i]
-            if final in cur:
-                acc.add(i)
-            targets: list[set[int]] = [set() for _ in range(256)]
-            for u in cur:
-                for lo, hi, v in nfa.edges[u]:
-                    for b in range(lo, hi + 1):
-                        targets[b].add(v)
-            row = [DEAD] * 256
-            memo: dict[frozenset[int], int] = {}
-            for b in range(256):
-                if not targets[b]:
-                    continue
-                key = frozenset(targets[b])
-                j = memo.get(key)
-                if j is None:
-                    nxt = closure(key)
-                    j = ids.get(nxt)
-                    if j is None:
-                        j = ids[nxt] = len(order)
-                        order.append(nxt)
-                        if len(order) > MAX_DFA_STATES:
-                            raise UsageError(f":regex {self.pattern!r} needs more than "
-                                             f"{MAX_DFA_STATES} automaton states",
-                                             hint="simplify it (a wide class such as . under a "
-                                                  "bounded repetition multiplies states)")
-                    memo[key] = j
-                row[b] = j
-            trans.append(row)
-            i += 1
-        return trans, acc
+
+def pattern_dfa(pattern: str, *, search: bool = False) -> ContentDFA:
+    """The UTF-8 texts ``pattern`` fullmatches (or, with ``search``, in which ``re.search`` finds
+    it), with Python's own character sets (no stripping, unlike :func:`regex_dfa`): for string
+    values whose bytes are not stripped, such as JSON strings (:mod:`ltlagent.text.jsonschema`).
+    ``\\d``, ``\\w``, ``\\s`` still match ASCII characters only (as in JSON Schema's ECMA-262
+    regexes)."""
+    core, acc = _RegexCompiler(pattern, exact=True).build(search)
+    return as_dfa(core, acc, ("search " if search else "regex ") + pattern)
 
 
 def regex_dfa(pattern: str) -> ContentDFA:

@@ -1,0 +1,144 @@
+"""Tool calls as byte languages: the formats a model writes a native tool call in, as one DFA.
+
+Two formats (docs/design.md §5.1):
+
+- ``hermes`` (Hermes, Qwen2.5/3 chat templates): ``<tool_call>\\n{"name": "NAME", "arguments":
+  ARGS}\\n</tool_call>``;
+- ``json``: the bare object ``{"name": "NAME", "arguments": ARGS}``.
+
+NAME ranges over the allowed tools and ARGS over the texts of that tool's argument schema
+(:mod:`ltlagent.text.jsonschema`; the name decides which schema follows, since ``name`` comes
+first). The object itself follows the same lexical policy as the arguments: keys in this order, at
+most one space after ``:`` and ``,``. ``fields`` narrows a tool's string arguments by regex (issue
+17's ``(:args (KEY (:regex "…")))``). :func:`parse_call` reads a call back, for round trips and for
+reading what an unconstrained model wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ltlagent.errors import LtlAgentError, UsageError
+from ltlagent.text.content import ByteNFA, ContentDFA, as_dfa, minimize
+from ltlagent.text.jsonschema import MAX_JSON_STATES, JsonConst, JsonType, emit, narrow, parse_schema
+
+__all__ = ["FORMATS", "ToolCall", "ToolCallError", "call_dfa", "parse_call", "find_calls", "render_call"]
+
+#: The call formats, each as (text before the JSON object, text after it).
+FORMATS: dict[str, tuple[str, str]] = {"hermes": ("<tool_call>\n", "\n</tool_call>"), "json": ("", "")}
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+
+
+class ToolCallError(LtlAgentError, ValueError):
+    """A text is not a well-formed tool call (a model's mistake, meant to be recorded as data)."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A parsed call: the tool's name and its arguments (a JSON object)."""
+
+    name: str
+    arguments: Mapping[str, object] = field(default_factory=dict)
+
+
+def _format(name: str) -> tuple[str, str]:
+    if name not in FORMATS:
+        raise UsageError(f"unknown tool-call format {name!r}", hint=f"use one of {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+def call_dfa(tools: Mapping[str, Mapping[str, object] | JsonType], format: str = "hermes",
+             fields: Mapping[str, Mapping[str, str]] | None = None, *,
+             limit: int = MAX_JSON_STATES) -> ContentDFA:
+    """The minimal DFA of the calls, in ``format``, of the tools ``tools`` maps (name → argument
+    schema, a JSON-schema dict or a parsed description); ``fields`` maps a tool name to its
+    narrowing regexes (argument → regex the string value must fullmatch)."""
+    before, after = _format(format)
+    if not tools:
+        raise UsageError("a tool-call automaton needs at least one tool")
+    for name in fields or {}:
+        if name not in tools:
+            raise UsageError(f"argument regexes for {name!r}, which is not among the tools "
+                             f"{', '.join(tools)}")
+    nfa = ByteNFA()
+    start, final = nfa.new(), nfa.new()
+    head = nfa.new()
+    nfa.literal(before.encode() + b'{"name":', start, head)
+    name_at = nfa.new()
+    nfa.eps[head].append(name_at)
+    nfa.edges[head].append((0x20, 0x20, name_at))
+    tail = nfa.new()
+    nfa.literal(b"}" + after.encode(), tail, final)
+    for name, schema in tools.items():
+        t = parse_schema(schema) if isinstance(schema, Mapping) else schema
+        if fields and name in fields:
+            t = narrow(t, fields[name])
+        n, c, key, a, args = (nfa.new() for _ in range(5))
+        emit(nfa, JsonConst((name,)), name_at, n)
+        nfa.literal(b",", n, c)
+        nfa.eps[c].append(key)
+        nfa.edges[c].append((0x20, 0x20, key))
+        nfa.literal(b'"arguments":', key, a)
+        nfa.eps[a].append(args)
+        nfa.edges[a].append((0x20, 0x20, args))
+        emit(nfa, t, args, tail, limit)
+    trans, acc = nfa.determinize(start, final, limit, f"the {format} tool calls of {', '.join(tools)}",
+                                 "fewer tools or simpler argument schemas")
+    return as_dfa(*minimize(trans, acc), f"{format} calls: {', '.join(tools)}")
+
+
+def _from_object(body: str) -> ToolCall:
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError as e:
+        raise ToolCallError(f"the call is not valid JSON: {e.msg} at character {e.pos}") from None
+    if not isinstance(obj, dict):
+        raise ToolCallError("the call must be a JSON object with name and arguments")
+    name, args = obj.get("name"), obj.get("arguments", {})
+    if not isinstance(name, str):
+        raise ToolCallError("the call has no name (a string)")
+    if isinstance(args, str):  # some models write the arguments as a JSON string, as OpenAI logs do
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            raise ToolCallError(f"the arguments of {name!r} are not a JSON object") from None
+    if not isinstance(args, dict):
+        raise ToolCallError(f"the arguments of {name!r} are not a JSON object")
+    extra = set(obj) - {"name", "arguments"}
+    if extra:
+        raise ToolCallError(f"the call has unexpected keys {sorted(extra)}")
+    return ToolCall(name, args)
+
+
+def parse_call(text: str, format: str = "hermes") -> ToolCall:
+    """The call ``text`` is (surrounding whitespace ignored); :class:`ToolCallError` if it is none."""
+    _format(format)
+    body = text.strip()
+    if format == "hermes":
+        m = _HERMES.fullmatch(body)
+        if m is None:
+            raise ToolCallError("a hermes call is <tool_call>{…}</tool_call>")
+        body = m.group(1)
+    return _from_object(body)
+
+
+def find_calls(text: str) -> list[ToolCall | ToolCallError]:
+    """Every ``<tool_call>…</tool_call>`` block of a message, in order, parsed or the error."""
+    out: list[ToolCall | ToolCallError] = []
+    for m in _HERMES.finditer(text):
+        try:
+            out.append(_from_object(m.group(1)))
+        except ToolCallError as e:
+            out.append(e)
+    return out
+
+
+def render_call(call: ToolCall, format: str = "hermes") -> str:
+    """The text of ``call`` as chat templates write it (``json.dumps`` with ``ensure_ascii=False``;
+    in the language of :func:`call_dfa` when the arguments follow the schema in declared order)."""
+    before, after = _format(format)
+    return before + json.dumps({"name": call.name, "arguments": dict(call.arguments)},
+                               ensure_ascii=False) + after

@@ -1,0 +1,160 @@
+"""``ltlagent check-log`` (docs/design.md §12): the example logs (every planted violation found at
+its message, nothing else), the log layouts, malformed input, exit codes, JSON output, and the
+process pool giving the same answers as one process."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ltlagent.chat.logs import read_conversations
+from ltlagent.checks.logcheck import check_logs
+from ltlagent.cli import main
+from ltlagent.logic.policy import Policy
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "booking"
+LOG = EXAMPLE / "conversations.jsonl"
+POLICY = Policy.load("booking-policy")
+
+MSGS = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+BAD = [{"role": "user", "content": "book"},
+       {"role": "assistant", "content": None, "tool_calls": [
+           {"id": "1", "type": "function", "function": {"name": "book", "arguments": "{}"}}]}]
+
+
+def _generate() -> list[dict[str, object]]:
+    spec = importlib.util.spec_from_file_location("booking_generate", EXAMPLE / "generate.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out: list[dict[str, object]] = mod.generate()
+    return out
+
+
+def test_example_log_is_what_the_generator_writes() -> None:
+    lines = [json.loads(x) for x in LOG.read_text(encoding="utf-8").splitlines()]
+    assert lines == _generate()
+
+
+def test_every_planted_violation_is_found_at_its_message_and_nothing_else() -> None:
+    planted: dict[object, list[dict[str, object]]] = {
+        rec["id"]: rec["planted"] for rec in _generate()}  # type: ignore[misc]
+    results = list(check_logs(POLICY, [str(LOG)]))
+    assert len(results) == len(planted) >= 50
+    broken = {str(p["constraint"]) for ps in planted.values() for p in ps}
+    assert broken == {"confirm-before-write", "lookup-before-write", "after-handoff-only-replies"}
+    for r in results:
+        want = sorted((str(p["constraint"]), int(p["message"]))  # type: ignore[call-overload]
+                      for p in planted[r.conversation])
+        got = sorted((v.constraint, v.message) for v in r.report.violations)
+        assert got == want, r.conversation
+        assert r.report.verdict == ("violated" if want else "ok"), r.conversation
+
+
+def test_cli_text_json_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-log", "booking-policy", str(LOG)]) == 1
+    out = capsys.readouterr().out
+    assert "confirm-before-write: broken at step" in out and "checked 52 conversations" in out
+    assert main(["check-log", "booking-policy", str(LOG), "--format", "json"]) == 1
+    cap = capsys.readouterr()
+    rows = [json.loads(x) for x in cap.out.splitlines()]
+    assert len(rows) == 52 and {"conversation", "verdict", "violations"} <= rows[0].keys()
+    assert all({"constraint", "step", "message"} <= v.keys() for r in rows for v in r["violations"])
+    summary = json.loads(cap.err.strip().splitlines()[-1])["summary"]
+    assert summary["conversations"] == 52 and summary["verdicts"]["violated"] > 0
+
+
+def test_all_ok_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "ok.json"
+    f.write_text(json.dumps(MSGS))
+    assert main(["check-log", "booking-policy", str(f)]) == 0
+    assert "1 ok" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, n", [
+    (json.dumps(MSGS), 1),  # an array of messages
+    (json.dumps({"messages": MSGS}, indent=2), 1),  # an object holding them, pretty-printed
+    (json.dumps([{"messages": MSGS}, MSGS, {"id": "x", "turns": MSGS}]), 3),  # array of those
+    ("\n".join(json.dumps({"messages": MSGS}) for _ in range(4)) + "\n\n", 4),  # JSON Lines
+    (json.dumps([MSGS, MSGS], indent=1), 2),
+])
+def test_log_layouts(tmp_path: Path, content: str, n: int) -> None:
+    f = tmp_path / "log.json"
+    f.write_text(content)
+    recs = list(read_conversations(f))
+    assert len(recs) == n and all(r.messages == MSGS for r in recs)
+
+
+def test_messages_key_and_ambiguous_records(tmp_path: Path) -> None:
+    f = tmp_path / "log.jsonl"
+    f.write_text(json.dumps({"id": 7, "a": MSGS, "b": MSGS}) + "\n")
+    (rec,) = read_conversations(f)
+    assert rec.messages is None and rec.error is not None and "several lists" in str(rec.error)
+    (rec,) = read_conversations(f, messages_key="b")
+    assert rec.messages == MSGS and rec.id == 7
+    (rec,) = read_conversations(f, messages_key="nope")
+    assert rec.messages is None
+
+
+def test_a_malformed_line_spoils_only_itself(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "log.jsonl"
+    f.write_text("\n".join([json.dumps({"messages": MSGS}), '{"messages": [{"role": "user",',
+                            json.dumps({"messages": BAD}),
+                            json.dumps({"messages": [{"role": "user"}, {"role": "bot"}]}),
+                            json.dumps({"messages": [{"content": "no role"}]})]) + "\n")
+    assert main(["check-log", "booking-policy", str(f)]) == 2
+    out = capsys.readouterr().out
+    assert f"{f}:2:31: malformed JSON: Expecting property name" in out
+    assert "conversation 2: violated" in out  # the next lines are still checked
+    assert "unknown role 'bot' (message 1)" in out and "no 'role' (message 0)" in out
+    assert "1 ok, 1 violated, 3 malformed" in out
+
+
+def test_a_malformed_document_is_a_file_line_col_error(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "log.json"
+    f.write_text('[\n  {"role": "user", "content": "x"},\n  {"role": }\n]\n')
+    assert main(["check-log", "booking-policy", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert f"{f}:3:12: malformed JSON" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nosuch.jsonl"], "no such file"),
+    (["--jobs", "0", "x"], "--jobs"),
+])
+def test_usage_errors(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-log", "booking-policy", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_spec_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = tmp_path / "p.sexp"
+    s.write_text("(define p (:states (A (:from usr))))")
+    assert main(["check-log", str(s), str(LOG)]) == 2
+    assert "p.sexp:1:30: error: unknown author 'usr'" in capsys.readouterr().err
+
+
+def test_jobs_give_the_same_answers_in_order(tmp_path: Path) -> None:
+    f = tmp_path / "many.jsonl"
+    lines = LOG.read_text(encoding="utf-8").splitlines() * 12  # > several chunks of 256
+    f.write_text("\n".join(lines) + "\n")
+    one = [r.to_dict() for r in check_logs(POLICY, [str(f)])]
+    two = [r.to_dict() for r in check_logs(POLICY, [str(f)], jobs=2)]
+    assert one == two and len(one) == len(lines)
+
+
+def test_stdin_and_console_script() -> None:
+    p = subprocess.run([sys.executable, "-m", "ltlagent", "check-log", "booking-policy", "-",
+                        "--format", "json"], input=json.dumps({"messages": BAD}),
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 1, p.stderr
+    row = json.loads(p.stdout)
+    assert row["verdict"] == "violated" and row["violations"][0]["message"] == 1

@@ -1,0 +1,405 @@
+"""JSON schema → byte DFA (ltlagent/text/jsonschema.py), judged by the ``jsonschema`` package.
+
+The DFA must accept a text iff the text is in the generation language's lexical policy (at most one
+space, after ``:`` and ``,`` only; the escapes of the module docstring), ``json.loads`` reads it,
+and it validates against the schema under the language's reading: integers are written as
+integers, ``enum``/``const`` compare with their type, object properties appear in declared order
+and only declared ones. :func:`judge` states exactly that, independently of the compiler.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ltlagent.errors import SchemaError
+from ltlagent.text.jsonschema import (
+    MAX_ITEMS,
+    integer_regex,
+    parse_schema,
+    schema_dfa,
+)
+
+jsonschema = pytest.importorskip("jsonschema")
+from jsonschema import Draft202012Validator, validators  # noqa: E402
+from jsonschema.exceptions import ValidationError  # noqa: E402
+
+# --- the judge ---------------------------------------------------------------------------------
+
+
+def _strict_equal(a: object, b: object) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _enum(v: Any, enums: list[object], instance: object,
+          schema: Mapping[str, object]) -> Iterator[ValidationError]:
+    if not any(_strict_equal(instance, e) for e in enums):
+        yield ValidationError(f"{instance!r} not in {enums!r}")
+
+
+def _const(v: Any, const: object, instance: object,
+           schema: Mapping[str, object]) -> Iterator[ValidationError]:
+    if not _strict_equal(instance, const):
+        yield ValidationError(f"{instance!r} is not {const!r}")
+
+
+_TYPE = Draft202012Validator.VALIDATORS["type"]
+
+
+def _type(v: Any, types: object, instance: object, schema: Mapping[str, object]) -> Iterator[ValidationError]:
+    yield from _TYPE(v, types, instance, schema)
+    names = [types] if isinstance(types, str) else list(types)  # type: ignore[call-overload]
+    if isinstance(instance, dict) and "object" in names:
+        declared = iter(schema.get("properties", {}))
+        if not all(k in declared for k in instance):  # a subsequence of the declared order
+            yield ValidationError(f"keys {list(instance)} out of declared order or undeclared")
+
+
+_CHECKER = Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _c, x: isinstance(x, int) and not isinstance(x, bool))
+Judge = validators.extend(Draft202012Validator, validators={"enum": _enum, "const": _const, "type": _type},
+                          type_checker=_CHECKER)
+
+
+def in_policy(text: str) -> bool:
+    """The lexical policy: whitespace only as one space after ``:`` or ``,`` (outside strings);
+    in strings only the escapes ``\\" \\\\ \\/ \\b \\f \\n \\r \\t`` and ``\\u00XX`` of a control."""
+    i, n, prev = 0, len(text), ""
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                if text[i] == "\\":
+                    nxt = text[i + 1: i + 2]
+                    if nxt and nxt in '"\\/bfnrt':
+                        i += 2
+                        continue
+                    if nxt == "u" and re.fullmatch("00[01][0-9a-fA-F]", text[i + 2: i + 6]):
+                        i += 6
+                        continue
+                    return False
+                i += 1
+            prev = '"'
+            i += 1
+            continue
+        if ch in " \t\r\n":
+            if ch != " " or prev not in (":", ","):
+                return False
+        prev = ch
+        i += 1
+    return True
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise ValueError("duplicate key")
+    return d
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(name)
+
+
+def judge(data: bytes, schema: Mapping[str, object]) -> bool:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    if not in_policy(text):
+        return False
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except ValueError:
+        return False
+    return bool(Judge(schema).is_valid(value))
+
+
+# --- random schemas and documents ------------------------------------------------------------
+
+NAMES = st.sampled_from(["a", "b", "id", "date", "a/b", 'q"t', "é", "x y", "n\\"])
+PATTERNS = ["^[a-z]+$", "[A-Z]", "ab", "^x", "[0-9]{2}$", "^(?:yes|no)$", "é", "^.{2,3}$", "a|b", "c$"]
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-20, 20),
+                    st.text(alphabet="ab/\"\\\n\té\x01", max_size=4))
+
+
+@st.composite
+def leaf_schemas(draw: st.DrawFn) -> dict[str, object]:
+    kind = draw(st.sampled_from(["string", "integer", "number", "boolean", "null", "enum", "const",
+                                 "nullable"]))
+    if kind == "string":
+        s: dict[str, object] = {"type": "string"}
+        if draw(st.booleans()):
+            s["minLength"] = draw(st.integers(0, 3))
+        if draw(st.booleans()):
+            s["maxLength"] = draw(st.integers(int(str(s.get("minLength", 0))), 5))
+        if draw(st.booleans()):
+            s["pattern"] = draw(st.sampled_from(PATTERNS))
+        return s
+    if kind == "integer":
+        s = {"type": "integer"}
+        for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            if draw(st.integers(0, 3)) == 0:
+                s[k] = draw(st.integers(-120, 120))
+        lo = max([int(str(s[k])) + (k == "exclusiveMinimum")
+                  for k in ("minimum", "exclusiveMinimum") if k in s], default=None)
+        hi = min([int(str(s[k])) - (k == "exclusiveMaximum")
+                  for k in ("maximum", "exclusiveMaximum") if k in s], default=None)
+        if lo is not None and hi is not None and lo > hi:
+            return {"type": "integer"}
+        return s
+    if kind == "enum":
+        values = draw(st.lists(SCALARS, min_size=1, max_size=4))
+        out: list[object] = []
+        for v in values:
+            if not any(_strict_equal(v, w) for w in out):
+                out.append(v)
+        return {"enum": out}
+    if kind == "const":
+        return {"const": draw(SCALARS)}
+    if kind == "nullable":
+        return {"type": ["string", "null"], "maxLength": draw(st.integers(0, 3))}
+    return {"type": kind}
+
+
+def schemas(depth: int = 2) -> st.SearchStrategy[dict[str, object]]:
+    if depth == 0:
+        return leaf_schemas()
+    sub = schemas(depth - 1)
+
+    @st.composite
+    def objects(draw: st.DrawFn) -> dict[str, object]:
+        names = draw(st.lists(NAMES, min_size=0, max_size=4, unique=True))
+        props = {n: draw(sub) for n in names}
+        req = [n for n in names if draw(st.booleans())]
+        s: dict[str, object] = {"type": "object", "properties": props, "required": req}
+        if draw(st.booleans()):
+            s["additionalProperties"] = draw(st.booleans())
+        return s
+
+    @st.composite
+    def arrays(draw: st.DrawFn) -> dict[str, object]:
+        s: dict[str, object] = {"type": "array", "items": draw(sub)}
+        if draw(st.booleans()):
+            s["minItems"] = draw(st.integers(0, 2))
+        if draw(st.booleans()):
+            s["maxItems"] = draw(st.integers(int(str(s.get("minItems", 0))), 3))
+        return s
+
+    @st.composite
+    def unions(draw: st.DrawFn) -> dict[str, object]:
+        return {draw(st.sampled_from(["anyOf", "oneOf"])): draw(st.lists(sub, min_size=2, max_size=3))}
+
+    return st.one_of(leaf_schemas(), objects(), arrays(), unions())
+
+
+def _encode_string(s: str, rng: random.Random) -> str:
+    out = []
+    for ch in s:
+        o = ord(ch)
+        alts = [json.dumps(ch, ensure_ascii=False)[1:-1]]
+        if ch == "/":
+            alts.append("\\/")
+        if o < 0x20:
+            h = f"{o:04x}"
+            alts += ["\\u" + h, "\\u" + h.upper()]
+        out.append(rng.choice(alts))
+    return '"' + "".join(out) + '"'
+
+
+def dump(v: object, rng: random.Random) -> str:
+    """A JSON text of ``v`` in the lexical policy, whitespace and escapes chosen at random."""
+    def sp() -> str:
+        return rng.choice(["", " "])
+    if isinstance(v, dict):
+        return "{" + ("," + sp()).join(_encode_string(k, rng) + ":" + sp() + dump(x, rng)
+                                       for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ("," + sp()).join(dump(x, rng) for x in v) + "]"
+    if isinstance(v, str):
+        return _encode_string(v, rng)
+    if isinstance(v, float):
+        return rng.choice([repr(v), f"{v:e}"])
+    if v == 0 and not isinstance(v, bool) and rng.random() < 0.3:
+        return "-0"
+    return json.dumps(v)
+
+
+def values(schema: Mapping[str, object], draw: st.DrawFn) -> object:
+    """A value that usually validates against ``schema`` (the judge decides)."""
+    if "enum" in schema:
+        return draw(st.sampled_from(list(schema["enum"])))  # type: ignore[arg-type]
+    if "const" in schema:
+        return schema["const"]
+    for comb in ("anyOf", "oneOf"):
+        if comb in schema:
+            return values(draw(st.sampled_from(list(schema[comb]))), draw)  # type: ignore[arg-type]
+    t = schema["type"]
+    if isinstance(t, list):
+        t = draw(st.sampled_from(t))
+    if t == "null":
+        return None
+    if t == "boolean":
+        return draw(st.booleans())
+    if t == "integer":
+        lo = schema.get("minimum", schema.get("exclusiveMinimum", -200))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum", 200))
+        return draw(st.integers(min(lo, hi), max(lo, hi)))  # type: ignore[type-var]
+    if t == "number":
+        return draw(st.one_of(st.integers(-1000, 1000), st.floats(allow_nan=False, allow_infinity=False)))
+    if t == "string":
+        if "pattern" in schema:
+            s = draw(st.from_regex(str(schema["pattern"])))
+        else:
+            s = draw(st.text(max_size=6))
+        return s[: int(str(schema["maxLength"]))] if "maxLength" in schema else s
+    if t == "array":
+        n = draw(st.integers(int(str(schema.get("minItems", 0))), int(str(schema.get("maxItems", 3)))))
+        return [values(schema["items"], draw) for _ in range(n)]  # type: ignore[arg-type]
+    props: Mapping[str, Mapping[str, object]] = schema.get("properties", {})  # type: ignore[assignment]
+    req = schema.get("required", [])
+    return {k: values(s, draw) for k, s in props.items() if k in req or draw(st.booleans())}  # type: ignore[operator]
+
+
+@st.composite
+def documents(draw: st.DrawFn, schema: Mapping[str, object]) -> object:
+    return values(schema, draw)
+
+
+MUTATION_CHARS = ' ",:{}[]0123456789-.eEaltrufn\\\t\n/é'
+
+
+def mutate(text: str, rng: random.Random) -> bytes:
+    data = text.encode("utf-8")
+    k = rng.randrange(4)
+    i = rng.randrange(len(data) + 1)
+    if k == 0 and data:
+        return data[: min(i, len(data) - 1)] + data[min(i, len(data) - 1) + 1:]
+    if k == 3:
+        return data[:i] + bytes([rng.randrange(256)]) + data[i:]
+    c = rng.choice(MUTATION_CHARS).encode()
+    if k == 1:
+        return data[:i] + c + data[i:]
+    return data[:i] + c + data[i + 1:]
+
+
+SLOW = settings(max_examples=80, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.filter_too_much])
+
+
+@SLOW
+@given(schemas(), st.data(), st.randoms(use_true_random=False))
+def test_dfa_accepts_exactly_the_valid_texts(schema: dict[str, object], data: st.DataObject,
+                                             rng: random.Random) -> None:
+    try:
+        dfa = schema_dfa(schema)
+    except SchemaError:  # a random oneOf/enum mix may be refused (e.g. no value of the type)
+        return
+    Judge.check_schema(schema)
+    for _ in range(6):
+        v = data.draw(documents(schema))
+        text = dump(v, rng)
+        b = text.encode("utf-8")
+        assert dfa.matches(b) == judge(b, schema), (schema, text)
+        for _ in range(5):
+            m = mutate(text, rng)
+            assert dfa.matches(m) == judge(m, schema), (schema, m)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.none(), st.integers(-1500, 1500)), st.one_of(st.none(), st.integers(-1500, 1500)))
+def test_integer_regex_is_exact(lo: int | None, hi: int | None) -> None:
+    if lo is not None and hi is not None and lo > hi:
+        lo, hi = hi, lo
+    rx = re.compile(integer_regex(lo, hi))
+    for n in [*range(-2100, 2100, 7), 0, 9, 10, 99, 100, 999, 1000, -9, -10, -100, 123456, -123456]:
+        ok = (lo is None or n >= lo) and (hi is None or n <= hi)
+        assert bool(rx.fullmatch(str(n))) == ok, (lo, hi, n)
+    assert bool(rx.fullmatch("-0")) == ((lo is None or lo <= 0) and (hi is None or hi >= 0))
+    assert not rx.fullmatch("01") and not rx.fullmatch("+1") and not rx.fullmatch("1.0")
+
+
+def test_whitespace_and_order_policy() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+              "required": ["a"]}
+    d = schema_dfa(schema)
+    for ok in ['{"a":1}', '{"a": 1}', '{"a":1, "b":"x"}', '{"a": -0,"b": ""}']:
+        assert d.matches(ok.encode()), ok
+    for bad in ['{"b":"x","a":1}', '{ "a":1}', '{"a" :1}', '{"a":1 }', '{"a":  1}', ' {"a":1}',
+                '{"a":1}\n', '{"a":1.0}', '{"a":1,"a":2}', '{"a":1,"c":2}', '{"b":"x"}']:
+        assert not d.matches(bad.encode()), bad
+
+
+def test_string_escapes_count_decoded_characters() -> None:
+    d = schema_dfa({"type": "string", "minLength": 2, "maxLength": 2, "pattern": "^a.$"})
+    for ok in ['"a\\""', '"a\\\\"', '"a\\/"', '"a/"', '"a\\u001F"', '"a\\u0000"', '"aé"', '"a😀"']:
+        assert d.matches(ok.encode()), ok
+    for bad in ['"a"', '"abc"', '"b\\n"', '"a\\u0041"', '"a\\ud83d\\ude00"', '"a\\x"', '"a\n"', '"a\\n"']:
+        assert not d.matches(bad.encode()), bad
+
+
+def test_narrowed_field() -> None:
+    schema = {"type": "object", "properties": {
+        "date": {"type": "string", "pattern": "^2026-"}, "n": {"type": ["integer", "null"]},
+        "kind": {"enum": ["flight", "hotel", 3]}}}
+    d = schema_dfa(schema, {"date": "2026-0[1-3]-[0-9]{2}", "kind": "h.*"})
+    assert d.matches(b'{"date":"2026-02-11","kind":"hotel"}')
+    assert not d.matches(b'{"date":"2026-05-11","kind":"hotel"}')
+    assert not d.matches(b'{"date":"2026-02-11","kind":"flight"}')
+    assert not d.matches(b'{"kind":"hotel"}')  # a narrowed key is required
+    with pytest.raises(SchemaError, match="/properties/n"):
+        schema_dfa(schema, {"n": "1"})
+    with pytest.raises(SchemaError, match="not a declared property"):
+        schema_dfa(schema, {"zzz": "1"})
+
+
+@pytest.mark.parametrize(("schema", "path", "what"), [
+    ({}, "/", "any value"),
+    ({"type": "string", "format": "date"}, "/format", "format"),
+    ({"type": "object", "properties": {"a": {"type": "number", "minimum": 0}}}, "/properties/a/minimum",
+     "does not apply"),
+    ({"type": "object", "properties": {"a": {"allOf": [{"type": "string"}]}}}, "/properties/a",
+     "without type"),
+    ({"type": "object", "properties": {"a": {"type": "string", "allOf": []}}}, "/properties/a/allOf",
+     "not supported"),
+    ({"type": "object", "additionalProperties": {"type": "string"}}, "/additionalProperties", "schema"),
+    ({"type": "object"}, "/", "without properties"),
+    ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "/uniqueItems", "uniqueItems"),
+    ({"type": "array", "items": {"type": "string"}, "maxItems": MAX_ITEMS + 1}, "/maxItems", "above"),
+    ({"type": "array", "prefixItems": []}, "/prefixItems", "not supported"),
+    ({"enum": [1.5]}, "/enum/0", "non-integer"),
+    ({"const": [1]}, "/const", "not a scalar"),
+    ({"type": "integer", "multipleOf": 2}, "/multipleOf", "not supported"),
+    ({"type": "string", "pattern": "(a)\\1"}, "/pattern", "backreference"),
+    ({"$defs": {"n": {"type": "object", "properties": {"k": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"},
+     "/$defs/n/properties/k/$ref", "recursive"),
+    ({"$ref": "https://example.com/s.json"}, "/$ref", "local"),
+    ({"type": "object", "properties": {}, "required": ["a"]}, "/required", "not declared"),
+    ({"type": "thing"}, "/type", "unknown type"),
+])
+def test_refused_keywords_name_the_path(schema: dict[str, object], path: str, what: str) -> None:
+    with pytest.raises(SchemaError) as e:
+        parse_schema(schema)
+    assert f"JSON schema at {path}:" in str(e.value)
+    assert what in str(e.value)
+
+
+def test_refs_resolve() -> None:
+    schema = {"$defs": {"d": {"type": "string", "maxLength": 1}},
+              "type": "object", "properties": {"x": {"$ref": "#/$defs/d"}, "y": {"$ref": "#/$defs/d"}}}
+    d = schema_dfa(schema)
+    assert d.matches(b'{"x":"a","y":""}') and not d.matches(b'{"x":"ab"}')
+
+
+def test_one_of_is_exclusive() -> None:
+    d = schema_dfa({"oneOf": [{"type": "integer", "maximum": 10}, {"type": "integer", "minimum": 5}]})
+    assert d.matches(b"3") and d.matches(b"11") and not d.matches(b"7")
