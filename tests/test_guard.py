@@ -195,3 +195,15 @@ def test_a_call_with_broken_arguments_is_refused_not_a_crash(policy: Policy) -> 
     assert "allowed now" in r.explain()
     assert policy.check(conv.transcript).verdict == "ok"
     _answered(conv.messages)
+
+
+def test_an_empty_reply_is_a_step_and_is_kept(policy: Policy) -> None:
+    cursor = policy.cursor()
+    cursor.push_messages(START)
+    s = screen(cursor, {"role": "assistant", "content": ""}, 2)
+    assert s.ok and s.executed() == {"role": "assistant", "content": ""}
+    refused = screen(cursor, {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "b", "type": "function", "function": {"name": "book", "arguments": "{}"}}]}, 2)
+    assert refused.executed() is None  # nothing of it remains, and it gave the cursor no step
+    assert refused.cursor.decide(Event.call("find_user", {})).allowed_states == \
+        cursor.decide(Event.call("find_user", {})).allowed_states

@@ -266,3 +266,41 @@ def test_the_command_serves(policy: Policy) -> None:
             proc.terminate()
             _, err = proc.communicate(timeout=20)
     assert "Traceback" not in err
+
+
+def test_a_history_that_already_breaks_the_policy_gets_no_calls(policy: Policy) -> None:
+    """The client wrote a booking itself (outside the proxy): no call can mend the conversation,
+    so every call is refused from then on; text still passes."""
+    with StandIn(booking_brain(polite=False)) as up, _proxy(policy, up.url) as url:
+        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        history = [{"role": "user", "content": "Book LH123 for bob@example.com"},
+                   {"role": "assistant", "content": None, "tool_calls": [
+                       {"id": "b", "type": "function", "function": {"name": "book", "arguments": "{}"}}]},
+                   {"role": "tool", "tool_call_id": "b", "content": "done"}]
+        assert policy.check(history).verdict == "violated"
+        reply, header = _reply(client, history, stream=False)
+    assert header == "refused" and "tool_calls" not in reply
+    assert reply["content"].startswith("Let me look you up.\n\n" + REFUSAL_MARK + " find_user was not run")
+
+
+def test_concurrent_conversations_do_not_mix(policy: Policy) -> None:
+    """Twenty conversations at once through one proxy, half of whose users say yes: each gets the
+    booking exactly when its own user said yes, with its own user's name in every call."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(k: int) -> tuple[int, list[dict[str, Any]], list[str]]:
+        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        answer = "yes please" if k % 2 == 0 else "no thanks"
+        msgs, ran, _ = _converse(client, policy, [answer], stream=bool(k % 3 == 0),
+                                 email=f"user{k}@example.com")
+        return k, msgs, ran
+
+    with StandIn(booking_brain(polite=False)) as up, _proxy(policy, up.url) as url:
+        with ThreadPoolExecutor(10) as pool:
+            results = list(pool.map(one, range(20)))
+    for k, msgs, ran in results:
+        assert ran == (["find_user", "book"] if k % 2 == 0 else ["find_user"]), (k, ran)
+        calls = [c for m in msgs if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        mine = {f"user{k}@example.com", f"user{k}"}
+        assert all(set(json.loads(c["function"]["arguments"]).values()) & mine for c in calls), (k, calls)
+        assert policy.check(msgs).verdict == "ok"

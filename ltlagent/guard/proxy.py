@@ -334,7 +334,10 @@ class _Guarded:
             if s.ok:
                 for chunk in asm.call_chunks(calls):
                     yield sse(chunk)
-                yield sse(asm.chunk({}, asm.finish_reason or ("tool_calls" if calls else "stop")))
+                end = asm.chunk({}, asm.finish_reason or ("tool_calls" if calls else "stop"))
+                if refused:  # allowed after a re-ask: say what was refused on the way
+                    end["ltlagent"] = {"refused": [r.to_dict() for r in refused], "attempts": attempt}
+                yield sse(end)
                 if asm.usage is not None:
                     yield sse({**asm.chunk({}), "choices": [], "usage": asm.usage})
                 yield DONE

@@ -75,14 +75,15 @@ class Screening:
 
     def executed(self) -> dict[str, object] | None:
         """The reply as it will be recorded: its text and its allowed calls only; ``None`` when
-        nothing of it remains (no text, every call refused)."""
+        nothing of it remains (it proposed calls, all were refused, and it has no text). A reply
+        with neither text nor calls is kept: it is a (empty) step of the trace."""
         out = {k: v for k, v in self.message.items() if k != "tool_calls"}
         calls = self.tool_calls()
         if calls:
             out["tool_calls"] = calls
         content = out.get("content")
         has_text = (isinstance(content, str) and content.strip()) or (isinstance(content, list) and content)
-        return out if calls or has_text else None
+        return out if calls or has_text or not _calls(self.message) else None
 
 
 def _calls(message: Mapping[str, object]) -> list[Mapping[str, object]]:
