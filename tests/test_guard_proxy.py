@@ -304,3 +304,12 @@ def test_concurrent_conversations_do_not_mix(policy: Policy) -> None:
         mine = {f"user{k}@example.com", f"user{k}"}
         assert all(set(json.loads(c["function"]["arguments"]).values()) & mine for c in calls), (k, calls)
         assert policy.check(msgs).verdict == "ok"
+
+
+def test_a_bug_in_the_guard_is_a_500_in_the_api_format() -> None:
+    class Broken:
+        def cursor(self) -> None:
+            raise RuntimeError("boom")
+    with serve_app(build_app(ProxyConfig(Broken(), "http://127.0.0.1:9/v1"))) as url:  # type: ignore[arg-type]
+        r = _post(url, json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+    assert _error(r, 500)["code"] == "internal_error" and "boom" not in r.text

@@ -406,6 +406,12 @@ class _Guarded:
                         media_type=resp.headers.get("content-type", "application/json"))
 
 
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A bug in the guard is still an API error (500), never a page of HTML or a traceback."""
+    return ApiError(500, f"internal error in the guard: {type(exc).__name__}", "server_error",
+                    "internal_error").response()
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     kind = "not_found_error" if status == 404 else "invalid_request_error"
@@ -418,4 +424,5 @@ def build_app(config: ProxyConfig) -> Starlette:
     g = _Guarded(config)
     routes = [Route("/v1/chat/completions", g.chat_completions, methods=["POST"]),
               Route("/v1/models", g.models, methods=["GET"])]
-    return Starlette(routes=routes, lifespan=g.lifespan, exception_handlers={HTTPException: _http_error})
+    return Starlette(routes=routes, lifespan=g.lifespan,
+                     exception_handlers={HTTPException: _http_error, Exception: _internal_error})
