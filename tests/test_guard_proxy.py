@@ -313,3 +313,14 @@ def test_a_bug_in_the_guard_is_a_500_in_the_api_format() -> None:
     with serve_app(build_app(ProxyConfig(Broken(), "http://127.0.0.1:9/v1"))) as url:  # type: ignore[arg-type]
         r = _post(url, json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
     assert _error(r, 500)["code"] == "internal_error" and "boom" not in r.text
+
+
+def test_a_taken_port_is_a_usage_error() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        proc = _guard_cli("--spec", str(SPEC), "--upstream", "http://127.0.0.1:9/v1",
+                          "--port", str(s.getsockname()[1]))
+    assert proc.returncode == 2 and "cannot listen" in proc.stderr and "Traceback" not in proc.stderr

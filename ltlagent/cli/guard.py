@@ -6,6 +6,7 @@ load only here."""
 from __future__ import annotations
 
 import argparse
+import socket
 import textwrap
 
 from ltlagent.errors import UsageError
@@ -50,5 +51,17 @@ def main(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise UsageError(f"the proxy needs {e.name}", hint="pip install 'ltlagent[guard]'") from None
     config = ProxyConfig(policy, args.upstream, args.on_forbidden, args.max_retries, args.timeout)
-    uvicorn.run(build_app(config), host=args.host, port=args.port, log_level=args.log_level)
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:  # bound here, so that a taken port is a one-line error (exit 2), not uvicorn's exit 1
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+    except OSError as e:
+        sock.close()
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    server = uvicorn.Server(uvicorn.Config(build_app(config), log_level=args.log_level))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
     return 0
