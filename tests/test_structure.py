@@ -41,8 +41,8 @@ def test_domain_modules_have_no_argparse() -> None:
 
 
 #: The layers of docs/design.md §10, lowest first: a module imports only from layers below its own.
-LAYERS = {"errors": 0, "spotlib": 0, "graph": 0, "text": 1, "chat": 1, "spec": 2, "logic": 3, "checks": 4,
-          "decode": 4, "agent": 5, "cli": 6, "__init__": 7, "__main__": 7}
+LAYERS = {"errors": 0, "spotlib": 0, "graph": 0, "text": 1, "chat": 1, "spec": 2, "logic": 3,
+          "checks": 4, "decode": 4, "agent": 5, "guard": 5, "cli": 6, "__init__": 7, "__main__": 7}
 
 
 def _layer_of(path: Path) -> str:
@@ -106,13 +106,13 @@ def test_dispatch_table_covers_every_command() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     assert sub.choices is not None and list(sub.choices) == [c.name for c in COMMANDS]
-    assert {c.name for c in COMMANDS} == {"show", "check-trace", "validate", "check-equiv",
-                                         "check-log", "run"}
+    assert {c.name for c in COMMANDS} == {"show", "check-trace", "validate", "check-equiv", "check-log",
+                                          "run", "guard"}
     for c in COMMANDS:
-        args = parser.parse_args([c.name, *(["react", "react"] if c.name in ("check-equiv",
-                                                                             "check-log") else
-                                            ["x", "--spec", "react"] if c.name == "validate" else
-                                            ["react"])])
+        args = parser.parse_args([c.name, *(["react", "react"] if c.name in ("check-equiv", "check-log")
+                                            else ["x", "--spec", "react"] if c.name == "validate" else
+                                            ["--spec", "react", "--upstream", "http://127.0.0.1:1/v1"]
+                                            if c.name == "guard" else ["react"])])
         assert args._command is c
 
 

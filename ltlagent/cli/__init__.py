@@ -2,9 +2,10 @@
 
 :data:`COMMANDS` is the dispatch table: one :class:`Command` per subcommand, whose module in this
 package adds its arguments and runs it (``show.py``: show and check-trace, ``validate.py``,
-``equiv.py``, ``checklog.py``, ``run.py``). The domain modules know nothing of argparse. Exit
-codes: 0 success, 1 a negative verdict (violation, not equivalent, rejected trace), 2 usage or
-spec errors. Never a traceback for a user's mistake. torch and transformers load only inside ``run``.
+``equiv.py``, ``checklog.py``, ``run.py``, ``guard.py``). The domain modules know nothing of
+argparse. Exit codes: 0 success, 1 a negative verdict (violation, not equivalent, rejected trace),
+2 usage or spec errors. Never a traceback for a user's mistake. torch and transformers load only
+inside ``run``; starlette, uvicorn and httpx only inside ``guard``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import NoReturn
 from ltlagent.errors import CompileError, LtlAgentError, SpecError
 
 from .. import __version__
-from . import checklog, equiv, run, show, validate
+from . import checklog, equiv, guard, run, show, validate
 
 __all__ = ["main", "build_parser", "Command", "COMMANDS"]
 
@@ -47,6 +48,8 @@ COMMANDS: tuple[Command, ...] = (
             checklog.add_arguments, checklog.main),
     Command("run", "run a constrained agent on a task with a Hugging Face model",
             run.add_run_arguments, run.run_main),
+    Command("guard", "serve a proxy that checks each tool call against a policy before it runs",
+            guard.add_arguments, guard.main),
 )
 
 EPILOG = """\

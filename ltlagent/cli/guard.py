@@ -1,0 +1,67 @@
+"""``ltlagent guard``: serve the policy proxy (:mod:`ltlagent.guard.proxy`) in front of an
+OpenAI-compatible endpoint. The spec is compiled before the server starts, so a spec that cannot be
+read stops it there (exit 2, ``file:line:col``); starlette, uvicorn and httpx (the ``guard`` extra)
+load only here."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import textwrap
+
+from ltlagent.errors import UsageError
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = textwrap.fill(
+        "Serve an OpenAI-compatible endpoint (/v1/chat/completions, /v1/models) that forwards to "
+        "UPSTREAM and checks every tool call the model proposes against the spec before the client "
+        "sees it: a forbidden call is never returned. Point an agent's base_url at "
+        "http://HOST:PORT/v1.")
+    p.add_argument("--spec", required=True, help="the policy: a spec file or bundled spec name")
+    p.add_argument("--upstream", required=True, metavar="URL",
+                   help="the upstream's base URL, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8100, help="port to listen on (default: %(default)s)")
+    p.add_argument("--on-forbidden", choices=("refuse", "reask"), default="refuse",
+                   help="refuse: answer with the refusal as assistant text (and the allowed calls); "
+                        "reask: tell the upstream model which rule forbids its call and ask again, "
+                        "then refuse (default: %(default)s)")
+    p.add_argument("--max-retries", type=int, default=2, metavar="K",
+                   help="re-asks per request with --on-forbidden reask (default: %(default)s)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="seconds the upstream may take for a reply, or between two streamed chunks; "
+                        "past it the client gets 504 (default: %(default)s)")
+    p.add_argument("--log-level", default="warning",
+                   choices=("critical", "error", "warning", "info", "debug"))
+
+
+def main(args: argparse.Namespace) -> int:
+    from ltlagent.logic.policy import Policy
+
+    policy = Policy.load(args.spec)  # a SpecError here is exit 2 with file:line:col
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port {args.port}: expected 1-65535")
+    try:
+        import uvicorn
+
+        from ltlagent.guard.proxy import ProxyConfig, build_app
+    except ImportError as e:
+        raise UsageError(f"the proxy needs {e.name}", hint="pip install 'ltlagent[guard]'") from None
+    config = ProxyConfig(policy, args.upstream, args.on_forbidden, args.max_retries, args.timeout)
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:  # bound here, so that a taken port is a one-line error (exit 2), not uvicorn's exit 1
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+    except OSError as e:
+        sock.close()
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    server = uvicorn.Server(uvicorn.Config(build_app(config), log_level=args.log_level))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    return 0
