@@ -1,7 +1,7 @@
 """OpenAI-format chat messages as a trace of events (docs/design.md §2.4).
 
 Each message is one step, except an assistant message, which gives one step for its text (when
-its ``content`` is non-empty after stripping) followed by one step per tool call, in order; an
+its ``content`` is non-empty after stripping :data:`BLANK`) followed by one step per tool call, in order; an
 assistant message with neither still gives one (empty) text step, so that no message vanishes
 from the trace. ``developer`` messages count as ``system`` and legacy ``function`` messages as
 ``tool``. A call's ``text`` is its arguments as written (the JSON string).
@@ -15,7 +15,13 @@ from typing import NamedTuple
 
 from ltlagent.errors import LogError
 
-__all__ = ["Event", "message_events", "conversation_events", "message_text", "AUTHOR_OF_ROLE"]
+__all__ = ["Event", "message_events", "conversation_events", "message_text", "AUTHOR_OF_ROLE",
+           "BLANK"]
+
+#: What "blank" means for an assistant message's text: the ASCII characters ``str.isspace`` knows.
+#: Text that is blank after stripping these is no step; the decoder (``decode/chat.py``) uses the
+#: same set, so what it lets a model write and what the log checker reads agree.
+BLANK = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
 #: The author of a message by its ``role``.
 AUTHOR_OF_ROLE = {"system": "system", "developer": "system", "user": "user",
@@ -124,7 +130,7 @@ def message_events(message: object, index: int) -> list[Event]:
     if not isinstance(calls, list):
         raise LogError("'tool_calls' must be a list", index=index)
     out: list[Event] = []
-    if text.strip() or not calls:
+    if text.strip(BLANK) or not calls:
         out.append(Event(index, "assistant", "text", text))
     for call in calls:
         fn = call.get("function") if isinstance(call, Mapping) else None

@@ -1,0 +1,340 @@
+"""A multi-turn, tool-calling chat agent whose tool calls a policy governs while the model writes
+(issue 18; docs/design.md §13).
+
+:class:`ChatAgent` runs one conversation: user turns come from a callable (a scripted user for
+tests and experiments), assistant turns from a Hugging Face causal LM, tool results from a
+dispatcher. Each assistant turn is free text, or text and one tool call in the ``hermes`` format
+(``<tool_call>\\n{"name": …, "arguments": …}\\n</tool_call>``) or the ``json`` format. Three modes:
+
+- ``none``: unconstrained; the call is parsed afterwards, and a malformed call or an unknown tool
+  becomes an error result (the run goes on);
+- ``format``: names and argument schemas constrained (any tool, any time);
+- ``policy``: what the policy allows *now* (:class:`~ltlagent.logic.policy.PolicyCursor`): a
+  forbidden tool cannot be written at all, and text only where an assistant text step is allowed.
+
+The transcript is an OpenAI-format message list, so ``check-log`` (and :meth:`Policy.check`)
+re-check it; the policy cursor is carried across turns, user messages and tool results included.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ltlagent.chat.events import BLANK, Event
+from ltlagent.decode.chat import CALL_MARKERS, TurnCursor, TurnIndex, TurnLanguage, TurnRule
+from ltlagent.decode.vocab import Vocab, vocab_from_tokenizer
+from ltlagent.errors import UsageError
+from ltlagent.logic.policy import ConversationReport, Policy, PolicyCursor
+from ltlagent.text.toolcall import ToolCallError, parse_call
+
+__all__ = ["ChatAgent", "ChatResult", "MODES", "UserFn", "ToolFn"]
+
+MODES = ("none", "format", "policy")
+#: The user: given the conversation so far, the next user message, or None to end it.
+UserFn = Callable[[Sequence[Mapping[str, object]]], str | None]
+#: The tools: name and arguments → the result text.
+ToolFn = Callable[[str, dict[str, object]], str]
+_PROBE = "…"  # an assistant text used to ask the policy whether text may come now
+
+
+@dataclass
+class ChatResult:
+    """One conversation: the transcript and what it cost."""
+
+    messages: list[dict[str, object]]
+    mode: str
+    turns: int = 0  # assistant turns
+    calls: int = 0  # tool calls made
+    malformed: int = 0  # calls that could not be parsed or name no tool (mode none)
+    tokens: int = 0  # tokens generated
+    seconds: float = 0.0
+    stop_reason: str = ""  # "user" (the user ended it), "max_turns", "dead" (policy broken)
+    report: ConversationReport | None = None  # the policy's verdict on the transcript
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"mode": self.mode, "turns": self.turns, "calls": self.calls,
+                "malformed": self.malformed, "tokens": self.tokens,
+                "seconds": round(self.seconds, 3), "stop_reason": self.stop_reason,
+                "verdict": self.report.verdict if self.report else None,
+                "violations": [v.to_dict() for v in self.report.violations] if self.report else [],
+                "notes": self.notes, "messages": self.messages}
+
+
+def _schemas(tools: Sequence[Mapping[str, object]]) -> dict[str, Mapping[str, object]]:
+    out: dict[str, Mapping[str, object]] = {}
+    for t in tools:
+        fn = t.get("function", t)
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+            raise UsageError("tools are OpenAI function tools: {'type': 'function', 'function': "
+                             "{'name': …, 'parameters': {…}}}")
+        params = fn.get("parameters") or {"type": "object", "properties": {}}
+        assert isinstance(params, Mapping)
+        out[str(fn["name"])] = params
+    return out
+
+
+class ChatAgent:
+    """A chat agent over one model, its tools and (optionally) a policy."""
+
+    def __init__(self, model: Any, tokenizer: Any, tools: Sequence[Mapping[str, object]],
+                 call_tool: ToolFn, *, policy: Policy | str | None = None, mode: str = "policy",
+                 format: str = "hermes", system: str | None = None,
+                 fields: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        if mode not in MODES:
+            raise UsageError(f"unknown mode {mode!r}; modes are {', '.join(MODES)}")
+        if format not in CALL_MARKERS:
+            raise UsageError(f"unknown tool-call format {format!r}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.tools = [dict(t) for t in tools]
+        self.schemas = _schemas(tools)
+        self.call_tool = call_tool
+        self.policy = Policy.load(policy) if isinstance(policy, str) else policy
+        if mode == "policy" and self.policy is None:
+            raise UsageError("mode 'policy' needs a policy")
+        self.mode = mode
+        self.format = format
+        self.system = system
+        self.fields = fields
+        self.vocab: Vocab = vocab_from_tokenizer(tokenizer, _eos_ids(model, tokenizer))
+        self._indexes: dict[TurnRule, TurnIndex] = {}
+
+    # -- prompts
+    def render(self, messages: Sequence[Mapping[str, object]]) -> str:
+        """The prompt text of a conversation, ending where the assistant's next turn begins.
+
+        A chat template that knows tools gets them (``apply_chat_template(tools=…)``); otherwise the
+        tools are described in the system message in the Hermes manner and calls and results are
+        written as text (SmolLM2's template, for one, knows no tools)."""
+        tok = self.tokenizer
+        template = getattr(tok, "chat_template", None) or ""
+        if "tool" in template:
+            return str(tok.apply_chat_template(list(messages), tools=self.tools, tokenize=False,
+                                               add_generation_prompt=True))
+        out: list[dict[str, object]] = []
+        head = self.tool_instructions()
+        for m in messages:
+            role, content = m.get("role"), m.get("content") or ""
+            if role == "system":
+                out.append({"role": "system", "content": f"{content}\n\n{head}"})
+                head = ""
+            elif role == "assistant" and m.get("tool_calls"):
+                calls = m.get("tool_calls")
+                assert isinstance(calls, list)
+                text = str(content) + "".join(self._render_call(c) for c in calls)
+                out.append({"role": "assistant", "content": text})
+            elif role == "tool":
+                out.append({"role": "user",
+                            "content": f"<tool_response>\n{content}\n</tool_response>"})
+            else:
+                out.append({"role": str(role), "content": str(content)})
+        if head:
+            out.insert(0, {"role": "system", "content": head})
+        if template:
+            return str(tok.apply_chat_template(out, tokenize=False, add_generation_prompt=True))
+        return "".join(f"{m['role']}: {m['content']}\n" for m in out) + "assistant: "
+
+    def tool_instructions(self) -> str:
+        sigs = "\n".join(json.dumps(t, ensure_ascii=False) for t in self.tools)
+        if self.format == "hermes":
+            return ("You may call one tool per turn. The tools:\n<tools>\n" + sigs +
+                    "\n</tools>\nTo call a tool, write\n<tool_call>\n{\"name\": NAME, "
+                    "\"arguments\": {…}}\n</tool_call>")
+        return ("You may call one tool per turn. The tools:\n" + sigs + "\nTo call a tool, answer "
+                "with only the JSON object {\"name\": NAME, \"arguments\": {…}}")
+
+    def _render_call(self, call: object) -> str:
+        fn = call.get("function", {}) if isinstance(call, Mapping) else {}
+        assert isinstance(fn, Mapping)
+        args = fn.get("arguments", "{}")
+        obj = {"name": fn.get("name"), "arguments": json.loads(args) if isinstance(args, str)
+               else args}
+        body = json.dumps(obj, ensure_ascii=False)
+        return f"<tool_call>\n{body}\n</tool_call>" if self.format == "hermes" else body
+
+    # -- constraints
+    def rule(self, cursor: PolicyCursor | None) -> TurnRule:
+        """What the next turn may be: any text and any tool (mode format), or what the policy
+        allows now (mode policy)."""
+        names = tuple(self.schemas)
+        if cursor is None:
+            every = frozenset(names)
+            return TurnRule(True, every, every)
+        text_ok = cursor.decide(Event.say("assistant", _PROBE)).allowed
+        first = frozenset(cursor.allowed_tools(names))
+        after: frozenset[str] = frozenset()
+        if text_ok:
+            probe = cursor.copy()
+            probe.push(Event.say("assistant", _PROBE))
+            after = frozenset(probe.allowed_tools(names))
+        return TurnRule(text_ok, first, after)
+
+    def index(self, rule: TurnRule) -> TurnIndex:
+        idx = self._indexes.get(rule)
+        if idx is None:
+            lang = TurnLanguage.build(rule, self.schemas, self.format, self.fields)
+            idx = self._indexes[rule] = TurnIndex(lang, self.vocab)
+        return idx
+
+    def _push(self, cursor: PolicyCursor, messages: Sequence[Mapping[str, object]], start: int,
+              result: ChatResult) -> bool:
+        """Move the policy over the new messages; True (and a note) when one broke it. In mode
+        ``policy`` the model's own steps cannot, except through an assistant-text state with
+        ``:contains`` (decoding cannot see ahead what a text will contain); a user's or a tool's
+        message can, and ends the run."""
+        for k in range(start, len(messages)):
+            cursor.push_message(messages[k], k)
+            if cursor.is_dead:
+                result.notes.append(f"message {k} ({messages[k].get('role')}) broke the policy")
+                result.stop_reason = "dead"
+                return True
+        return False
+
+    # -- generation
+    def generate(self, prompt: str, index: TurnIndex | None, *, max_new_tokens: int,
+                 temperature: float = 0.0, rng: Any = None) -> tuple[str, int, bool]:
+        """One assistant turn: its text, the tokens it took, and whether it ended on its own
+        (EOS) rather than on the budget."""
+        import torch
+
+        ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
+        eos = set(self.vocab.eos_ids)
+        cur = TurnCursor(index) if index is not None else None
+        out: list[int] = []
+        past = None
+        step_ids = ids
+        ended = False
+        with torch.no_grad():
+            for n in range(max_new_tokens):
+                res = self.model(input_ids=step_ids, past_key_values=past, use_cache=True)
+                past = res.past_key_values
+                logits = res.logits[0, -1].float()
+                if cur is not None:
+                    allowed = cur.allowed(budget=max_new_tokens - n)
+                    mask = torch.zeros(logits.shape[0], dtype=torch.bool)
+                    k = min(len(allowed), logits.shape[0])
+                    mask[:k] = torch.from_numpy(allowed[:k])
+                    if not bool(mask.any()):
+                        break
+                    logits = logits.masked_fill(~mask, float("-inf"))
+                    tok = _pick(logits, temperature, rng)
+                    cur.advance(tok)
+                else:
+                    tok = _pick(logits, temperature, rng)
+                if tok in eos:
+                    ended = True
+                    break
+                out.append(tok)
+                step_ids = torch.tensor([[tok]])
+        text = self.tokenizer.decode(out, skip_special_tokens=True) if cur is None \
+            else bytes(cur.data).decode("utf-8", errors="replace")
+        return text, len(out) + int(ended), ended
+
+    def split(self, text: str) -> tuple[str, str | None]:
+        """A turn's text before the call marker, and the call's text (None: no call)."""
+        marker = CALL_MARKERS[self.format]
+        if self.format == "json":
+            return ("", text) if text.lstrip(BLANK).startswith("{") else (text, None)
+        at = text.find(marker)
+        return (text, None) if at < 0 else (text[:at], text[at:])
+
+    def run(self, user: UserFn, first: str, *, max_turns: int = 12, max_new_tokens: int = 96,
+            temperature: float = 0.0, seed: int = 0) -> ChatResult:
+        """One conversation, started by the user's ``first`` message."""
+        import torch
+
+        rng = torch.Generator().manual_seed(seed)
+        t0 = time.perf_counter()
+        messages: list[dict[str, object]] = []
+        if self.system is not None:
+            messages.append({"role": "system", "content": self.system})
+        messages.append({"role": "user", "content": first})
+        result = ChatResult(messages, self.mode)
+        cursor = self.policy.cursor() if self.policy is not None else None
+        if cursor is not None:
+            cursor.push_messages(messages)
+        k = 0
+        while True:
+            if result.turns >= max_turns:
+                result.stop_reason = "max_turns"
+                break
+            index = None
+            if self.mode == "policy":
+                index = self.index(self.rule(cursor))
+            elif self.mode == "format":
+                index = self.index(self.rule(None))
+            text, used, ended = self.generate(self.render(messages), index,
+                                              max_new_tokens=max_new_tokens,
+                                              temperature=temperature, rng=rng)
+            result.turns += 1
+            result.tokens += used
+            if not ended:
+                result.notes.append(f"turn {result.turns}: cut at the token budget")
+            before, call_text = self.split(text)
+            msg: dict[str, object] = {"role": "assistant", "content": before if before.strip(BLANK)
+                                      or call_text is None else None}
+            call = None
+            error = None
+            if call_text is not None:
+                try:
+                    call = parse_call(call_text, self.format)
+                    if call.name not in self.schemas:
+                        error = f"unknown tool {call.name!r}"
+                except ToolCallError as e:
+                    error = str(e)
+            if call is not None and error is None:
+                k += 1
+                cid = f"call_{k}"
+                msg["tool_calls"] = [{"id": cid, "type": "function", "function": {
+                    "name": call.name, "arguments": json.dumps(call.arguments,
+                                                               ensure_ascii=False)}}]
+            elif error is not None:
+                msg["content"] = text  # what the model wrote, as text
+            start = len(messages)
+            messages.append(msg)
+            if call is not None and error is None:
+                result.calls += 1
+                out = self.call_tool(call.name, dict(call.arguments))
+                messages.append({"role": "tool", "tool_call_id": f"call_{k}", "content": out})
+            elif error is not None:
+                result.malformed += 1
+                messages.append({"role": "tool", "content": f"error: malformed tool call: {error}"})
+            else:
+                reply = user(messages)
+                if reply is None:
+                    result.stop_reason = "user"
+                    if cursor is not None:
+                        self._push(cursor, messages, start, result)
+                    break
+                messages.append({"role": "user", "content": reply})
+            if cursor is not None and self._push(cursor, messages, start, result):
+                break
+        result.seconds = time.perf_counter() - t0
+        if self.policy is not None:
+            result.report = self.policy.check(messages)
+        return result
+
+
+def _pick(logits: Any, temperature: float, rng: Any) -> int:
+    import torch
+
+    if temperature <= 0:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=rng))
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    ids: set[int] = set()
+    for src in (getattr(tokenizer, "eos_token_id", None),
+                getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        if isinstance(src, int):
+            ids.add(src)
+        elif isinstance(src, list | tuple):
+            ids.update(int(x) for x in src)
+    return sorted(ids)

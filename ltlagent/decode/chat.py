@@ -1,0 +1,273 @@
+"""Constrained decoding of one assistant turn of a tool-calling chat (issue 18; docs/design.md §13).
+
+A turn is free text, or free text followed by one tool call in the model's call format, then the
+end of the turn. Which of these the policy allows *now* is a :class:`TurnRule`: may the turn be
+text (an assistant text step is allowed), and which tools may be called with no text before the
+call and which after some text (a text step moves the policy, so the two can differ). A rule
+becomes one byte DFA (:class:`TurnLanguage`): a text phase that watches for the call marker
+(``<tool_call>`` for ``hermes``; a ``{`` at the very start for ``json``) with a
+Knuth–Morris–Pratt failure function, then the DFA of the allowed calls (names and argument
+schemas, :func:`ltlagent.text.toolcall.call_dfa`). Text that would complete the marker while no
+tool may be called is impossible, so is a call to a tool the policy forbids now, and so are
+arguments outside the tool's schema.
+
+:class:`TurnIndex` compiles a language for a vocabulary: per DFA state (lazily, cached) the tokens
+whose bytes keep the DFA alive, found by walking all tokens at once over a padded byte matrix
+(numpy), and EOS where the turn may end. :class:`TurnCursor` is the per-turn runtime.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ltlagent.chat.events import BLANK
+from ltlagent.decode.vocab import Vocab
+from ltlagent.text.content import ContentDFA
+from ltlagent.text.toolcall import FORMATS, call_dfa
+
+__all__ = ["TurnRule", "TurnLanguage", "TurnIndex", "TurnCursor", "CALL_MARKERS"]
+
+#: The text that begins a call in each format (``json``: a ``{`` as the turn's first byte).
+CALL_MARKERS = {"hermes": "<tool_call>", "json": "{"}
+
+
+@dataclass(frozen=True)
+class TurnRule:
+    """What the policy allows in the next assistant turn."""
+
+    text: bool  # may the turn contain (non-blank) text, and end after it
+    tools_first: frozenset[str]  # tools that may be called with no text before
+    tools_after_text: frozenset[str]  # tools that may be called after some text
+
+
+@dataclass(frozen=True)
+class TurnLanguage:
+    """One turn as a byte DFA: ``trans[s, b]`` (``dead`` is the sink row), ``accepting[s]``.
+
+    States ``0 … 2m-1`` are the text phase (``k`` marker bytes matched, text seen or not),
+    then the states of the call DFA for ``tools_first``, then those for ``tools_after_text``.
+    """
+
+    trans: np.ndarray = field(repr=False)  # int32 [n + 1, 256]
+    accepting: np.ndarray = field(repr=False)  # bool [n + 1]
+    call_start: tuple[int, int]  # first state of each call DFA (-1: no such DFA)
+    rule: TurnRule
+    format: str
+
+    @property
+    def dead(self) -> int:
+        return int(self.trans.shape[0] - 1)
+
+    @functools.cached_property
+    def distance(self) -> np.ndarray:
+        """Fewest bytes from each state to an accepting one (a large number where none is
+        reachable): budget steering keeps a turn completable in the tokens left."""
+        n = self.trans.shape[0]
+        far = np.iinfo(np.int32).max // 2
+        dist = np.full(n, far, dtype=np.int64)
+        dist[self.accepting] = 0
+        rev: list[set[int]] = [set() for _ in range(n)]
+        for q in range(n - 1):
+            for r in set(self.trans[q].tolist()):
+                rev[r].add(q)
+        todo = deque(int(q) for q in np.nonzero(self.accepting)[0])
+        while todo:
+            r = todo.popleft()
+            for q in rev[r]:
+                if dist[q] == far:
+                    dist[q] = dist[r] + 1
+                    todo.append(q)
+        dist[self.dead] = far
+        return dist
+
+    @property
+    def initial(self) -> int:
+        return 0
+
+    def in_call(self, s: int) -> bool:
+        return s >= min(x for x in (*self.call_start, self.dead) if x >= 0)
+
+    @staticmethod
+    def build(rule: TurnRule, schemas: Mapping[str, Mapping[str, object]], format: str = "hermes",
+              fields: Mapping[str, Mapping[str, str]] | None = None) -> TurnLanguage:
+        """The DFA of one turn under ``rule``; ``schemas`` maps every tool to its argument schema,
+        ``fields`` narrows string arguments by regex (``(:args …)``)."""
+        if format not in FORMATS:
+            raise ValueError(f"unknown tool-call format {format!r}")
+        marker = CALL_MARKERS[format].encode()
+        m = len(marker)
+        calls: list[ContentDFA | None] = []
+        for tools in (rule.tools_first, rule.tools_after_text):
+            chosen = {t: schemas[t] for t in sorted(tools) if t in schemas}
+            narrow = {t: f for t, f in (fields or {}).items() if t in chosen}
+            calls.append(call_dfa(chosen, format, narrow) if chosen else None)
+        n_text = 2 * m
+        starts: list[int] = []
+        n = n_text
+        for c in calls:
+            starts.append(n if c is not None else -1)
+            n += c.num_states if c is not None else 0
+        dead = n
+        trans = np.full((n + 1, 256), dead, dtype=np.int32)
+        acc = np.zeros(n + 1, dtype=bool)
+        for c, base in zip(calls, starts):
+            if c is None:
+                continue
+            t = np.array(c.trans, dtype=np.int32)
+            live = np.zeros(c.num_states + 1, dtype=bool)
+            live[list(c.live)] = True
+            t = np.where((t >= 0) & live[t], t + base, dead)
+            trans[base:base + c.num_states] = t
+            for a in c.accepting:
+                acc[base + a] = True
+        fail = _kmp(marker)
+        ws = np.zeros(256, dtype=bool)
+        ws[[ord(c) for c in BLANK]] = True
+        for seen in (0, 1):
+            call = calls[seen]
+            enter = call.feed(0, marker) if call is not None else -1
+            enter_state = starts[seen] + enter if enter >= 0 else dead
+            for k in range(m):
+                s = seen * m + k
+                # the turn may end in the text phase once there is text (pending bytes are text)
+                acc[s] = rule.text and bool(seen or k > 0)
+                for b in range(256):
+                    if b == marker[k] and not (format == "json" and seen):
+                        if k + 1 == m:
+                            trans[s, b] = enter_state  # the call begins
+                        else:
+                            trans[s, b] = s + 1  # pending: these bytes may begin a call
+                        continue
+                    # a mismatch: the pending bytes (all non-blank) and maybe b become text
+                    now_seen = bool(seen or k > 0 or not ws[b])
+                    if now_seen and not rule.text:
+                        continue  # text is not allowed now: dead
+                    j = k
+                    while j > 0 and marker[j] != b:
+                        j = fail[j - 1]
+                    j = j + 1 if format != "json" and marker[j] == b else 0
+                    trans[s, b] = int(now_seen) * m + j
+        return TurnLanguage(trans, acc, (starts[0], starts[1]), rule, format)
+
+
+def _kmp(p: bytes) -> list[int]:
+    """The failure function: longest proper border of ``p[:i+1]``."""
+    f = [0] * len(p)
+    k = 0
+    for i in range(1, len(p)):
+        while k and p[i] != p[k]:
+            k = f[k - 1]
+        if p[i] == p[k]:
+            k += 1
+        f[i] = k
+    return f
+
+
+class TurnIndex:
+    """A turn language compiled for a vocabulary: token masks per DFA state, computed on first
+    visit (every token walked at once) and kept."""
+
+    def __init__(self, lang: TurnLanguage, vocab: Vocab) -> None:
+        self.lang = lang
+        self.vocab = vocab
+        lens = vocab.lengths.astype(np.int64)
+        self._lens = lens
+        width = int(lens.max()) if lens.size else 0
+        mat = np.zeros((vocab.size, max(width, 1)), dtype=np.uint8)
+        flat = np.frombuffer(vocab.flat, dtype=np.uint8)
+        for j in range(width):
+            has = lens > j
+            mat[has, j] = flat[vocab.offsets[:-1][has] + j]
+        self._bytes = mat
+        self._text = vocab.is_text & (lens > 0)
+        self._eos = np.array([e for e in vocab.eos_ids if 0 <= e < vocab.size], dtype=np.int64)
+        self._masks: dict[int, np.ndarray] = {}
+        self._ends: dict[int, np.ndarray] = {}
+
+    def _walk(self, s: int) -> np.ndarray:
+        """The DFA state after each token from ``s`` (``dead`` where it dies)."""
+        cur = np.full(self.vocab.size, s, dtype=np.int32)
+        trans = self.lang.trans
+        for j in range(self._bytes.shape[1]):
+            has = self._lens > j
+            if not has.any():
+                break
+            cur[has] = trans[cur[has], self._bytes[has, j]]
+        cur[~self._text] = self.lang.dead
+        return cur
+
+    def allowed(self, s: int) -> np.ndarray:
+        """Boolean mask over the vocabulary: the tokens allowed in state ``s`` (EOS included where
+        the turn may end)."""
+        mask = self._masks.get(s)
+        if mask is None:
+            ends = self._walk(s)
+            self._ends[s] = ends
+            mask = ends != self.lang.dead
+            if self.lang.accepting[s] and self._eos.size:
+                mask[self._eos] = True
+            self._masks[s] = mask
+        return mask
+
+    def allowed_within(self, s: int, budget: int) -> np.ndarray:
+        """:meth:`allowed`, narrowed to the tokens after which the turn can still end within
+        ``budget`` tokens in all (this one and EOS included). Exact when every byte is a token of
+        its own (byte-level vocabularies), conservative otherwise."""
+        mask = self.allowed(s)
+        if budget <= 0:
+            return mask
+        ends = self._ends[s]
+        ok = mask & (self.lang.distance[ends] <= budget - 2)
+        if self.lang.accepting[s] and self._eos.size:
+            ok[self._eos] = True
+        return ok if ok.any() else mask
+
+    def advance(self, s: int, token: int) -> int:
+        """The state after ``token`` (``dead`` if the token was not allowed; EOS ends the turn and
+        keeps the state)."""
+        if token in self.vocab.eos_ids:
+            return s if self.lang.accepting[s] else self.lang.dead
+        if s not in self._ends:
+            self.allowed(s)
+        return int(self._ends[s][token])
+
+    @property
+    def states_visited(self) -> int:
+        return len(self._masks)
+
+
+class TurnCursor:
+    """One assistant turn being written: the DFA state and the bytes so far."""
+
+    def __init__(self, index: TurnIndex) -> None:
+        self.index = index
+        self.state = index.lang.initial
+        self.data = bytearray()
+        self.ended = False
+
+    def allowed(self, budget: int = 0) -> np.ndarray:
+        """The tokens allowed now; with ``budget`` (tokens left, EOS included) only those after
+        which the turn can still end in time."""
+        if budget > 0:
+            return self.index.allowed_within(self.state, budget)
+        return self.index.allowed(self.state)
+
+    def advance(self, token: int) -> None:
+        if token in self.index.vocab.eos_ids:
+            self.ended = True
+        else:
+            self.data += self.index.vocab.token_bytes(token)
+        self.state = self.index.advance(self.state, token)
+
+    @property
+    def is_dead(self) -> bool:
+        return self.state == self.index.lang.dead
+
+    @property
+    def can_end(self) -> bool:
+        return bool(self.index.lang.accepting[self.state])
