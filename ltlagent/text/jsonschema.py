@@ -33,6 +33,7 @@ counts above :data:`MAX_ITEMS`, nesting deeper than :data:`MAX_DEPTH`.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -51,7 +52,8 @@ from ltlagent.text.content import (
 __all__ = [
     "JsonConst", "JsonInteger", "JsonNumber", "JsonString", "JsonArray", "JsonProperty",
     "JsonObject", "JsonUnion", "JsonType", "parse_schema", "narrow", "emit", "schema_dfa",
-    "string_texts", "integer_regex", "MAX_DEPTH", "MAX_ITEMS", "MAX_STRING_LENGTH", "MAX_JSON_STATES",
+    "string_texts", "integer_regex", "clear_caches", "MAX_DEPTH", "MAX_ITEMS", "MAX_STRING_LENGTH",
+    "MAX_JSON_STATES",
 ]
 
 #: Deepest nesting of arrays and objects compiled.
@@ -386,6 +388,13 @@ def _same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
+def clear_caches() -> None:
+    """Forget the DFAs built for patterns and schema parts (kept across calls, by value)."""
+    _pattern.cache_clear()
+    _string_language.cache_clear()
+    _minimal.cache_clear()
+
+
 def parse_schema(schema: Mapping[str, object]) -> JsonType:
     """The description of ``schema``; :class:`SchemaError` (with the JSON pointer) for anything
     outside the supported subset (module docstring)."""
@@ -500,7 +509,7 @@ def _string_language(pattern: str | None, fullmatch: tuple[str, ...]) -> Content
     d = _pattern(pattern) if pattern is not None else _pattern("(?s:.*)", search=False)
     for rx in fullmatch:
         d = intersect(d, _pattern(rx, search=False))
-    return d
+    return as_dfa(*minimize([list(r) for r in d.trans], set(d.accepting)), d.source)
 
 
 def string_texts(s: str) -> list[list[bytes]]:
@@ -571,12 +580,8 @@ class _Emitter:
             nfa.embed(_pattern(integer_regex(t.lo, t.hi), search=False), start, end)
         elif isinstance(t, JsonNumber):
             nfa.embed(_pattern(_NUMBER_RE, search=False), start, end)
-        elif isinstance(t, JsonString):
-            self.string(t, start, end)
-        elif isinstance(t, JsonArray):
-            self.array(t, start, end)
-        elif isinstance(t, JsonObject):
-            self.object(t, start, end)
+        elif isinstance(t, JsonString | JsonArray | JsonObject):
+            nfa.embed(_minimal(t, self.limit), start, end)
         elif t.exclusive:
             nfa.embed(_exactly_one([schema_dfa(b, limit=self.limit) for b in t.branches],
                                    self.limit), start, end)
@@ -614,19 +619,22 @@ class _Emitter:
         nfa = self.nfa
         first = nfa.new()
         nfa.literal(b"{", start, first)
-        empty: int | None = first  # nothing written yet (None: a required one was)
-        some: int | None = None  # a property written, the next needs a comma
+        empty: int | None = first  # nothing written yet (None: a required property was)
+        some: int | None = None  # a property written: the next one needs a comma
         for p in t.properties:
-            new_some = nfa.new()
-            new_empty = nfa.new() if empty is not None and not p.required else None
+            key = nfa.new()  # where this property's key begins, from either lane
             if empty is not None:
-                self.member(p, empty, new_some)
+                nfa.eps[empty].append(key)
             if some is not None:
                 c = nfa.new()
                 nfa.literal(b",", some, c)
-                self.member(p, self.ws(c), new_some)
+                nfa.eps[self.ws(c)].append(key)
+            new_some = nfa.new()
+            self.member(p, key, new_some)
+            new_empty = None
             if not p.required:  # left out
-                if empty is not None and new_empty is not None:
+                if empty is not None:
+                    new_empty = nfa.new()
                     nfa.eps[empty].append(new_empty)
                 if some is not None:
                     nfa.eps[some].append(new_some)
@@ -665,6 +673,9 @@ class _Emitter:
                 return min(c + 1, cap)
             return c + 1 if c + 1 <= hi else None
 
+        ranges = [_raw_ranges(pat, p) for p in range(pat.num_states)]
+        escapes = [any(pat.step(p, d) >= 0 for d in (*_SHORT_ESCAPES, *range(0x20)))
+                   for p in range(pat.num_states)]  # not inside a multi-byte character
         nfa.literal(b'"', start, node((0, 0, 0)))
         while todo:
             key = todo.pop()
@@ -674,16 +685,12 @@ class _Emitter:
             if step == 0:
                 if p in pat.accepting and c >= lo:
                     edges.append((0x22, 0x22, end))
-                targets = [DEAD] * 256
-                for b in range(0x20, 256):
-                    if b in (0x22, 0x5C):
-                        continue
-                    p2 = pat.step(p, b)
-                    c2 = c if 0x80 <= b < 0xC0 else inc(c)
-                    if p2 >= 0 and c2 is not None:
-                        targets[b] = node((p2, c2, 0))
-                _add_row(edges, targets)
-                if inc(c) is not None:
+                c1 = inc(c)
+                for b0, b1, p2 in ranges[p]:
+                    c2 = c if 0x80 <= b0 < 0xC0 else c1  # a continuation byte: no new character
+                    if c2 is not None:
+                        edges.append((b0, b1, node((p2, c2, 0))))
+                if c1 is not None and escapes[p]:
                     edges.append((0x5C, 0x5C, node((p, c, _STEP_ESC))))
                 continue
             c2 = inc(c)
@@ -710,16 +717,27 @@ class _Emitter:
                         edges.append((ord(ch), ord(ch), node((p2, c2, 0))))
 
 
-def _add_row(edges: list[tuple[int, int, int]], targets: list[int]) -> None:
-    b = 0
-    while b < 256:
-        r = targets[b]
-        e = b
-        while e + 1 < 256 and targets[e + 1] == r:
-            e += 1
-        if r >= 0:
-            edges.append((b, e, r))
-        b = e + 1
+_RAW_CUTS = (0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0x100)
+
+
+def _raw_ranges(pat: ContentDFA, p: int) -> tuple[tuple[int, int, int], ...]:
+    """The raw bytes a JSON string may hold at state ``p`` of ``pat`` (not ``"``, ``\\`` or a
+    control), as (lo, hi, successor) ranges that do not straddle 0x80 or 0xC0."""
+    out: list[tuple[int, int, int]] = []
+    row = pat.trans[p]
+    for lo0, hi0 in itertools.pairwise(_RAW_CUTS):
+        if lo0 in (0x22, 0x5C):
+            continue
+        b = lo0
+        while b < hi0:
+            r = row[b]
+            e = b
+            while e + 1 < hi0 and row[e + 1] == r:
+                e += 1
+            if r >= 0 and r in pat.live:
+                out.append((b, e, r))
+            b = e + 1
+    return tuple(out)
 
 
 def _exactly_one(dfas: list[ContentDFA], limit: int) -> ContentDFA:
@@ -751,6 +769,29 @@ def _exactly_one(dfas: list[ContentDFA], limit: int) -> ContentDFA:
     return as_dfa(*minimize(trans, acc), "oneOf")
 
 
+@functools.lru_cache(maxsize=256)
+def _minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> ContentDFA:
+    """The DFA of a string, array or object, its parts embedded as DFAs built the same way, so the
+    NFA of a structure stays the size of its parts whatever their nesting. Strings are minimised
+    (their escapes and multi-byte characters leave equivalent states); arrays and objects, whose
+    parts are, only determinised: minimising them costs seconds (Hopcroft over a few hundred byte
+    classes) for a few per cent of states."""
+    nfa = ByteNFA()
+    start, final = nfa.new(), nfa.new()
+    em = _Emitter(nfa, limit)
+    if isinstance(t, JsonString):
+        em.string(t, start, final)
+    elif isinstance(t, JsonArray):
+        em.array(t, start, final)
+    else:
+        em.object(t, start, final)
+    trans, acc = nfa.determinize(start, final, limit, "the JSON schema",
+                                 "simplify the schema (fewer optional properties, shorter bounds)")
+    if isinstance(t, JsonString):
+        trans, acc = minimize(trans, acc)
+    return as_dfa(trans, acc, "json schema")
+
+
 def emit(nfa: ByteNFA, t: JsonType, start: int, end: int, limit: int = MAX_JSON_STATES) -> None:
     """Write the texts of ``t`` into ``nfa`` between ``start`` and ``end``."""
     _Emitter(nfa, limit).value(t, start, end)
@@ -758,14 +799,17 @@ def emit(nfa: ByteNFA, t: JsonType, start: int, end: int, limit: int = MAX_JSON_
 
 def schema_dfa(schema: Mapping[str, object] | JsonType, fields: Mapping[str, str] | None = None,
                *, limit: int = MAX_JSON_STATES) -> ContentDFA:
-    """The minimal DFA of the JSON texts of ``schema`` (a dict or a parsed description), with
-    ``fields`` narrowing top-level string properties (:func:`narrow`)."""
+    """The DFA of the JSON texts of ``schema`` (a dict or a parsed description), with ``fields``
+    narrowing top-level string properties (:func:`narrow`). Built from minimal parts (strings,
+    scalars), not minimised as a whole (see :func:`_minimal`)."""
     t = parse_schema(schema) if isinstance(schema, Mapping) else schema
     if fields:
         t = narrow(t, fields)
+    if isinstance(t, JsonString | JsonArray | JsonObject):
+        return _minimal(t, limit)
     nfa = ByteNFA()
     start, final = nfa.new(), nfa.new()
     emit(nfa, t, start, final, limit)
     trans, acc = nfa.determinize(start, final, limit, "the JSON schema",
                                  "simplify the schema (fewer optional properties, shorter bounds)")
-    return as_dfa(*minimize(trans, acc), "json schema")
+    return as_dfa(trans, acc, "json schema")
