@@ -403,3 +403,10 @@ def test_refs_resolve() -> None:
 def test_one_of_is_exclusive() -> None:
     d = schema_dfa({"oneOf": [{"type": "integer", "maximum": 10}, {"type": "integer", "minimum": 5}]})
     assert d.matches(b"3") and d.matches(b"11") and not d.matches(b"7")
+
+
+def test_booleans_and_integers_stay_apart() -> None:
+    """``False == 0`` in Python: the cache of built parts must not confuse their constants."""
+    assert schema_dfa({"type": "array", "items": {"enum": [0]}}).matches(b"[0]")
+    d = schema_dfa({"type": "array", "items": {"enum": [False]}})
+    assert d.matches(b"[false]") and not d.matches(b"[0]")

@@ -89,9 +89,14 @@ _SHORT_ESCAPES = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", 8: "b", 12: "f"
 
 @dataclass(frozen=True)
 class JsonConst:
-    """One of a few scalar values (``null``, booleans, ``enum``, ``const``)."""
+    """One of a few scalar values (``null``, booleans, ``enum``, ``const``). ``kinds`` (filled in)
+    keeps ``True``/``1`` and ``False``/``0``, equal in Python, apart in comparisons and hashes."""
 
     values: tuple[str | int | bool | None, ...]
+    kinds: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kinds", tuple(_type_of(v) for v in self.values))
 
 
 @dataclass(frozen=True)
