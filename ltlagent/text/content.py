@@ -357,15 +357,14 @@ def minimize(trans: list[list[int]], acc: set[int]) -> tuple[list[list[int]], se
         if col not in cols:
             cols[col] = b
             reps.append(b)
-    # inverse transitions per byte class: target -> sources (the sink included)
-    inv: list[dict[int, list[int]]] = []
-    for b in reps:
-        d: dict[int, list[int]] = {}
-        for q in states:
-            r = trans[q][b]
-            d.setdefault(idx[r] if r in idx else n, []).append(idx[q])
-        d.setdefault(n, []).append(n)
-        inv.append(d)
+    # inverse transitions: target -> (byte class, source) pairs (the sink included)
+    pred: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
+    for q in states:
+        row, i = trans[q], idx[q]
+        for k, b in enumerate(reps):
+            r = row[b]
+            pred[idx[r] if r in idx else n].append((k, i))
+    pred[n] += [(k, n) for k in range(len(reps))]
     finals = {idx[q] for q in acc if q in idx}
     rest = set(range(n + 1)) - finals
     blocks: list[set[int]] = [finals, rest] if rest else [finals]
@@ -377,12 +376,18 @@ def minimize(trans: list[list[int]], acc: set[int]) -> tuple[list[list[int]], se
     while work:
         a = work.pop()
         pending.discard(a)
-        splitter = list(blocks[a])
-        for d in inv:
+        by_class: dict[int, list[int]] = {}
+        for t in blocks[a]:
+            for k, s_ in pred[t]:
+                got = by_class.get(k)
+                if got is None:
+                    by_class[k] = [s_]
+                else:
+                    got.append(s_)
+        for sources in by_class.values():
             touched: dict[int, list[int]] = {}
-            for t in splitter:
-                for s_ in d.get(t, ()):
-                    touched.setdefault(block_of[s_], []).append(s_)
+            for s_ in sources:
+                touched.setdefault(block_of[s_], []).append(s_)
             for y, xs in touched.items():
                 if len(xs) == len(blocks[y]):
                     continue
