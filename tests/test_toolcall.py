@@ -89,16 +89,7 @@ def cancel_booking(booking_id: str, reason: str | None = None) -> str:
 TOOLS = [find_user, book, cancel_booking]
 
 
-def _schemas(tools: list[Tool]) -> dict[str, dict[str, object]]:
-    out = {}
-    for t in tools:
-        s = t.json_schema()
-        # arrays of passengers: bound them for the automaton (the signature leaves them open)
-        out[t.name] = s
-    return out
-
-
-SCHEMAS = _schemas(TOOLS)
+SCHEMAS = {t.name: t.json_schema() for t in TOOLS}
 
 
 def test_signature_schemas() -> None:
