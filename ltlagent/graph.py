@@ -12,7 +12,7 @@ def coreachable(delta: Sequence[Sequence[int]], targets: Iterable[int]) -> froze
     """States of ``delta`` that can reach one of ``targets`` (the targets included)."""
     rev: dict[int, list[int]] = {}
     for q, row in enumerate(delta):
-        for r in row:
+        for r in set(row):
             if r >= 0:
                 rev.setdefault(r, []).append(q)
     seen = set(targets)

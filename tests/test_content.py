@@ -7,12 +7,24 @@ Every refusal is a :class:`UsageError` with a hint (never a ``TypeError`` or a l
 
 from __future__ import annotations
 
+import itertools
+import random
 import re
 
 import pytest
 
 from ltlagent.errors import LtlAgentError, SpecError, UsageError
-from ltlagent.text.content import MAX_DFA_STATES, MAX_REGEX_REPEAT, choices_dfa, regex_dfa
+from ltlagent.text.content import (
+    MAX_DFA_STATES,
+    MAX_REGEX_REPEAT,
+    as_dfa,
+    choices_dfa,
+    intersect,
+    minimize,
+    pattern_dfa,
+    regex_dfa,
+    stripped,
+)
 
 #: (regex, words the refusal must use): one per feature the monitor refuses.
 UNSUPPORTED = [
@@ -85,3 +97,42 @@ def test_every_error_can_carry_a_hint() -> None:
     assert UsageError("plain").render() == "plain"
     s = SpecError("x", hint="y")
     assert s.hint == "y" and "hint: y" in s.render()
+
+
+def _moore_size(trans: list[list[int]], acc: set[int]) -> int:
+    """The number of Myhill-Nerode classes among the live states (reference: Moore refinement)."""
+    d = as_dfa(trans, acc, "t")
+    states = sorted(q for q in d.live)
+    block = {q: q in acc for q in states}
+    while True:
+        sig = {q: (block[q], *(block.get(d.step(q, b), None) for b in range(4))) for q in states}
+        ids: dict[object, int] = {}
+        new = {q: ids.setdefault(sig[q], len(ids)) for q in states}
+        if len(set(new.values())) == len(set(block.values())):
+            return len(ids)
+        block = new  # type: ignore[assignment]
+
+
+def test_minimize_is_minimal_and_keeps_the_language() -> None:
+    rng = random.Random(7)
+    words = [bytes(w) for n in range(6) for w in itertools.product(range(4), repeat=n)]
+    for _ in range(200):
+        n = rng.randint(1, 25)
+        trans = [[rng.choice([-1, *range(n)]) if b < 4 else -1 for b in range(256)] for _ in range(n)]
+        acc = {q for q in range(n) if rng.random() < 0.3}
+        small, small_acc = minimize(trans, acc)
+        a, b = as_dfa(trans, acc, "a"), as_dfa(small, small_acc, "b")
+        assert all(a.matches(w) == b.matches(w) for w in words)
+        if 0 in a.live:
+            assert len(small) == _moore_size(trans, acc)
+
+
+def test_pattern_dfa_search_and_exact_sets() -> None:
+    for p in ["^a$", "a", "^[0-9]{2}$", "x|y", "^$", "b\\Z", ".", "^.b"]:
+        d = pattern_dfa(p, search=True)
+        for t in ["a", "a\n", "ba", "12", "12\n", "x\n", " y ", "", "\xa0a", "\n", "ab", "\u2028b"]:
+            assert d.matches(t.encode()) == bool(re.search(p, t)), (p, t)
+    assert pattern_dfa("(?s:.*)").matches("\xa0 \u3000".encode())  # no stripping, Python's sets
+    both = intersect(pattern_dfa("[a-c]+"), pattern_dfa("b.*"))
+    assert both.matches(b"bca") and not both.matches(b"abc")
+    assert stripped(pattern_dfa("ab")).matches(b"  ab\n")

@@ -403,3 +403,41 @@ def test_refs_resolve() -> None:
 def test_one_of_is_exclusive() -> None:
     d = schema_dfa({"oneOf": [{"type": "integer", "maximum": 10}, {"type": "integer", "minimum": 5}]})
     assert d.matches(b"3") and d.matches(b"11") and not d.matches(b"7")
+
+
+def test_booleans_and_integers_stay_apart() -> None:
+    """``False == 0`` in Python: the cache of built parts must not confuse their constants."""
+    assert schema_dfa({"type": "array", "items": {"enum": [0]}}).matches(b"[0]")
+    d = schema_dfa({"type": "array", "items": {"enum": [False]}})
+    assert d.matches(b"[false]") and not d.matches(b"[0]")
+
+
+NARROWING = ["[a-c]+", "ab?", "é.*", "x|yy", ".{2}", "[^/]*"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["a", "b", "c"]), st.sampled_from(NARROWING), st.data(),
+       st.randoms(use_true_random=False))
+def test_narrowing_is_schema_and_fullmatch(key: str, rx: str, data: st.DataObject,
+                                           rng: random.Random) -> None:
+    schema = {"type": "object", "properties": {
+        "a": {"type": "string", "maxLength": 3, "pattern": "^[a-z]"},
+        "b": {"enum": ["ab", "a", "yy", 3, None, "é/"]},
+        "c": {"type": ["string", "null"]}}}
+    try:
+        dfa = schema_dfa(schema, {key: rx})
+    except SchemaError:
+        return  # nothing the schema allows there fullmatches rx
+    for _ in range(8):
+        v = data.draw(documents(schema))
+        assert isinstance(v, dict)
+        if rng.random() < 0.5:
+            v[key] = data.draw(st.from_regex(rx, fullmatch=True))
+            v = {k: v[k] for k in ("a", "b", "c") if k in v}  # declared order
+        text = dump(v, rng)
+        for b in [text.encode(), mutate(text, rng)]:
+            want = judge(b, schema)
+            if want:
+                got = json.loads(b)
+                want = isinstance(got.get(key), str) and re.fullmatch(rx, got[key]) is not None
+            assert dfa.matches(b) == want, (key, rx, b)

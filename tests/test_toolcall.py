@@ -89,16 +89,7 @@ def cancel_booking(booking_id: str, reason: str | None = None) -> str:
 TOOLS = [find_user, book, cancel_booking]
 
 
-def _schemas(tools: list[Tool]) -> dict[str, dict[str, object]]:
-    out = {}
-    for t in tools:
-        s = t.json_schema()
-        # arrays of passengers: bound them for the automaton (the signature leaves them open)
-        out[t.name] = s
-    return out
-
-
-SCHEMAS = _schemas(TOOLS)
+SCHEMAS = {t.name: t.json_schema() for t in TOOLS}
 
 
 def test_signature_schemas() -> None:
@@ -256,3 +247,18 @@ def test_parse_errors_are_data() -> None:
     assert found[0] == ToolCall("a", {}) and isinstance(found[1], ToolCallError)
     with pytest.raises(UsageError, match="format"):
         call_dfa(SCHEMAS, "xml")
+
+
+def test_openai_tools_go_through_apply_chat_template() -> None:
+    transformers = pytest.importorskip("transformers")
+    from pathlib import Path
+
+    import ltlagent
+
+    path = Path(ltlagent.__file__).parent / "models" / "react-tiny" / "tokenizer.json"
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token="<|endoftext|>")
+    tok.chat_template = ("{% for t in tools %}<tool>{{ t | tojson }}</tool>{% endfor %}"
+                         "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tools=openai_tools(TOOLS),
+                                   tokenize=False)
+    assert text.count("<tool>") == 3 and '"name": "book"' in text and text.endswith("hi")

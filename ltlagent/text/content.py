@@ -28,7 +28,7 @@ from ltlagent.errors import UsageError
 from ltlagent.graph import coreachable
 
 __all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "pattern_dfa", "DEAD",
-           "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "intersect", "as_dfa"]
+           "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "intersect", "as_dfa", "stripped"]
 
 DEAD = -1
 #: Bytes stripped from content (a subset of what ``str.strip()`` strips).
@@ -81,7 +81,8 @@ class ContentDFA:
         return s >= 0 and s in self.accepting
 
 
-def _strip_wrap(core: list[list[int]], core_acc: set[int], source: str) -> ContentDFA:
+def _strip_wrap(core: list[list[int]], core_acc: set[int], source: str,
+                limit: int = MAX_DFA_STATES) -> ContentDFA:
     """The DFA of ``{w : w.strip() ∈ L(core)}``.
 
     States: LEAD (only whitespace so far) and pairs (core state after everything since the first
@@ -128,15 +129,21 @@ def _strip_wrap(core: list[list[int]], core_acc: set[int], source: str) -> Conte
             if j is None:
                 j = ids[nk] = len(order)
                 order.append(nk)
-                if len(order) > MAX_DFA_STATES:
+                if len(order) > limit:
                     raise UsageError(f"content constraint {source!r} needs more than "
-                                     f"{MAX_DFA_STATES} automaton states",
+                                     f"{limit} automaton states",
                                      hint="simplify it, or check the content after generation")
             row[b] = j
         trans.append(row)
         i += 1
     return ContentDFA(tuple(tuple(r) for r in trans), frozenset(accepting),
                       coreachable(trans, accepting), source)
+
+
+def stripped(dfa: ContentDFA, limit: int = MAX_DFA_STATES) -> ContentDFA:
+    """The DFA of the contents whose text, leading and trailing :data:`WHITESPACE` removed, ``dfa``
+    accepts: how a state's content is read, for a DFA built elsewhere (a JSON schema's, say)."""
+    return _strip_wrap([list(r) for r in dfa.trans], set(dfa.accepting), dfa.source, limit)
 
 
 def choices_dfa(choices: tuple[str, ...] | list[str]) -> ContentDFA:
@@ -238,16 +245,13 @@ class ByteNFA:
         ids = {q: self.new() for q in sorted(dfa.live)}
         self.eps[start].append(ids[0])
         for q, u in ids.items():
-            row = dfa.trans[q]
+            edges = self.edges[u]
             b = 0
-            while b < 256:
-                r = row[b]
-                e = b
-                while e + 1 < 256 and row[e + 1] == r:
-                    e += 1
+            for r, run in itertools.groupby(dfa.trans[q]):
+                n = len(list(run))
                 if r in ids:
-                    self.edges[u].append((b, e, ids[r]))
-                b = e + 1
+                    edges.append((b, b + n - 1, ids[r]))
+                b += n
             if q in dfa.accepting:
                 self.eps[u].append(end)
 
@@ -265,8 +269,9 @@ class ByteNFA:
     def determinize(self, start: int, final: int, limit: int, what: str, hint: str
                     ) -> tuple[list[list[int]], set[int]]:
         """The subset construction from ``start``, accepting where ``final`` is reached; a
-        :class:`UsageError` naming ``what`` beyond ``limit`` states. Bytes are grouped into classes
-        that every edge treats alike, so a step costs one pass per class, not per byte."""
+        :class:`UsageError` naming ``what`` beyond ``limit`` states. Where the subset's edges are
+        disjoint (an embedded DFA, a string transducer) each edge gives its successor directly;
+        elsewhere bytes are grouped into classes that every edge treats alike."""
         cuts = {0, 256}
         for es in self.edges:
             for lo, hi, _v in es:
@@ -275,6 +280,7 @@ class ByteNFA:
         bounds = sorted(cuts)
         classes = list(itertools.pairwise(bounds))
         first = {lo: k for k, (lo, _hi) in enumerate(classes)}
+        n_classes = len(classes)
         d0 = self.closure(frozenset([start]))
         ids = {d0: 0}
         order = [d0]
@@ -285,19 +291,39 @@ class ByteNFA:
             cur = order[i]
             if final in cur:
                 acc.add(i)
-            targets: list[set[int]] = [set() for _ in classes]
-            for u in cur:
-                for lo, hi, v in self.edges[u]:
-                    k = first[lo]
-                    while k < len(classes) and classes[k][0] <= hi:
-                        targets[k].add(v)
-                        k += 1
             row = [DEAD] * 256
+            es = sorted(e for u in cur for e in self.edges[u])
+            if all(a[1] < b[0] for a, b in itertools.pairwise(es)):  # disjoint: no classes needed
+                for lo, hi, v in es:
+                    key = frozenset((v,))
+                    j = ids.get(key)  # a singleton without epsilon edges is its own closure
+                    if j is None:
+                        nxt = self.closure(key)
+                        j = ids.get(nxt)
+                        if j is None:
+                            j = ids[nxt] = len(order)
+                            order.append(nxt)
+                            if len(order) > limit:
+                                raise UsageError(f"{what} needs more than {limit} automaton states",
+                                                 hint=hint)
+                    row[lo:hi + 1] = [j] * (hi + 1 - lo)
+                trans.append(row)
+                i += 1
+                continue
+            targets: dict[int, set[int]] = {}
+            for lo, hi, v in es:
+                k = first[lo]
+                while k < n_classes and classes[k][0] <= hi:
+                    got = targets.get(k)
+                    if got is None:
+                        targets[k] = {v}
+                    else:
+                        got.add(v)
+                    k += 1
             memo: dict[frozenset[int], int] = {}
-            for k, (lo, hi) in enumerate(classes):
-                if not targets[k]:
-                    continue
-                key = frozenset(targets[k])
+            for k, vs in targets.items():
+                lo, hi = classes[k]
+                key = frozenset(vs)
                 j = memo.get(key)
                 if j is None:
                     nxt = self.closure(key)
@@ -316,46 +342,88 @@ class ByteNFA:
 
 
 def minimize(trans: list[list[int]], acc: set[int]) -> tuple[list[list[int]], set[int]]:
-    """The minimal DFA of the live part (Moore's partition refinement over byte classes); state 0
-    stays the start. Dead states (that cannot reach ``acc``) are removed."""
+    """The minimal DFA of the live part (Hopcroft's partition refinement over byte classes, a sink
+    added for the missing transitions); state 0 stays the start. States that cannot reach ``acc``
+    are removed."""
     live = coreachable(trans, acc)
     if 0 not in live:
         return [[DEAD] * 256], set()
     states = sorted(live)
+    idx = {q: i for i, q in enumerate(states)}
+    n = len(states)  # the sink
     cols: dict[tuple[int, ...], int] = {}
     reps: list[int] = []
-    for b in range(256):
-        col = tuple(trans[q][b] for q in states)
+    for b, col in enumerate(zip(*(trans[q] for q in states))):
         if col not in cols:
             cols[col] = b
             reps.append(b)
-    block = {q: (1 if q in acc else 0) for q in states}
-    n_blocks = len(set(block.values()))
-    while True:
-        sigs: dict[tuple[int, ...], int] = {}
-        new: dict[int, int] = {}
-        for q in states:
-            row = trans[q]
-            sig = (block[q], *(block.get(row[b], -1) for b in reps))
-            new[q] = sigs.setdefault(sig, len(sigs))
-        block = new
-        if len(sigs) == n_blocks:
-            break
-        n_blocks = len(sigs)
-    ids: dict[int, int] = {block[0]: 0}
+    # inverse transitions: target -> (byte class, source) pairs (the sink included)
+    pred: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
     for q in states:
-        ids.setdefault(block[q], len(ids))
+        row, i = trans[q], idx[q]
+        for k, b in enumerate(reps):
+            r = row[b]
+            pred[idx[r] if r in idx else n].append((k, i))
+    pred[n] += [(k, n) for k in range(len(reps))]
+    finals = {idx[q] for q in acc if q in idx}
+    rest = set(range(n + 1)) - finals
+    blocks: list[set[int]] = [finals, rest] if rest else [finals]
+    block_of = [0] * (n + 1)
+    for i in rest:
+        block_of[i] = 1
+    work = [0 if len(finals) <= len(rest) or not rest else 1]
+    pending = set(work)
+    while work:
+        a = work.pop()
+        pending.discard(a)
+        by_class: dict[int, list[int]] = {}
+        for t in blocks[a]:
+            for k, s_ in pred[t]:
+                got = by_class.get(k)
+                if got is None:
+                    by_class[k] = [s_]
+                else:
+                    got.append(s_)
+        for sources in by_class.values():
+            touched: dict[int, list[int]] = {}
+            for s_ in sources:
+                touched.setdefault(block_of[s_], []).append(s_)
+            for y, xs in touched.items():
+                if len(xs) == len(blocks[y]):
+                    continue
+                moved = set(xs)
+                blocks[y] -= moved
+                z = len(blocks)
+                blocks.append(moved)
+                for s_ in moved:
+                    block_of[s_] = z
+                if y in pending:
+                    work.append(z)
+                    pending.add(z)
+                else:
+                    w = y if len(blocks[y]) <= len(moved) else z
+                    work.append(w)
+                    pending.add(w)
+    sink = block_of[n]
+    ids: dict[int, int] = {block_of[0]: 0}
+    for i in range(n):
+        if block_of[i] != sink:
+            ids.setdefault(block_of[i], len(ids))
     out = [[DEAD] * 256 for _ in ids]
-    seen: set[int] = set()
     out_acc: set[int] = set()
+    done: set[int] = set()
+    new_of = [DEAD] * (len(trans) + 1)  # old state -> new state; the last entry serves DEAD (-1)
     for q in states:
-        i = ids[block[q]]
-        if i in seen:
+        b = block_of[idx[q]]
+        new_of[q] = ids[b] if b != sink else DEAD
+    for q in states:
+        i = new_of[q]
+        if i in done:
             continue
-        seen.add(i)
+        done.add(i)
         if q in acc:
             out_acc.add(i)
-        out[i] = [ids[block[r]] if r in live else DEAD for r in trans[q]]
+        out[i] = list(map(new_of.__getitem__, trans[q]))
     return out, out_acc
 
 

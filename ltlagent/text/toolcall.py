@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ltlagent.errors import LtlAgentError, UsageError
-from ltlagent.text.content import ByteNFA, ContentDFA, as_dfa, minimize
+from ltlagent.text.content import ByteNFA, ContentDFA, as_dfa
 from ltlagent.text.jsonschema import MAX_JSON_STATES, JsonConst, JsonType, emit, narrow, parse_schema
 
 __all__ = ["FORMATS", "ToolCall", "ToolCallError", "call_dfa", "parse_call", "find_calls", "render_call"]
@@ -53,7 +53,7 @@ def _format(name: str) -> tuple[str, str]:
 def call_dfa(tools: Mapping[str, Mapping[str, object] | JsonType], format: str = "hermes",
              fields: Mapping[str, Mapping[str, str]] | None = None, *,
              limit: int = MAX_JSON_STATES) -> ContentDFA:
-    """The minimal DFA of the calls, in ``format``, of the tools ``tools`` maps (name → argument
+    """The DFA of the calls, in ``format``, of the tools ``tools`` maps (name → argument
     schema, a JSON-schema dict or a parsed description); ``fields`` maps a tool name to its
     narrowing regexes (argument → regex the string value must fullmatch)."""
     before, after = _format(format)
@@ -87,7 +87,7 @@ def call_dfa(tools: Mapping[str, Mapping[str, object] | JsonType], format: str =
         emit(nfa, t, args, tail, limit)
     trans, acc = nfa.determinize(start, final, limit, f"the {format} tool calls of {', '.join(tools)}",
                                  "fewer tools or simpler argument schemas")
-    return as_dfa(*minimize(trans, acc), f"{format} calls: {', '.join(tools)}")
+    return as_dfa(trans, acc, f"{format} calls: {', '.join(tools)}")  # parts minimal (jsonschema)
 
 
 def _from_object(body: str) -> ToolCall:
