@@ -8,6 +8,7 @@ line with a caret, like a compiler (modelled on lark's ``get_context``). docs/de
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = [
@@ -50,19 +51,29 @@ class Location:
         return f"{self.source}:{self.line}:{self.column}"
 
 
+#: Line ends as the spec reader counts lines (not ``str.splitlines``, which also splits at form
+#: feeds, U+2028 and others that the reader leaves inside a line).
+_EOL = re.compile(r"\r\n|\r|\n")
+#: Most characters of a source line shown (the caret line is cut to the same window).
+_SHOWN = 160
+
+
 def caret_context(text: str, loc: Location, width: int = 1) -> str:
-    """The source line of ``loc`` followed by a caret line under its column."""
-    lines = text.splitlines()
+    """The source line of ``loc`` followed by a caret line under its column (the carets end at
+    the end of the line shown: a span over many lines or megabytes is not drawn whole)."""
+    lines = _EOL.split(text)
     if not 1 <= loc.line <= len(lines):
         return ""
     src = lines[loc.line - 1].expandtabs(1)
-    if len(src) > 160:  # keep the caret in view on very long lines
-        start = max(0, loc.column - 80)
-        src = ("…" if start else "") + src[start : start + 160]
+    if len(src) > _SHOWN:  # keep the caret in view on very long lines
+        start = max(0, loc.column - _SHOWN // 2)
+        src = ("…" if start else "") + src[start : start + _SHOWN] + \
+            ("…" if start + _SHOWN < len(src) else "")
         col = loc.column - start + (1 if start else 0)
     else:
         col = loc.column
-    return f"    {src}\n    {' ' * (col - 1)}{'^' * max(1, width)}"
+    width = max(1, min(width, len(src) - col + 1))
+    return f"    {src}\n    {' ' * (col - 1)}{'^' * width}"
 
 
 class SpecError(LtlAgentError, ValueError):

@@ -15,6 +15,7 @@ import pytest
 
 from ltlagent.errors import LtlAgentError, SpecError, UsageError
 from ltlagent.text.content import (
+    DEAD,
     MAX_DFA_STATES,
     MAX_REGEX_REPEAT,
     as_dfa,
@@ -136,3 +137,59 @@ def test_pattern_dfa_search_and_exact_sets() -> None:
     both = intersect(pattern_dfa("[a-c]+"), pattern_dfa("b.*"))
     assert both.matches(b"bca") and not both.matches(b"abc")
     assert stripped(pattern_dfa("ab")).matches(b"  ab\n")
+
+
+# --- a fixed battery against re.fullmatch (found by mutation testing: issue 21) -------------------
+
+#: Words over the byte lengths of UTF-8 (1-4 bytes, and the edges of each range), with the
+#: whitespace the content strips.
+WORDS = ["", "a", "b", "ab", "abc", "cd", "abcd", "aab", "aaab", "bbb", "a b", " ab ", "\tab\n",
+         "a\nb", "a\nbxc", "\x00", "\x7f", "\x80", "é", "éü", "߿", "ࠀ", "\ud7ff", "\ue000", "\uffff",
+         "日本", "𐀀", "😀", "\U0010ffff", "12", "1.5", "_x", "-", "z", "ac", "a_b"]
+
+
+@pytest.mark.parametrize("regex", [
+    "[^a]", "[^a]+", "[^a-c]+", "ab|cd", "(?:ab|cd)+", "a|bc|", "(a|bc){1,2}d?", "a.b", ".", ".+",
+    "(?s).", "(?s).+", "a(?s:.)b.c", "a*?b", "a+?", "a{2,3}b", "a{2}", "(?:ab){0,2}c?",
+    "[é-ü]+", "[\u0800-\uffff]+", "[^\u0000-\u007f]+", "[😀-😂]", "\ue000", "\U0010ffff",
+    "[\U00010000-\U0010ffff]+", "[^\U00010000-\U0010ffff]", ".{1,3}", "[ab]*c?", "()a", "(?:)",
+])
+def test_regexes_without_categories_agree_with_fullmatch_on_any_text(regex: str) -> None:
+    dfa = regex_dfa(regex)
+    for w in WORDS:
+        want = re.fullmatch(regex, w.strip(" \t\n\r\x0b\x0c")) is not None
+        assert dfa.matches(w.encode()) == want, (regex, w)
+
+
+@pytest.mark.parametrize("regex", [
+    r"\d+", r"\D+", r"\w+", r"\W+", r"a\s+b", r"a\sb", r"\S+", r"[\d.]+", r"[a\d]+", r"[^\d\s]+",
+    r"[\w-]+", r"[^\W_]+", r"[\s\S]+", r"[^\w]", r"(?a)\w+",
+])
+def test_categories_agree_with_fullmatch_on_ascii_and_refuse_non_ascii(regex: str) -> None:
+    dfa = regex_dfa(regex)
+    for w in WORDS:
+        got = dfa.matches(w.encode())
+        if w.isascii():
+            assert got == (re.fullmatch(regex, w.strip(" \t\n\r\x0b\x0c")) is not None), (regex, w)
+        else:
+            assert not got, (regex, w)  # never looser than Python; non-ASCII never in a category
+
+
+def test_dfa_step_feed_and_the_dead_state() -> None:
+    dfa = regex_dfa("ab")
+    s = dfa.feed(0, b"a")
+    assert s > 0 and s not in dfa.accepting and dfa.feed(s, b"b") in dfa.accepting
+    assert dfa.step(s, ord("x")) == DEAD and dfa.step(DEAD, ord("a")) == DEAD
+    assert dfa.feed(0, b"x") == DEAD and dfa.feed(0, b"xab") == DEAD
+    assert not dfa.matches(b"abx") and not dfa.matches(b"a")
+
+
+@pytest.mark.parametrize("choices", [("Search", "Lookup"), ("a", "ab", "abc"), ("日本", "é", "x y")])
+def test_choices_are_exact_after_stripping(choices: tuple[str, ...]) -> None:
+    dfa = choices_dfa(choices)
+    for c in choices:
+        assert dfa.matches(c.encode()) and dfa.matches(f"  {c}\n".encode())
+        assert dfa.matches(c.encode()[:-1]) == (c.encode()[:-1].decode("utf-8", "replace") in choices)
+        assert not dfa.matches((c + "x").encode())
+        assert not dfa.matches(f"{c} {c}".encode())
+    assert not dfa.matches(b"") and not dfa.matches(b"  ")

@@ -64,3 +64,18 @@ def test_engines_agree_for_random_keyword_sets(keywords: list[str], text: str) -
     data = text.encode()
     _, events = lx.feed(ROOT, data)
     assert [(k, e) for k, e in events] == [(m.index, m.end) for m in lx.finditer(data)]
+
+
+def test_segments_are_every_keyword_with_its_content_span() -> None:
+    """Found by mutation testing (issue 21): each segment names its keyword and spans exactly the
+    text up to the next keyword (the last one to the end); finditer starts at ``pos``."""
+    lx = build_lexer(REACT)
+    text = "pre Thought: a b\nAction:Search\nAnswer: 42 "
+    segs = list(lx.segments(text))
+    assert [(lx.keywords[s.index], text[s.start:s.content_start], text[s.content_start:s.content_end])
+            for s in segs] == [("Thought:", "Thought:", " a b\n"), ("Action:", "Action:", "Search\n"),
+                               ("Answer:", "Answer:", " 42 ")]
+    assert list(lx.segments("no keyword here")) == []
+    assert [lx.keywords[m.index] for m in lx.finditer(text, text.index("Action"))] == ["Action:", "Answer:"]
+    assert [m.start for m in lx.finditer(text.encode(), 5)] == [text.encode().index(b"Action:"),
+                                                                text.encode().index(b"Answer:")]

@@ -255,3 +255,68 @@ def test_a_bound_of_2000_compiles_in_seconds() -> None:
     assert time.perf_counter() - t0 < 30
     assert a.run(["Thought"] * (MAX_UNROLLED_STEPS - 1) + ["Answer"]).accepted
     assert a.run(["Thought"] * MAX_UNROLLED_STEPS + ["Answer"]).status == "rejected"
+
+
+# --- no silent change of meaning (issue 21) -------------------------------------------------------
+
+TWO = '(define t (:states (A (:text "A:"){a}) (B (:text "B:"))) (:behavior {beh}))'
+
+
+def two(a: str = "", beh: str = "(next A B)") -> str:
+    return TWO.format(a=a, beh=beh)
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    (None, '(:text "A2:")'), ('(:stop "x")', '(:stop "y")'), ('(:regex "a")', '(:regex "b")'),
+    ('(:choices "a")', '(:choices "b")'), ("(:max-tokens 3)", "(:max-tokens 9)"),
+    ("(:role answer)", "(:role answer)"), ("(:flags :env-input)", "(:flags :env-input)")])
+def test_an_option_given_twice_is_an_error_at_the_second(first: str | None, second: str) -> None:
+    text = two(f" {first} {second}" if first else f" {second}")
+    e = error_of(text)
+    assert "given twice in state 'A'" in e.message, e.render()
+    assert e.loc is not None and e.loc.column == text.rindex(second) + 1
+    assert "unknown state" not in e.render()
+
+
+@pytest.mark.parametrize(("beh", "needle", "at"), [
+    ("(repeat A :max 2 :max 3)", ":max given twice in repeat", ":max 3"),
+    ("(repeat A :min 1 :min 2)", ":min given twice in repeat", ":min 2"),
+    ("(repeat A :max -1)", ":max takes a non-negative integer, found '-1'", "-1"),
+    ("(repeat A :max 1e3)", ":max takes a non-negative integer, found '1e3'", "1e3"),
+    ("(repeat A :min ²)", ":min takes a non-negative integer, found '²'", "²"),
+])
+def test_repeat_bounds_are_read_once_and_as_written(beh: str, needle: str, at: str) -> None:
+    text = two(beh=f"(next {beh} B)")
+    e = error_of(text)
+    assert needle in e.message and "unknown state" not in e.render()
+    assert e.loc is not None and e.loc.column == text.index(at) + 1
+
+
+@pytest.mark.parametrize("a", ['(:text "")', '(:text "  ")', "(:text)", '(:text "A:" "B")'])
+def test_a_refused_state_is_not_also_an_unknown_state(a: str) -> None:
+    e = error_of(TWO.replace('(:text "A:"){a}', a).format(beh="(next A B)"))
+    assert ":text of 'A'" in e.message and "unknown state" not in e.render(), e.render()
+
+
+@pytest.mark.parametrize("regex", [r"[^\\s\\S]", r"\\s+", "\\u00a0"])
+def test_a_regex_that_matches_nothing_is_a_spec_error(regex: str) -> None:
+    text = two(f' (:regex "{regex}")')
+    e = error_of(text)
+    assert "matches no content" in e.message
+    assert e.loc is not None and e.loc.column == text.index(f'"{regex}"') + 1
+
+
+def test_wide_alternatives_past_the_size_limit_say_the_real_size_and_cap_the_carets() -> None:
+    n = 3_000
+    text = two(beh=f"(next (or {' '.join(['A'] * n)}) B)")
+    e = error_of(text)
+    assert f"the behaviour has {n + 1} steps" in e.message and "0 steps" not in e.message
+    rendered = e.render()
+    assert len(rendered) < 1000 and rendered.count("^") <= 160
+
+
+def test_a_span_over_many_lines_draws_carets_to_the_end_of_its_first_line_only() -> None:
+    text = two(beh="(next (repeat A :min 3000 ; a long comment that the carets must not run past\n  ) B)")
+    rendered = error_of(text).render()
+    src, carets = rendered.splitlines()[1:3]
+    assert len(carets) <= len(src)

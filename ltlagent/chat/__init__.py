@@ -1,2 +1,2 @@
 """Chat conversations as traces: OpenAI-format messages → events (one step each), and chat-log
-files → conversations (docs/design.md §2.4, §12)."""
+files → conversations (docs/design.md §2.5, §12)."""

@@ -1,4 +1,4 @@
-"""OpenAI-format chat messages as a trace of events (docs/design.md §2.4).
+"""OpenAI-format chat messages as a trace of events (docs/design.md §2.5).
 
 Each message is one step, except an assistant message, which gives one step for its text (when
 its ``content`` is non-empty after stripping :data:`BLANK`) followed by one step per tool call, in order; an

@@ -56,6 +56,7 @@ from typing import BinaryIO
 
 from ltlagent.errors import UsageError
 from ltlagent.logic.compiled import CompiledSpec, compile_spec
+from ltlagent.text.content import WHITESPACE, ContentDFA, content_dfa, regex_dfa
 from ltlagent.text.lexer import CONTEXT_LABELS
 
 __all__ = ["Diagnostic", "ExampleInfo", "FileReport", "Validator", "DEFAULT_CONTEXT_LABELS"]
@@ -67,6 +68,9 @@ _HEAD = 64 << 10  # most bytes of a content kept for constraint checks
 _TRACE_CAP = 10_000  # steps of one example kept for reports
 _CONT = bytes(range(0x80, 0xC0))  # UTF-8 continuation bytes
 _NONSPACE = re.compile(rb"\S")
+#: What content is stripped of: the decoder's whitespace (not str.strip()'s, which also strips
+#: U+00A0 and other spaces that the decoder's content automata never skip).
+_STRIP = "".join(map(chr, sorted(WHITESPACE)))
 _ANNOUNCE = re.compile(
     rb"(?i)(?P<fmt>\b(?:following|this|the same|same) format\b|^[ \t]{0,16}format[ \t]*:)"
     rb"|(?P<ex>\bhere (?:are|is) (?:some |a few |an? |\d+ |two |three |several )?examples?\b"
@@ -194,6 +198,17 @@ class FileReport:
 
 
 @dataclass(frozen=True)
+class _Regex:
+    """A state's ``:regex``: its source (for messages) and the DFA the decoder steps."""
+
+    pattern: str
+    dfa: ContentDFA
+
+    def fullmatch(self, text: str) -> bool:
+        return self.dfa.matches(text.encode("utf-8"))
+
+
+@dataclass(frozen=True)
 class _Tables:
     """Per-spec lookup tables for the hot loop, derived once from the automaton and the states."""
 
@@ -205,7 +220,7 @@ class _Tables:
     ends: tuple[bool, ...]  # a forbidden prompt string after this state starts a new run
     resync: tuple[frozenset[int], ...]  # per state index: where it leads from any reachable state
     env: tuple[bool, ...]
-    checks: tuple[tuple[tuple[str, ...] | None, re.Pattern[str] | None], ...]
+    checks: tuple[tuple[tuple[str, ...] | None, _Regex | None], ...]
     checked: tuple[bool, ...]
 
     @classmethod
@@ -220,7 +235,11 @@ class _Tables:
             choices = st.choices
             if st.tool_choices:
                 choices = tuple(tools) if tools else None
-            checks.append((choices, re.compile(st.regex) if st.regex is not None else None))
+            if choices is not None and st.regex is not None:
+                content_dfa(choices, st.regex)  # refuses tools of which none matches the regex
+            # the decoder's own regex semantics (ASCII classes, docs/design.md §2.2), not re's
+            checks.append((choices, _Regex(st.regex, regex_dfa(st.regex))
+                           if st.regex is not None else None))
         return cls(a.names, a.initial, delta, tuple(r >= 0 for r in delta[a.initial]),
                    tuple(a.infinite or q in a.accepting for q in range(len(delta))),
                    tuple(not a.infinite and q in a.accepting for q in range(len(delta))), resync,
@@ -412,7 +431,7 @@ class _Scan:
             start, where = a + m.start(), acc.text_at
         else:
             start, where = lo + m.start() - (len(acc.head) if acc else 0), None
-        return data.decode("utf-8", "replace").strip(), start, where, trunc
+        return data.decode("utf-8", "replace").strip(_STRIP), start, where, trunc
 
     def gap_announcements(self, a: int, b: int) -> tuple[bool, bool]:
         """(a format announcement ends the text near b, the text announces examples)."""
@@ -687,7 +706,7 @@ class _Scan:
             run.diags.append(self.diag(off, "choices", f"{name} content {_show(text)} is not one of "
                                        f"{', '.join(choices)}", max(1, min(len(text.split("\n")[0]), 40)),
                                        run.trace, where))
-        if rx is not None and (trunc or rx.fullmatch(text) is None):
+        if rx is not None and (trunc or not rx.fullmatch(text)):
             why = " (content too long to check)" if trunc else ""
             run.diags.append(self.diag(off, "regex", f"{name} content {_show(text)} does not match "
                                        f"/{rx.pattern}/{why}", max(1, min(len(text.split("\n")[0]), 40)),

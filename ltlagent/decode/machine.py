@@ -41,7 +41,7 @@ import numpy as np
 
 from ltlagent.errors import UsageError
 from ltlagent.logic.compiled import CompiledSpec
-from ltlagent.text.content import WHITESPACE, ContentDFA, choices_dfa, regex_dfa
+from ltlagent.text.content import WHITESPACE, ContentDFA, content_dfa
 from ltlagent.text.lexer import ROOT, Lexer, build_lexer
 
 __all__ = ["FREE", "END", "ENV", "DONE", "INF", "Key", "EventKind", "ByteEvent", "encode_event",
@@ -193,13 +193,9 @@ def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
             if not tool_names:
                 raise UsageError(f"state {st.name} takes its choices from the agent's tools "
                                  "(:choices :tools): pass tool_names")
-            content.append(choices_dfa(list(tool_names)))
-        elif st.choices is not None:
-            content.append(choices_dfa(list(st.choices)))
-        elif st.regex is not None:
-            content.append(regex_dfa(st.regex))
-        else:
-            content.append(None)
+            content.append(content_dfa(tool_names, st.regex))
+        else:  # the same conjunction as validation (content_dfa)
+            content.append(content_dfa(st.choices, st.regex))
     # each boundary twice: after a newline, and at the start of the text (behind a sentinel that the
     # waiting node of _after_text stands for)
     bstrs = [b.decode("utf-8") for b in boundaries]

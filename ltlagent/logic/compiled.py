@@ -37,7 +37,7 @@ class CompiledSpec:
 def compile_spec(spec: Spec | str | Path) -> CompiledSpec:
     """Compile a spec object, a spec file path or a bundled spec name: automaton and lexer."""
     s = spec if isinstance(spec, Spec) else load_spec(spec)
-    # event states (docs/design.md §2.4) have no prompt strings: their lexer knows no keyword
+    # event states (docs/design.md §2.5) have no prompt strings: their lexer knows no keyword
     texts = [] if s.is_event_spec else [st.text for st in s.states]
     return CompiledSpec(s, build_automaton(s), build_lexer(texts))
 

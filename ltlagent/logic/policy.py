@@ -197,7 +197,7 @@ class Policy:
             raise UsageError(f"spec {s.name!r} ({s.source}) declares prompt-string states, not "
                              "event states: it describes text, not chat logs",
                              hint="declare states with (:from …), (:call …), (:contains …) "
-                                  "(docs/design.md §2.4)")
+                                  "(docs/design.md §2.5)")
         whole = build_automaton(s)
         named: list[tuple[str, Spec]] = []
         if s.behavior_declared:

@@ -7,11 +7,14 @@ dialect of the paper authors' code), and bounds nesting depth with a clear error
 
 from __future__ import annotations
 
+import bisect
+import re
+import string
 from dataclasses import dataclass
 
 from ltlagent.errors import Location, SpecError
 
-__all__ = ["Atom", "SList", "Node", "read_sexps", "MAX_DEPTH"]
+__all__ = ["Atom", "SList", "Node", "read_sexps", "MAX_DEPTH", "REGEX_ESCAPES"]
 
 #: Deeper nesting than this is reported as an error instead of exhausting the stack later.
 MAX_DEPTH = 256
@@ -46,7 +49,19 @@ class SList:
 Node = Atom | SList
 
 _DELIMS = set("()\"; \t\r\n\f\v")
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "0": "\0"}
+#: String escapes (docs/design.md §2.4): these stand for one character ...
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
+#: ... ``\uXXXX`` and ``\xHH`` for the character of that code point (exactly 4 or 2 hex digits) ...
+_HEX_ESCAPES = {"u": 4, "x": 2}
+#: ... and a backslash before one of these is kept with it, so that a regex written as people
+#: write regexes (``"\d+"``, ``"\."``) means what it says. Every other escape is an error.
+REGEX_ESCAPES = frozenset("dDwWsSbBAZ" + "".join(c for c in string.punctuation if c not in '"\\'))
+_ESCAPE_HINT = ('escapes are \\\\ \\" \\n \\t \\r \\uXXXX \\xHH; a backslash before a regex '
+                "escape (\\d \\w \\s \\b \\. \\( …) is kept as written; write \\\\ for a backslash")
+
+
+_EOL = re.compile(r"\r\n|\r|\n")
+_SUSPECT = re.compile(r"[()\r\n]")
 
 
 class _Cursor:
@@ -55,14 +70,10 @@ class _Cursor:
     def __init__(self, text: str, source: str) -> None:
         self.text = text
         self.source = source
-        self.line_starts = [0]
-        for i, ch in enumerate(text):
-            if ch == "\n":
-                self.line_starts.append(i + 1)
+        # a line ends at \n, \r\n or a lone \r (old Mac files), as in caret_context
+        self.line_starts = [0] + [m.end() for m in _EOL.finditer(text)]
 
     def loc(self, offset: int, end: int | None = None) -> Location:
-        import bisect
-
         line = bisect.bisect_right(self.line_starts, offset) - 1
         return Location(self.source, line + 1, offset - self.line_starts[line] + 1, offset,
                         offset + 1 if end is None else end)
@@ -77,14 +88,15 @@ def read_sexps(text: str, source: str = "<string>") -> list[Node]:
     cur = _Cursor(text, source)
     stack: list[tuple[int, list[Node]]] = []  # (offset of "(", items so far)
     top: list[Node] = []
+    escaped_quotes: list[int] = []  # offsets of every \" read so far (a trailing backslash?)
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
         if ch in " \t\r\n\f\v":
             i += 1
         elif ch in ";#":
-            j = text.find("\n", i)
-            i = n if j < 0 else j + 1
+            m = _EOL.search(text, i)
+            i = n if m is None else m.end()
         elif ch == "(":
             if len(stack) >= MAX_DEPTH:
                 raise cur.error(f"nesting deeper than {MAX_DEPTH} levels", i,
@@ -100,22 +112,8 @@ def read_sexps(text: str, source: str = "<string>") -> list[Node]:
             i += 1
         elif ch == '"':
             start = i
-            i += 1
-            buf: list[str] = []
-            while True:
-                if i >= n:
-                    raise cur.error("unterminated string", start)
-                c = text[i]
-                if c == '"':
-                    i += 1
-                    break
-                if c == "\\" and i + 1 < n:
-                    buf.append(_ESCAPES.get(text[i + 1], text[i + 1]))
-                    i += 2
-                    continue
-                buf.append(c)
-                i += 1
-            atom = Atom("".join(buf), True, cur.loc(start, i))
+            value, i = _string(text, i, cur, escaped_quotes)
+            atom = Atom(value, True, cur.loc(start, i))
             (stack[-1][1] if stack else top).append(atom)
         else:
             start = i
@@ -135,6 +133,70 @@ def read_sexps(text: str, source: str = "<string>") -> list[Node]:
         raise cur.error(f"'(' is never closed ({len(stack)} ')' short at end of file)", start,
                         hint="every '(' needs a matching ')'")
     return top
+
+
+def _string(text: str, start: int, cur: _Cursor, escaped_quotes: list[int]) -> tuple[str, int]:
+    """Read the string literal whose opening quote is at ``start``: (its value, the offset after
+    its closing quote). Escapes as in docs/design.md §2.4; an unknown one is an error at it."""
+    n = len(text)
+    i = start + 1
+    buf: list[str] = []
+    mine: list[int] = []  # this string's \" escapes
+    while True:
+        j = text.find("\\", i)
+        q = text.find('"', i)
+        if q >= 0 and (j < 0 or q < j):
+            buf.append(text[i:q])
+            # a \" followed in its string by a parenthesis or a line break most likely
+            # escaped the quote meant to close it
+            escaped_quotes += [k for k in mine if _SUSPECT.search(text, k + 2, q)][-1:]
+            return "".join(buf), q + 1
+        if j < 0:
+            raise _unterminated(cur, start, mine or escaped_quotes)
+        buf.append(text[i:j])
+        if j + 1 >= n:
+            raise cur.error("the string ends in a backslash at the end of the file", j,
+                            hint='close it with a quote; write \\\\ for a backslash')
+        c = text[j + 1]
+        if c in _ESCAPES:
+            if c == '"':
+                mine.append(j)
+            buf.append(_ESCAPES[c])
+            i = j + 2
+        elif c in _HEX_ESCAPES:
+            width = _HEX_ESCAPES[c]
+            digits = text[j + 2 : j + 2 + width]
+            if len(digits) != width or any(d not in string.hexdigits for d in digits):
+                good = len(digits) - len(digits.lstrip(string.hexdigits))
+                raise cur.error(f"\\{c} takes exactly {width} hex digits", j, j + 2 + good,
+                                hint="e.g. \\u00e9 for é" if c == "u" else "e.g. \\x41 for A")
+            code = int(digits, 16)
+            if 0xD800 <= code <= 0xDFFF:
+                raise cur.error(f"\\u{digits} is a surrogate, not a character", j, j + 6)
+            if code == 0:
+                raise cur.error("a spec string cannot hold a NUL character", j, j + 2 + width)
+            buf.append(chr(code))
+            i = j + 2 + width
+        elif c in REGEX_ESCAPES:
+            buf.append(text[j : j + 2])  # kept with its backslash: "\d+" means \d+
+            i = j + 2
+        else:
+            shown = c if c.isprintable() else repr(c)[1:-1]
+            raise cur.error(f"unknown escape '\\{shown}' in a string", j, j + 2, hint=_ESCAPE_HINT)
+
+
+def _unterminated(cur: _Cursor, start: int, suspects: list[int]) -> SpecError:
+    """The error for a string never closed: a backslash before a quote (in this string, or in an
+    earlier one that went on past a parenthesis or a line break) most likely escaped the quote
+    meant to close a string (``"C:\\"``), so name that backslash."""
+    if suspects:
+        at = suspects[-1]
+        where = cur.loc(start)
+        return cur.error(
+            f"this backslash escapes the quote after it, so the string goes on (the string "
+            f"opened at {where.line}:{where.column} is never closed)", at, at + 2,
+            hint='a trailing backslash? write \\\\ for a backslash, \\" for a quote inside a string')
+    return cur.error("unterminated string", start, hint="close it with a quote")
 
 
 def _misindented(root: SList, cur: _Cursor) -> tuple[Location, Location] | None:

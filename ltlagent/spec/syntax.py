@@ -56,7 +56,7 @@ class State:
     stop: tuple[str, ...] = ()
     max_tokens: int | None = None
     role: str | None = None  # (:role NAME), one of ROLES
-    # event options (docs/design.md §2.4): what the state matches in a chat log
+    # event options (docs/design.md §2.5): what the state matches in a chat log
     author: str | None = None  # (:from user|assistant|tool|system)
     calls: tuple[str, ...] | None = None  # (:call "NAME" …); () is (:call), any tool
     args: tuple[tuple[str, str], ...] = ()  # (:args (KEY (:regex "…")) …): fullmatch per key
@@ -241,7 +241,7 @@ _STATE_OPTIONS = (":text", ":flags", ":choices", ":regex", ":stop", ":max-tokens
                   ":from", ":call", ":args", ":contains")
 #: Options of prompt-string states that mean nothing for an event state.
 _TEXT_ONLY_OPTIONS = ("env_input", "choices", "regex", "stop", "max_tokens", "role")
-#: Authors an event state may name with (:from …) (docs/design.md §2.4).
+#: Authors an event state may name with (:from …) (docs/design.md §2.5).
 AUTHORS = ("system", "user", "assistant", "tool")
 #: The name under which violations of the (:behavior …) pattern are reported.
 BEHAVIOR_NAME = "behavior"
@@ -263,6 +263,8 @@ class _Parser:
         self.text = text
         self.source = source
         self.errors: list[SpecError] = []
+        #: names of every state declared, also those refused (so that using one is no error)
+        self.named: set[str] = set()
 
     def err(self, message: str, loc: Location | None, hint: str | None = None) -> None:
         self.errors.append(SpecError(message, loc, self.text, hint))
@@ -314,7 +316,7 @@ class _Parser:
             self.err("missing (:states …)", root.loc)
         self.fail()
         states = self.states(sections[":states"])
-        declared = {s.name for s in states}
+        declared = {s.name for s in states} | self.named  # a refused state is reported once
         behavior: Pattern | None = None
         beh = sections.get(":behavior")
         if beh is None:  # any sequence of the declared states: the constraints alone decide
@@ -402,8 +404,10 @@ class _Parser:
         if not isinstance(nm, Atom) or nm.is_string or nm.value.startswith(":"):
             self.err(f"expected a state name, found {_show(nm)}", nm.loc)
             return None
+        self.named.add(nm.value)
         text: str | None = None
         opts: dict[str, object] = {}
+        given: dict[str, Location] = {}
         for opt in node.items[1:]:
             key = opt.head() if isinstance(opt, SList) else None
             if key is None:
@@ -411,6 +415,11 @@ class _Parser:
                          opt.loc)
                 continue
             assert isinstance(opt, SList)
+            if key in given:  # not "the last one wins": the spec says two different things
+                self.err(f"({key} …) given twice in state {nm.value!r} (first at {_at(given[key])})",
+                         opt.loc, "give each option once")
+                continue
+            given[key] = opt.loc
             args = opt.items[1:]
             if key not in _STATE_OPTIONS:
                 self.err(f"unknown keyword {key!r} in state {nm.value!r}", opt.items[0].loc,
@@ -439,7 +448,7 @@ class _Parser:
                     opts["choices"] = (TOOLS_CHOICES,)
                 elif not args or len(strings) != len(args):
                     self.err(":choices takes one or more strings, or :tools", opt.loc)
-                elif self.check_content(opt, tuple(a.value for a in strings)):
+                elif self.check_content(opt, choices=tuple(a.value for a in strings)):
                     opts["choices"] = tuple(a.value for a in strings)
             elif key == ":regex":
                 if len(args) != 1 or not isinstance(args[0], Atom) or not args[0].is_string:
@@ -529,6 +538,9 @@ class _Parser:
         if opts.get("role") in ENV_ROLES and not opts.get("env_input"):
             self.err(f"state {nm.value!r} declares (:role {opts['role']}) but the model writes it", node.loc,
                      "that role belongs to a state the environment writes: add (:flags :env-input)")
+        choices, regex = opts.get("choices"), opts.get("regex")
+        if isinstance(choices, tuple) and choices != (TOOLS_CHOICES,) and isinstance(regex, str):
+            self.check_content(node, choices=choices, regex=regex)  # some choice must match
         if opts.get("env_input") and ("choices" in opts or "regex" in opts):
             self.err(f"state {nm.value!r} is :env-input: content constraints apply only to text "
                      "the model writes", node.loc)
@@ -595,18 +607,16 @@ class _Parser:
             at = _inside(atom, e.pos, 1, self.text) if e.pos is not None else atom.loc
             self.err(f"bad :regex: {e.msg}", at)
             return False
-        return self.check_content(atom, atom.value)
+        return self.check_content(atom, regex=atom.value)
 
-    def check_content(self, where: Node, content: str | tuple[str, ...]) -> bool:
-        """Build the content DFA the monitor will use (a regex or choices); its refusal becomes
-        a spec error at ``where``."""
-        from ltlagent.text.content import choices_dfa, regex_dfa  # content needs the automaton module
+    def check_content(self, where: Node, choices: tuple[str, ...] | None = None,
+                      regex: str | None = None) -> bool:
+        """Build the content DFA the monitor will use (choices, a regex, or both: the choices the
+        regex matches); its refusal becomes a spec error at ``where``."""
+        from ltlagent.text.content import content_dfa  # content needs the automaton module
 
         try:
-            if isinstance(content, str):
-                regex_dfa(content)
-            else:
-                choices_dfa(content)
+            content_dfa(choices, regex)
         except UsageError as e:
             self.err(str(e), where.loc, e.hint)
             return False
@@ -630,9 +640,10 @@ class _Parser:
                      "patterns are STATE or (next …), (until P Q), (always P), (or …), "
                      "(optional P), (repeat P :min m :max n)")
             return None
-        args = [self.pattern(a, declared, depth + 1) for a in node.items[1:]
-                if not (op == "repeat" and isinstance(a, Atom) and
-                        (a.value.startswith(":") or _int(a) is not None))]
+        items = node.items[1:]
+        if op == "repeat":  # its keywords and their values are read by repeat()
+            items = tuple(a for k, a in enumerate(items) if not _repeat_option(items, k))
+        args = [self.pattern(a, declared, depth + 1) for a in items]
         pats = [a for a in args if a is not None]
         if len(pats) != len(args):
             return None
@@ -678,17 +689,25 @@ class _Parser:
             return None
         lo, hi = 0, None
         items = list(node.items[1:])
+        given: dict[str, Location] = {}
         for i, a in enumerate(items):
-            if isinstance(a, Atom) and a.value in (":min", ":max"):
+            if isinstance(a, Atom) and not a.is_string and a.value in (":min", ":max"):
+                if a.value in given:
+                    self.err(f"{a.value} given twice in repeat (first at {_at(given[a.value])})",
+                             a.loc, "give each bound once")
+                    return None
+                given[a.value] = a.loc
                 v = _int(items[i + 1]) if i + 1 < len(items) else None
-                if v is None or v < 0:
-                    self.err(f"{a.value} takes a non-negative integer", a.loc)
+                if v is None:
+                    found = f", found {_show(items[i + 1])}" if i + 1 < len(items) else ""
+                    self.err(f"{a.value} takes a non-negative integer{found}",
+                             items[i + 1].loc if found else a.loc, "e.g. (repeat P :min 1 :max 3)")
                     return None
                 if a.value == ":min":
                     lo = v
                 else:
                     hi = v
-            elif isinstance(a, Atom) and a.value.startswith(":"):
+            elif isinstance(a, Atom) and not a.is_string and a.value.startswith(":"):
                 self.err(f"unknown keyword {a.value!r} in repeat", a.loc, "use :min and :max")
                 return None
         if hi is not None and lo > hi:
@@ -732,8 +751,9 @@ class _Parser:
                 worst = max(worst, (unrolled_size(q), q), key=lambda t: t[0])
             todo.extend(_children(q))
         size, culprit = worst
-        self.err(f"this repetition unrolls to {size} steps (the whole behaviour to {total}), more "
-                 f"than the limit of {MAX_UNROLLED_STEPS}", culprit.loc,
+        what = (f"this repetition unrolls to {size} steps (the whole behaviour to {total})"
+                if size else f"the behaviour has {total} steps")  # no repetition: wide (or …)s
+        self.err(f"{what}, more than the limit of {MAX_UNROLLED_STEPS}", culprit.loc,
                  "each repetition is written out for Spot, whose automaton needs about one state "
                  "per step and whose translation time grows quadratically with them; use an "
                  "unbounded (until P Q) or (repeat P) where the exact count does not matter")
@@ -857,8 +877,15 @@ def unrolled_size(p: Pattern) -> int:
     return unrolled_size(p.body)
 
 
+def _repeat_option(items: tuple[Node, ...], k: int) -> bool:
+    """Whether ``items[k]`` of a ``repeat`` is a keyword (``:min``) or the value after one."""
+    def keyword(a: Node) -> bool:
+        return isinstance(a, Atom) and not a.is_string and a.value.startswith(":")
+    return keyword(items[k]) or (k > 0 and keyword(items[k - 1]))
+
+
 def _int(node: Node) -> int | None:
-    if isinstance(node, Atom) and not node.is_string and node.value.isdigit():
+    if isinstance(node, Atom) and not node.is_string and node.value.isascii() and node.value.isdigit():
         return int(node.value)
     return None
 

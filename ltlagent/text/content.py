@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from ltlagent.errors import UsageError
 from ltlagent.graph import coreachable
 
-__all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "pattern_dfa", "DEAD",
-           "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "intersect", "as_dfa", "stripped"]
+__all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "pattern_dfa", "content_dfa",
+           "DEAD", "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "intersect", "as_dfa",
+           "stripped"]
 
 DEAD = -1
 #: Bytes stripped from content (a subset of what ``str.strip()`` strips).
@@ -656,6 +658,31 @@ def pattern_dfa(pattern: str, *, search: bool = False) -> ContentDFA:
 
 
 def regex_dfa(pattern: str) -> ContentDFA:
-    """Content must fullmatch ``pattern`` (after stripping)."""
+    """Content must fullmatch ``pattern`` (after stripping); :class:`UsageError` if no content
+    can (the model could never write this state, and validation would refuse every example)."""
     core, acc = _RegexCompiler(pattern).build()
-    return _strip_wrap(core, acc, "regex " + pattern)
+    dfa = _strip_wrap(core, acc, "regex " + pattern)
+    if 0 not in dfa.live:
+        raise UsageError(f":regex {pattern!r} matches no content",
+                         hint="the content is the text stripped of surrounding whitespace, and a "
+                              "regex here never matches non-ASCII spaces; check what it matches "
+                              "with the definitions in docs/design.md §2.2")
+    return dfa
+
+
+def content_dfa(choices: Sequence[str] | None, regex: str | None) -> ContentDFA | None:
+    """The DFA of a state's whole content constraint: one of ``choices`` *and* a full match of
+    ``regex``, whichever are given (None: no constraint). The decoder and the validator both
+    read a state's content through this, so they apply the same conjunction: with both, the
+    choices are those the regex matches (:class:`UsageError` if none)."""
+    if choices is None:
+        return None if regex is None else regex_dfa(regex)
+    if regex is not None:
+        rx = regex_dfa(regex)
+        kept = [c for c in choices if rx.matches(c.encode("utf-8"))]
+        if not kept:
+            raise UsageError(f"no choice ({', '.join(choices)}) matches the :regex {regex!r}",
+                             hint="a state with both :choices and :regex takes the choices the "
+                                  "regex matches; give one of the two")
+        choices = kept
+    return choices_dfa(list(choices))
