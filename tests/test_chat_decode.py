@@ -189,3 +189,20 @@ def test_unconstrained_mode_records_malformed_calls_as_data() -> None:
     assert agent.split("Hi <tool_call>\n{bad}\n</tool_call>") == ("Hi ", "<tool_call>\n{bad}\n</tool_call>")
     with pytest.raises(ToolCallError):
         parse_call("<tool_call>\n{bad}\n</tool_call>")
+
+
+def test_argument_regexes_of_the_first_call_state_narrow_what_can_be_written() -> None:
+    import re
+
+    pay = {"type": "object", "properties": {"amount": {"type": "string"},
+                                            "to": {"type": "string"}},
+           "required": ["to"], "additionalProperties": False}
+    rule = TurnRule(False, frozenset({"pay"}), frozenset(),
+                    ((("pay", (("amount", "[0-9]{4,}"),)),), ()))
+    lang = TurnLanguage.build(rule, {"pay": pay})
+    rng = random.Random(3)
+    for _ in range(30):
+        w = _walk(lang, rng, 300)
+        assert w is not None
+        call = parse_call(w.decode())
+        assert re.fullmatch("[0-9]{4,}", str(call.arguments["amount"])), w

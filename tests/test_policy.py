@@ -309,3 +309,21 @@ def test_classifier_agrees_with_a_direct_reading(states: list[State], events: li
     c = Classifier.build(states)
     for ev in events:
         assert c.index(ev) == _reference_state(states, ev), (states, ev)
+
+
+def test_call_options_never_offer_a_call_the_policy_would_refuse() -> None:
+    p = Policy.load(parse_spec("""(define p (:states
+      (Big (:call "pay") (:args (amount (:regex "[0-9]{4,}"))))
+      (Pay (:call "pay")) (Ok (:from user) (:contains "approve")) (User (:from user))
+      (Other (:call)) (Reply (:from assistant)))
+      (:constraints (big-needs-approval (always (implies Big (previously Ok))))))"""))
+    c = p.cursor()
+    c.push(Event.say("user", "hi"))
+    assert c.call_options(["pay", "lookup"]) == {"lookup": ()}  # Big forbidden, Pay allowed
+    c.push(Event.say("user", "approve"))
+    assert c.call_options(["pay", "lookup"]) == {"pay": (), "lookup": ()}
+    q = Policy.load(parse_spec("""(define q (:states
+      (Big (:call "pay") (:args (amount (:regex "[0-9]{4,}"))))
+      (Pay (:call "pay")) (User (:from user)) (Reply (:from assistant)))
+      (:constraints (only-big (always (not Pay)))))""")).cursor()
+    assert q.call_options(["pay"]) == {"pay": (("amount", "[0-9]{4,}"),)}  # narrowed to Big

@@ -166,13 +166,15 @@ class ChatAgent:
             every = frozenset(names)
             return TurnRule(True, every, every)
         text_ok = cursor.decide(Event.say("assistant", _PROBE)).allowed
-        first = frozenset(cursor.allowed_tools(names))
-        after: frozenset[str] = frozenset()
+        first = cursor.call_options(names)
+        after: dict[str, tuple[tuple[str, str], ...]] = {}
         if text_ok:
             probe = cursor.copy()
             probe.push(Event.say("assistant", _PROBE))
-            after = frozenset(probe.allowed_tools(names))
-        return TurnRule(text_ok, first, after)
+            after = probe.call_options(names)
+        return TurnRule(text_ok, frozenset(first), frozenset(after),
+                        (tuple(sorted((t, f) for t, f in first.items() if f)),
+                         tuple(sorted((t, f) for t, f in after.items() if f))))
 
     def index(self, rule: TurnRule) -> TurnIndex:
         idx = self._indexes.get(rule)

@@ -43,6 +43,8 @@ class TurnRule:
     text: bool  # may the turn contain (non-blank) text, and end after it
     tools_first: frozenset[str]  # tools that may be called with no text before
     tools_after_text: frozenset[str]  # tools that may be called after some text
+    #: per phase (first, after text), tool → argument regexes its call must match (``(:args …)``)
+    narrow: tuple[tuple[tuple[str, tuple[tuple[str, str], ...]], ...], ...] = ((), ())
 
 
 @dataclass(frozen=True)
@@ -102,9 +104,12 @@ class TurnLanguage:
         marker = CALL_MARKERS[format].encode()
         m = len(marker)
         calls: list[ContentDFA | None] = []
-        for tools in (rule.tools_first, rule.tools_after_text):
+        for phase, tools in enumerate((rule.tools_first, rule.tools_after_text)):
             chosen = {t: schemas[t] for t in sorted(tools) if t in schemas}
-            narrow = {t: f for t, f in (fields or {}).items() if t in chosen}
+            narrow = {t: dict(f) for t, f in (fields or {}).items() if t in chosen}
+            for tool, pairs in (rule.narrow[phase] if phase < len(rule.narrow) else ()):
+                if tool in chosen and pairs:
+                    narrow.setdefault(tool, {}).update(dict(pairs))
             calls.append(call_dfa(chosen, format, narrow) if chosen else None)
         n_text = 2 * m
         starts: list[int] = []

@@ -365,6 +365,39 @@ class PolicyCursor:
             out += self.push_message(messages[k], k)
         return out
 
+    def call_options(self, names: Iterable[str]) -> dict[str, tuple[tuple[str, str], ...]]:
+        """The tools among ``names`` whose call may come now, each with the argument regexes its
+        call must then match (empty: any arguments) — what a decoder may let a model write.
+
+        A call is in the first call state that matches it, so where the states of one tool differ
+        in ``(:args …)`` the verdict depends on the arguments: a tool is offered unnarrowed when
+        every state its call can fall in is allowed, narrowed to the first state's ``(:args …)``
+        when that state is allowed (a call matching them is in it, whatever comes after), and
+        not at all otherwise (excluding arguments would need the complement of a regex: refused
+        here, conservatively, so that what is offered is always allowed)."""
+        out: dict[str, tuple[tuple[str, str], ...]] = {}
+        live = self.policy.automaton.live_delta[self.q] if self.q != DEAD else None
+        if live is None:
+            return out
+        spec_states = self.policy.spec.states
+        matchers = self.policy.classifier.by_kind.get(("assistant", "call"), ())
+        for name in names:
+            cands = [m for m in matchers if m.calls is None or name in m.calls]
+            chain: list[_Matcher] = []
+            for m in cands:
+                chain.append(m)
+                if not m.args and m.contains is None:
+                    break  # a catch-all: later states never see this tool
+            if not chain:
+                continue
+            ok = [live[m.index] != DEAD for m in chain]
+            catch_all = not chain[-1].args and chain[-1].contains is None
+            if all(ok) and catch_all:
+                out[name] = ()
+            elif ok[0] and chain[0].args and chain[0].contains is None:
+                out[name] = spec_states[chain[0].index].args
+        return out
+
     def allowed_tools(self, names: Iterable[str]) -> tuple[str, ...]:
         """The tools among ``names`` whose call would be allowed now. Arguments are not known
         here: a call is classified with empty arguments, so ``(:args …)`` states do not match."""
