@@ -456,6 +456,10 @@ class _Scan:
                 decoder.decode(chunk, final)
             except UnicodeDecodeError as e:
                 return self.not_utf8(len(self.buf) - len(e.object) + e.start, e)
+            nul = chunk.find(b"\x00")
+            if nul >= 0:  # valid UTF-8, but UTF-16 without a BOM (or a binary file) reads so
+                return self.bad_byte(len(self.buf) - len(chunk) + nul, "nul-byte",
+                                     "a NUL byte: UTF-16 text or a binary file?; save the prompt as UTF-8")
             limit = len(self.buf) if final else len(self.buf) - keep
             base = self.base
             for m in rx.finditer(self.buf, scan - base):
@@ -487,7 +491,10 @@ class _Scan:
             self.finish(run, self.gap_announcements(self.gap, end)[1])
         if self.examples == 0:
             why = "" if self.runs else f": no prompt string of {self.v.compiled.spec.name} occurs"
-            self.diags.append(Diagnostic(self.name, 1, 1, "warning", "no-examples",
+            if end == self.origin:
+                why = ": the file is empty"
+            # nothing was checked: not a pass (a wrong spec, a wrong file, an empty one)
+            self.diags.append(Diagnostic(self.name, 1, 1, "error", "no-examples",
                                          f"no examples found{why}", offset=-1))
         self.diags.sort(key=lambda d: (d.offset, d.severity != "note"))
         if f.seekable() and any(d.severity != "note" and d.line > 0 for d in self.diags):
@@ -498,12 +505,15 @@ class _Scan:
 
     def not_utf8(self, pos: int, e: UnicodeDecodeError) -> FileReport:
         # pos is the index in self.buf of the first bad byte
-        off = self.base + max(0, pos)
         bad = self.buf[pos] if 0 <= pos < len(self.buf) else 0
+        return self.bad_byte(pos, "not-utf8", f"not UTF-8 text: byte 0x{bad:02x} at offset "
+                             f"{self.base + max(0, pos)} ({e.reason}); save the prompt as UTF-8")
+
+    def bad_byte(self, pos: int, code: str, message: str) -> FileReport:
+        """The file is not checked: ``message`` at index ``pos`` of the buffer."""
+        off = self.base + max(0, pos)
         line, col = self._advance(off)
-        d = Diagnostic(self.name, line, col + 1, "error", "not-utf8",
-                       f"not UTF-8 text: byte 0x{bad:02x} at offset {off} ({e.reason}); "
-                       "save the prompt as UTF-8", offset=off)
+        d = Diagnostic(self.name, line, col + 1, "error", code, message, offset=off)
         return FileReport(self.name, self.v.compiled.spec.name, error=d)
 
     def drop(self, scan: int) -> None:
