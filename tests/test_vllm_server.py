@@ -20,8 +20,8 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from ltlagent.agent.runner import BUNDLED_MODEL  # noqa: E402
-from ltlagent.logic.compiled import compile_spec  # noqa: E402
+from ltlagent.agent.runner import BUNDLED_MODEL
+from ltlagent.logic.compiled import compile_spec
 
 STARTUP_S = 420  # engine start on 2 busy CPU cores
 
@@ -85,7 +85,8 @@ def _complete(base: str, xargs: dict[str, Any] | None) -> tuple[int, dict[str, A
 
 def test_a_served_request_follows_the_spec(server: str) -> None:
     """README's curl request: the options as JSON text in ``vllm_xargs``."""
-    status, out = _complete(server, {"ltlagent": json.dumps({"spec": "react-agent", "tools": ["Calculator"]})})
+    options = json.dumps({"spec": "react-agent", "tools": ["Calculator"]})
+    status, out = _complete(server, {"ltlagent": options})
     assert status == 200, out
     text = out["choices"][0]["text"]
     c = compile_spec("react-agent")
