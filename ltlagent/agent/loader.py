@@ -189,7 +189,7 @@ def _load_gguf(path: Path, progress: Callable[[str], None] | None) -> tuple[Any,
             except (OSError, ValueError):
                 pass
         if progress is not None:
-            progress(f"the cached copy {folder} is damaged or incomplete: making it again")
+            progress(f"the cached copy {folder} is damaged, incomplete or unverified: making it again")
         shutil.rmtree(folder, ignore_errors=True)
     if importlib.util.find_spec("gguf") is None:
         raise UsageError(f"{path}: reading GGUF files needs the gguf package: pip install 'ltlagent[llm]'")
