@@ -316,7 +316,7 @@ def test_utf16_without_bom_is_a_file_error(react: Validator, tmp_path: Path,
     assert r.exit_code == 2 and r.error is not None and r.error.code == "nul-byte"
     assert (r.error.line, r.error.column) == (1, 2)
     code, _, err = cli(capsys, "validate", str(f), "--spec", "react")
-    assert code == 2 and "NUL byte" in err and "Traceback" not in err
+    assert code == 2 and "NUL bytes between the characters" in err and "Traceback" not in err
 
 
 # -- streaming --------------------------------------------------------------------------------------

@@ -456,10 +456,12 @@ class _Scan:
                 decoder.decode(chunk, final)
             except UnicodeDecodeError as e:
                 return self.not_utf8(len(self.buf) - len(e.object) + e.start, e)
-            nul = chunk.find(b"\x00")
-            if nul >= 0:  # valid UTF-8, but UTF-16 without a BOM (or a binary file) reads so
-                return self.bad_byte(len(self.buf) - len(chunk) + nul, "nul-byte",
-                                     "a NUL byte: UTF-16 text or a binary file?; save the prompt as UTF-8")
+            if len(self.buf) == len(chunk) and chunk.count(0) * 8 >= len(chunk) > 0:
+                # valid UTF-8 byte for byte, but NULs between the letters: UTF-16 without a BOM (a
+                # stray NUL in generated text, as a transcript may hold, is not this)
+                return self.bad_byte(chunk.find(b"\x00"), "nul-byte",
+                                     "NUL bytes between the characters: UTF-16 text without a BOM? "
+                                     "save the prompt as UTF-8")
             limit = len(self.buf) if final else len(self.buf) - keep
             base = self.base
             for m in rx.finditer(self.buf, scan - base):
