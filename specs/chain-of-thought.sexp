@@ -1,5 +1,5 @@
 ; Chain-of-thought agent: the paper's Figure 10.
-(define chain-of-thought-agent
+(define chain-of-thought
  (:states
    (Thought (:text "Let's think step by step."))
    (Answer (:text "Answer:"))

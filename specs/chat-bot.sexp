@@ -1,5 +1,5 @@
 ; Chat-bot agent: the paper's Figure 12. Traces are infinite: Chat-Bot and User alternate forever.
-(define chat-bot-agent
+(define chat-bot
  (:states
     (Chat-Bot (:text "Chat Bot:"))
     (User (:text "User:") (:flags :env-input))

@@ -1,5 +1,5 @@
 ; Ablated ReAct agent: the paper's Figure 4b (no Action, Action-Input or Answer states).
-(define react-ablation-agent
+(define react-ablation
  (:states
     (Thought (:text "Thought:"))
     (Observation (:text "Observation:") (:flags :env-input))

@@ -1,6 +1,6 @@
 ; ReAct with the loop bound inside the spec: at most 3 Thought/Action/Action-Input/Observation
 ; loops before the Final-Thought (the paper caps loops at 3 outside its spec).
-(define react-bounded-agent
+(define react-bounded
  (:states
    (Thought (:text "Thought:"))
    (Action (:text "Action:"))

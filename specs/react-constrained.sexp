@@ -1,7 +1,7 @@
 ; ReAct written loosely with LTL :constraints doing the work: the behaviour only says
 ; "some steps, then Final-Thought and Answer"; the constraints order the loop. It accepts exactly
 ; the traces of react.sexp (checked by `ltlagent check-equiv specs/react.sexp specs/react-constrained.sexp`).
-(define react-constrained-agent
+(define react-constrained
  (:states
    (Thought (:text "Thought:"))
    (Action (:text "Action:"))

@@ -1,6 +1,6 @@
 ; ReAct with a content constraint: the Action state may only name one of the tools.
 ; The choices "(:choices :tools)" would take the names of the agent's tools at run time instead.
-(define react-tools-agent
+(define react-tools
  (:states
    (Thought (:text "Thought:") (:stop "\n"))
    (Action (:text "Action:") (:choices "Search" "Lookup" "Calculator"))

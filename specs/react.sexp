@@ -1,5 +1,5 @@
 ; ReAct agent: the paper's Figure 9 (Figure 3 with the missing parenthesis restored).
-(define react-agent
+(define react
  (:states
    (Thought (:text "Thought:"))
    (Action (:text "Action:"))

@@ -1,5 +1,5 @@
 ; Reflexion agent: the paper's Figure 11.
-(define reflexion-agent
+(define reflexion
  (:states
    (Thought (:text "Thought:"))
    (Action (:text "Action:"))

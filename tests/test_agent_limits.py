@@ -84,6 +84,38 @@ def test_environment_text_counts_against_the_context(tiny: tuple[Any, Any],
     assert any(r.stop_reason == "context_full" for r in runs())
 
 
+def test_tool_output_longer_than_the_context_is_cut_to_fit() -> None:
+    """A tool answers 1,500 characters where far less context is left: the Observation is cut to
+    what fits and says so, the notes say so, and the finite spec still ends accepted (before, the
+    run ended ``context_full``, incomplete, with an empty Observation)."""
+    from . import tiny
+    from .test_boundary import Scripted
+
+    tok = tiny.byte_level()
+
+    @tool
+    def Calculator(expression: str) -> str:
+        """Answers at length.
+
+        Args:
+            expression: ignored
+        """
+        return "1234567890 " * 136
+
+    model = Scripted(tok, "PROMPT-END\n", "Thought: t\nAction: Calculator\nAction Input: 2*3\n")
+    agent = Agent.from_spec("react", model, tok, tools=[Calculator],
+                            prompt="Answer it.\nQuestion: {{task}}\nPROMPT-END")
+    prompt = len(tok.encode(agent.prompt("What is 2 * 3?")))
+    model.config.max_position_embeddings = prompt + 400
+    r = agent.run("What is 2 * 3?", max_new_tokens=300)
+    assert r.accepted and r.stop_reason == "complete", (r.stop_reason, r.trace)
+    (obs,) = [s.text for s in r.steps if s.state == "Observation"]
+    assert obs.startswith("1234567890 1234567890") and "[cut to fit the context: 1495 characters, " in obs
+    assert "env_text_cut" in r.notes
+    assert r.usage["prompt_tokens"] + r.usage["env_tokens"] + r.usage["generated_tokens"] \
+        - r.usage["eos_tokens"] <= model.config.max_position_embeddings
+
+
 @pytest.mark.parametrize("spec", ["react", "reflexion"])
 def test_transcripts_pass_strict_validation(tiny: tuple[Any, Any], spec: str) -> None:
     model, tok = tiny

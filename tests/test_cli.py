@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ltlagent import load_spec
 from ltlagent.cli import main
 
 DATA = Path(__file__).parent / "data"
@@ -143,3 +144,18 @@ def test_bad_input_is_exit_2_with_file_line_col(tmp_path: Path, capsys: pytest.C
     code, out, err = run(capsys, "show", str(f))
     assert code == 2 and out == "" and "Traceback" not in err
     assert err.startswith(f"{f}:") and ": error: " in err and needle in err and "^" in err, err
+
+
+def test_one_name_per_bundled_spec_and_help_lists_them_all(capsys: pytest.CaptureFixture[str]) -> None:
+    """A bundled spec's (define NAME …) is the name it is asked for by (``show react`` printed
+    ``spec react-agent``), and ``--help`` lists every bundled spec, react-agent (run's default) too."""
+    from ltlagent.spec.syntax import bundled_specs
+
+    for name in bundled_specs():
+        assert load_spec(name).name == name
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for name in bundled_specs():
+        assert f" {name}," in out or f" {name} " in out, name
+    assert "react-agent" in out

@@ -56,3 +56,20 @@ def test_extend_runs_only_the_questions_a_cell_lacks(tmp_path: Path) -> None:
     assert not list((tmp_path / "runs").glob("*.tmp"))
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [r["n"] for r in summary["results"]] == [3]
+
+
+def test_the_shipped_results_are_not_overwritten_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python validation/experiment.py`` wrote into the tracked validation/results/ within 90 s,
+    with n = 300 (over a day): now it writes a git-ignored scratch folder, with n = 20, and the
+    shipped folder needs --resume/--extend (which keep its cells) or --overwrite."""
+    import validation.experiment as exp
+
+    assert (exp.SHIPPED / "summary.json").is_file()
+    with pytest.raises(SystemExit):
+        main(["--out", str(exp.SHIPPED), "--models", "react-tiny", "--tasks", "arithmetic", "--ks", "0"])
+    assert "holds the results that ship" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "default 20" in help_text and "validation/results/tmp/run" in help_text
+    assert exp.SCRATCH.is_relative_to(exp.SHIPPED / "tmp")  # /validation/results/tmp/ is git-ignored

@@ -4,6 +4,7 @@ cache, and errors that say what to do."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -43,7 +44,69 @@ def test_files_folders_and_hub_names(tmp_path: Path) -> None:
         resolve_model(tmp_path / "empty")
     with pytest.raises(UsageError, match="no such model file or folder"):
         resolve_model(str(tmp_path / "absent"))
-    assert resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct").kind == "hub"
+    with pytest.MonkeyPatch.context() as mp:  # a hub name resolves only when the local cache has it
+        mp.setattr(loader, "_in_hub_cache", lambda repo_id: True)
+        assert resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct").kind == "hub"
+
+
+class _FakeAuto:
+    """A stand-in for transformers' Auto classes: "loads" a GGUF file or a copy (recorded in
+    ``loads``) and saves a small weights file."""
+
+    loads: ClassVar[list[str]] = []
+
+    def __init__(self, where: object, **kw: object) -> None:
+        from types import SimpleNamespace
+
+        _FakeAuto.loads.append("gguf" if "gguf_file" in kw else "copy")
+        self.config = SimpleNamespace()
+
+    @classmethod
+    def from_pretrained(cls, where: object, **kw: object) -> _FakeAuto:
+        return cls(where, **kw)
+
+    def save_pretrained(self, folder: Path) -> None:
+        (Path(folder) / "config.json").write_text("{}")
+        (Path(folder) / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+
+
+def _fake_transformers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "_transformers", lambda: (_FakeAuto, _FakeAuto))
+    monkeypatch.setattr(loader.importlib.util, "find_spec", lambda name: object())
+
+
+def test_with_the_cache_off_nothing_says_a_copy_is_cached(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_transformers(monkeypatch)
+    monkeypatch.setenv("LTLAGENT_CACHE_DIR", "off")
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF fake")
+    said: list[str] = []
+    loader._load_gguf(gguf, said.append)
+    assert said == ["de-quantising m.gguf (the cache is off: every run does this)"]
+
+
+def test_damaged_model_copy_is_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The de-quantised copy carries sizes and CRC-32s; bytes overwritten inside it (same size) are
+    seen, and the copy is rebuilt instead of being loaded as weights."""
+    loads = _FakeAuto.loads
+    _fake_transformers(monkeypatch)
+    monkeypatch.setenv("LTLAGENT_CACHE_DIR", str(tmp_path / "cache"))
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF fake")
+    _, _, cached = loader._load_gguf(gguf, None)
+    folder = loader.gguf_cache_folder(gguf)
+    assert not cached and folder is not None and loader.copy_intact(folder)
+    assert loader._load_gguf(gguf, None)[2] is True  # read from the intact copy
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[1000:1004] = b"\xff\xff\xff\xff"  # damage inside, size unchanged
+    weights.write_bytes(bytes(data))
+    assert not loader.copy_intact(folder)
+    said: list[str] = []
+    _, _, cached = loader._load_gguf(gguf, said.append)
+    assert not cached and loads[-1] == "gguf" and any("damaged" in m for m in said)
+    assert loader.copy_intact(folder) and weights.read_bytes() == bytes(range(256)) * 64
 
 
 def test_uncached_hub_name_says_nothing_is_downloaded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -140,3 +140,126 @@ def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     for opt in ("--spec", "--model", "--tools", "--docs", "--format", "--max-steps", "--max-new-tokens",
                 "--seed", "--greedy", "--temperature"):
         assert opt in out
+
+
+# -- issue 21: every usage error before the model loads, never a traceback ----------------------------
+
+@pytest.fixture()
+def no_model_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a model fails the test: the errors below must come before it."""
+    import ltlagent.agent.loader as loader_mod
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("the model was loaded before the usage error")
+
+    monkeypatch.setattr(loader_mod, "load_model", refuse)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--temperature", "-1", "q"], "--temperature must be at least 0"),
+    (["--top-p", "0", "q"], "--top-p must be in (0, 1]"),
+    (["--tool-timeout", "0", "q"], "--tool-timeout must be a positive number"),
+    (["--tool-timeout", "-1", "q"], "--tool-timeout must be a positive number"),
+    ([""], "the task is empty"),
+    (["   "], "the task is empty"),
+    (["a\udcffb"], "the task is not valid UTF-8 text (byte 0xff at character 2)"),
+    (["--prompt", "my.prompt", "q"], "my.prompt: no such prompt file"),
+])
+def test_usage_errors_come_before_the_model_loads(no_model_load: None, capsys: pytest.CaptureFixture[str],
+                                                  argv: list[str], message: str) -> None:
+    rc = main(["run", "--model", "react-tiny", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err, err
+
+
+def test_prompt_is_always_a_file_and_must_be_utf8(no_model_load: None, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    utf16 = tmp_path / "p.txt"
+    utf16.write_text("Question: {{task}}\n", encoding="utf-16")
+    assert main(["run", "--model", "react-tiny", "--prompt", str(utf16), "q"]) == 2
+    assert "not UTF-8 text (byte 0xff at offset 0); it is UTF-16" in capsys.readouterr().err
+    bare = tmp_path / "p2.txt"
+    bare.write_bytes("Question: {{task}}\n".encode("utf-16-le"))
+    assert main(["run", "--model", "react-tiny", "--prompt", str(bare), "q"]) == 2
+    assert "a NUL byte" in capsys.readouterr().err
+
+
+def test_read_prompt_files_and_inline_templates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ltlagent.agent.environment import read_prompt
+    from ltlagent.errors import UsageError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.prompt").write_text("Solve: {{task}}\n")
+    assert read_prompt("my.prompt") == "Solve: {{task}}\n"  # an existing file is a file, whatever its name
+    assert read_prompt(Path("my.prompt")) == "Solve: {{task}}\n"
+    assert read_prompt("Q: {{task}}") == "Q: {{task}}"  # a template says so by its placeholder
+    with pytest.raises(UsageError, match=r"other\.prompt: no such prompt file"):
+        read_prompt("other.prompt")
+
+
+def test_task_must_be_text() -> None:
+    from ltlagent.agent.environment import check_task
+    from ltlagent.errors import UsageError
+
+    for bad, message in [(None, "got NoneType"), (b"What?", "got bytes: decode it first"),
+                         ("", "the task is empty")]:
+        with pytest.raises(UsageError, match=message):
+            check_task(bad)
+    assert check_task("What is 2 + 2?") == "What is 2 + 2?"
+
+
+def test_agent_run_refuses_a_bad_task(model_dir: str) -> None:
+    from ltlagent.agent.runner import Agent
+    from ltlagent.agent.tools import Calculator
+    from ltlagent.errors import UsageError
+
+    agent = Agent.from_spec("react", model_dir, tools=[Calculator()])
+    for bad in (None, b"What is 2 + 2?", ""):
+        with pytest.raises(UsageError):
+            agent.run(bad)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="tool_timeout must be a positive number"):
+        Agent.from_spec("react", model_dir, tools=[Calculator()], tool_timeout=0)
+
+
+def test_unusable_cache_directory_is_a_warning_at_once(no_model_load: None, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    a_file = tmp_path / "cache"
+    a_file.write_text("not a directory")
+    monkeypatch.setenv("LTLAGENT_CACHE_DIR", str(a_file))
+    with pytest.raises(AssertionError, match="the model was loaded"):  # warned, then went on to load
+        main(["run", "--model", "react-tiny", "q"])
+    err = capsys.readouterr().err
+    assert f"-- warning: the cache directory {a_file} (LTLAGENT_CACHE_DIR) is not a directory" in err
+    assert os.environ["LTLAGENT_CACHE_DIR"] == "off"  # the run goes on without saving
+
+
+def test_uncached_hub_name_fails_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    from ltlagent.agent.loader import resolve_model
+    from ltlagent.errors import UsageError
+
+    with pytest.raises(UsageError, match="nor in the local Hugging Face cache"):
+        resolve_model("nosuchname")  # refused before transformers asks the hub
+    assert main(["run", "--model", "nosuchname", "q"]) == 2
+    assert "nothing is downloaded" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("size", [10, 100, 5000, 1_000_000])
+def test_truncated_gguf_is_a_clean_error(tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GGUF cut inside its header made transformers' reader raise struct.error (a traceback)."""
+    import struct as st
+
+    from ltlagent.agent.loader import load_model
+    from ltlagent.errors import UsageError
+
+    pytest.importorskip("gguf")
+    monkeypatch.setenv("LTLAGENT_CACHE_DIR", "off")
+    header = b"GGUF" + st.pack("<IQQ", 3, 1, 40)  # version 3, 1 tensor, 40 metadata entries
+    entry = st.pack("<Q", 12) + b"general.name" + st.pack("<I", 8) + st.pack("<Q", 4) + b"tiny"
+    data = (header + entry * 40)[:size] if size < 200 else (header + entry * (size // len(entry) + 1))[:size]
+    f = tmp_path / "cut.gguf"
+    f.write_bytes(data)
+    with pytest.raises(UsageError, match="cannot load GGUF file"):
+        load_model(f)

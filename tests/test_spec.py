@@ -320,3 +320,61 @@ def test_a_span_over_many_lines_draws_carets_to_the_end_of_its_first_line_only()
     rendered = error_of(text).render()
     src, carets = rendered.splitlines()[1:3]
     assert len(carets) <= len(src)
+
+
+# -- issue 21: size limits, linear checks, what a spec argument names ------------------------------
+
+def _many_states(n: int) -> str:
+    states = "\n".join(f'   (State-{i} (:text "State number {i}:"))' for i in range(n))
+    return f"(define big\n (:states\n{states})\n (:behavior (next State-0 State-1)))\n"
+
+
+def test_too_many_states_is_refused_early() -> None:
+    from ltlagent.spec.syntax import MAX_STATES
+
+    with pytest.raises(SpecError) as e:
+        parse_spec(_many_states(MAX_STATES + 1), "big.sexp")
+    text = e.value.render()
+    assert f"declares {MAX_STATES + 1} states; at most {MAX_STATES} are supported" in text
+    assert "big.sexp:2:3:" in text and len(max(text.splitlines(), key=len)) < 200  # no page of carets
+
+
+def test_prompt_text_inside_another_matches_the_pairwise_check() -> None:
+    """The table lookup finds exactly the pairs the quadratic pairwise check found."""
+    import random
+
+    from ltlagent.spec.syntax import State, _texts_inside
+
+    rng = random.Random(0)
+    for _ in range(300):
+        texts = sorted({"".join(rng.choice("ab:") for _ in range(rng.randint(1, 5)))
+                        for _ in range(rng.randint(2, 7))})
+        states = [State(name=f"S{i}", text=t, loc=None) for i, t in enumerate(texts)]
+        want = [(a.name, b.name) for a in states for b in states
+                if a is not b and a.text in b.text and b.text.find(a.text) != len(b.text) - len(a.text)]
+        assert [(a.name, b.name) for a, b in _texts_inside(states)] == want, texts
+
+
+def test_a_bundled_name_is_not_shadowed_by_a_local_file(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from ltlagent.spec.syntax import bundled_specs, resolve_spec_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "react").write_text("(define mine (:states (A (:text \"A:\"))) (:behavior A))\n")
+    assert resolve_spec_path("react") == bundled_specs()["react"]
+    assert resolve_spec_path("./react") == Path("./react")  # a path that looks like one
+    (tmp_path / "react-agent").mkdir()
+    assert resolve_spec_path("react-agent") == bundled_specs()["react-agent"]
+
+
+def test_symlink_loop_and_broken_link_are_named(tmp_path: Path) -> None:
+    from ltlagent.errors import UsageError
+    from ltlagent.spec.syntax import resolve_spec_path
+
+    (tmp_path / "a.sexp").symlink_to(tmp_path / "b.sexp")
+    (tmp_path / "b.sexp").symlink_to(tmp_path / "a.sexp")
+    (tmp_path / "gone.sexp").symlink_to(tmp_path / "nowhere.sexp")
+    with pytest.raises(UsageError, match="a symbolic link loop"):
+        resolve_spec_path(str(tmp_path / "a.sexp"))
+    with pytest.raises(UsageError, match="a broken symbolic link"):
+        resolve_spec_path(str(tmp_path / "gone.sexp"))

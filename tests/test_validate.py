@@ -297,10 +297,26 @@ def test_empty_file(react: Validator, tmp_path: Path, capsys: pytest.CaptureFixt
     empty = tmp_path / "empty.txt"
     empty.write_bytes(b"")
     r = react.validate_path(empty)
-    assert (r.examples, r.exit_code) == (0, 0)
+    assert (r.examples, r.exit_code) == (0, 1)  # nothing was checked: not a pass
     assert [d.code for d in r.diagnostics] == ["no-examples"]
     code, out, _ = cli(capsys, "validate", str(empty), "--spec", "react")
-    assert code == 0 and "warning: no examples found" in out
+    assert code == 1 and "error: no examples found: the file is empty" in out
+    prose = tmp_path / "prose.txt"
+    prose.write_text("Just some text.\n")
+    code, out, _ = cli(capsys, "validate", str(prose), "--spec", "react")
+    assert code == 1 and "error: no examples found: no prompt string of react" in out
+
+
+def test_utf16_without_bom_is_a_file_error(react: Validator, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """UTF-16 without a BOM is valid UTF-8 byte for byte (NULs between the letters): an error, not 0."""
+    f = tmp_path / "utf16.txt"
+    f.write_bytes(EXAMPLE.encode("utf-16-le"))
+    r = react.validate_path(f)
+    assert r.exit_code == 2 and r.error is not None and r.error.code == "nul-byte"
+    assert (r.error.line, r.error.column) == (1, 2)
+    code, _, err = cli(capsys, "validate", str(f), "--spec", "react")
+    assert code == 2 and "NUL bytes between the characters" in err and "Traceback" not in err
 
 
 # -- streaming --------------------------------------------------------------------------------------

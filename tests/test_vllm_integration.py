@@ -126,7 +126,7 @@ def test_agent_run_batch_matches_the_transformers_runner(llm: object) -> None:
              "What is 3 + 4?"]
     agent = vllm_agent("react", llm, tools=[Calculator()])
     results = agent.run_batch(tasks, max_new_tokens=200, max_steps=12)
-    ref = Agent.from_spec("react", tools=[Calculator()])
+    ref = Agent.from_spec("react", BUNDLED_MODEL, tools=[Calculator()])  # the model the engine serves
     for task, r in zip(tasks, results, strict=True):
         assert r.verdict != "rejected", r.trace
         want = ref.run(task, max_new_tokens=200, max_steps=12, max_state_tokens=None)

@@ -1,7 +1,10 @@
 """The paper's experiment (Table 1) on the synthetic tasks, with the bundled models.
 
-    python validation/experiment.py                 # the full protocol; writes validation/results/
-    python validation/experiment.py --n 20 --out /tmp/smoke    # a quick run
+    python validation/experiment.py                 # a quick run (n = 20); writes validation/results/tmp/run/
+    python validation/experiment.py --n 100 --out validation/results --extend   # the shipped results
+
+The results that ship (``validation/results/``) are written only when named with ``--out``, and
+then only with ``--resume``/``--extend`` (which keep the saved cells) or ``--overwrite``.
 
 Protocol (paper §4): the fully constrained ReAct agent (specs/react.sexp, the Action state
 restricted to the task's tool names) against the ablated agent (specs/react-ablation.sexp: no
@@ -40,6 +43,9 @@ SPECS = {"constrained": ROOT / "validation" / "specs" / "react-paper.sexp",
          "ablated": ROOT / "validation" / "specs" / "react-ablation-paper.sexp"}
 MODELS_DIR = ROOT / "ltlagent" / "models"
 KB = ROOT / "ltlagent" / "data" / "kb.jsonl"
+#: The results that ship with the repository, and where a run writes unless told otherwise (git-ignored).
+SHIPPED = ROOT / "validation" / "results"
+SCRATCH = SHIPPED / "tmp" / "run"
 
 #: The paper's Table 1 (MPT instruct models), accuracy % as (ablated, constrained).
 PAPER = {
@@ -294,7 +300,9 @@ def load_model(name: str, models_dir: Path = MODELS_DIR):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=300, help="held-out questions per task (default 300)")
+    ap.add_argument("--n", type=int, default=20,
+                    help="held-out questions per task (default 20, a run of minutes; the shipped results: "
+                         "100 for the bundled models, 50 for smollm2-135m)")
     ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     ap.add_argument("--ks", nargs="+", type=int, default=[0, 1, 2, 3])
     ap.add_argument("--models", nargs="+", default=["react-tiny-early", "react-tiny"])
@@ -304,7 +312,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="batch: many episodes per forward pass (validation/batch_agent.py, on the monitor); "
                          "agent: Agent.run one question at a time (slower; same decoding)")
     ap.add_argument("--max-new-tokens", type=int, default=256)
-    ap.add_argument("--out", default=str(ROOT / "validation" / "results"))
+    ap.add_argument("--out", default=str(SCRATCH),
+                    help="where results go (default: %(default)s, ignored by git); the shipped "
+                         f"{SHIPPED.relative_to(ROOT)}/ needs --resume, --extend or --overwrite")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="allow replacing the shipped results' cells (with --out validation/results)")
     ap.add_argument("--resume", action="store_true",
                     help="keep the cells already in OUT/runs/ as they are, whatever their n (each cell is "
                          "saved when it is done); with every cell saved, this only rewrites the summary")
@@ -320,6 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-example-boundary", action="store_true",
                     help="do not end a state's text when the model starts a new example (Question: …)")
     args = ap.parse_args(argv)
+    if args.n < 1:
+        ap.error("--n must be at least 1")
+    shipped = Path(args.out).resolve() == SHIPPED.resolve() and (SHIPPED / "summary.json").is_file()
+    if shipped and not (args.resume or args.extend or args.overwrite):
+        ap.error(f"--out {args.out} holds the results that ship with the repository; keep its cells with "
+                 "--resume or --extend, or replace them with --overwrite")
 
     import torch
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ltlagent.agent.runner import Step
 
 __all__ = ["EnvContext", "EnvReply", "EnvFn", "call_environment", "ToolEnvironment", "prompt_template",
-           "prompt_examples", "render_prompt", "neutralise", "PROMPTS", "ZWSP"]
+           "prompt_examples", "render_prompt", "neutralise", "PROMPTS", "ZWSP", "check_task", "read_prompt"]
 
 PROMPTS = Path(__file__).parent.parent / "prompts"
 #: Inserted before the last character of a prompt string found in environment text, so that the
@@ -235,6 +235,50 @@ def prompt_examples(spec: Spec, tools: Sequence[Tool]) -> str:
         return ""
     heading = "Here is an example." if len(found) == 1 else "Here are some examples."
     return heading + "\n" + "".join(found)
+
+
+def check_task(task: object) -> str:
+    """``task`` if it is a usable task text, else :class:`UsageError` saying why: not a ``str``
+    (``None``, ``bytes``: decode them first), empty, or holding characters that are not text (a
+    command-line byte that was not UTF-8 arrives as a lone surrogate)."""
+    if isinstance(task, bytes | bytearray):
+        raise UsageError("the task must be text (str), got bytes: decode it first, e.g. task.decode('utf-8')")
+    if not isinstance(task, str):
+        raise UsageError(f"the task must be text (str), got {type(task).__name__}")
+    if not task.strip():
+        raise UsageError("the task is empty: give the task or question to solve")
+    bad = next((i for i, c in enumerate(task) if "\ud800" <= c <= "\udfff"), None)
+    if bad is not None:
+        byte = ord(task[bad]) - 0xDC00 if "\udc80" <= task[bad] <= "\udcff" else None
+        what = f"byte 0x{byte:02x}" if byte is not None else f"U+{ord(task[bad]):04X}"
+        raise UsageError(f"the task is not valid UTF-8 text ({what} at character {bad + 1})")
+    return task
+
+
+def read_prompt(prompt: str | Path) -> str:
+    """The template a ``prompt`` argument names. A :class:`~pathlib.Path`, or a string naming an
+    existing file, is a file (read as UTF-8); any other string is the template itself only when it
+    looks like one (a ``{{placeholder}}`` or a line break): a string such as ``my.prompt`` that is
+    neither is a missing file, not a one-line template."""
+    if isinstance(prompt, str) and not Path(prompt).is_file():
+        if _PLACEHOLDER.search(prompt) or "\n" in prompt:
+            return prompt
+        raise UsageError(f"{prompt}: no such prompt file (a template given as text needs a "
+                         "{{task}} placeholder or a line break)")
+    p = Path(prompt)
+    if not p.is_file():
+        raise UsageError(f"{p}: no such prompt file")
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")
+        raise UsageError(f"{p}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})"
+                         + ("; it is UTF-16: save it as UTF-8" if utf16 else "; save it as UTF-8")) from None
+    if "\x00" in text:
+        raise UsageError(f"{p}: a NUL byte at offset {text.index(chr(0))} (UTF-16 without a BOM?); "
+                         "save it as UTF-8")
+    return text
 
 
 def render_prompt(template: str, task: str, tools: Sequence[Tool], examples: str = "") -> str:

@@ -11,17 +11,21 @@ A model is named by one of:
 GGUF weights are de-quantised to float32 by ``transformers`` when they are read, which takes tens
 of seconds; the result is kept as a safetensors folder in the cache (``$LTLAGENT_CACHE_DIR/models``,
 keyed by the file's SHA-256, written to a temporary folder and renamed into place), so the second
-load reads plain safetensors.
+load reads plain safetensors. The copy carries a manifest of its files' sizes and CRC-32s, checked
+before it is read: a damaged copy is made again, never loaded as weights.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
+import struct
 import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +34,10 @@ from typing import Any
 from ltlagent.errors import UsageError
 
 __all__ = ["ModelSource", "LoadedModel", "resolve_model", "load_model", "gguf_cache_folder",
-           "SHORT_NAMES", "DEFAULT_MODEL", "BUNDLED_DIR"]
+           "SHORT_NAMES", "DEFAULT_MODEL", "BUNDLED_DIR", "copy_intact", "COPY_MANIFEST"]
+
+#: The file in a de-quantised copy that records its files' sizes and CRC-32s (:func:`copy_intact`).
+COPY_MANIFEST = "ltlagent-copy.json"
 
 #: Where the bundled ReAct models live.
 BUNDLED_DIR = Path(__file__).parent.parent / "models"
@@ -117,7 +124,29 @@ def resolve_model(name: str | os.PathLike[str], gguf_file: str | None = None) ->
     hub_like = text.count("/") <= 1 and not text.startswith(("/", ".", "~")) and "\\" not in text
     if not hub_like or text.endswith(".gguf"):
         raise UsageError(f"{text}: no such model file or folder")
+    if not _in_hub_cache(text):
+        names = ", ".join([*SHORT_NAMES, *_bundled_names()])
+        raise UsageError(f"model {text!r}: not a short name ({names}), "
+                         "a file or folder, nor in the local Hugging Face cache (nothing is downloaded)")
     return ModelSource("hub", text, hub_id=text)
+
+
+def _bundled_names() -> list[str]:
+    return sorted(p.name for p in BUNDLED_DIR.iterdir() if (p / "config.json").is_file())
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    """Whether the local Hugging Face cache holds ``repo_id``'s config (found without the network,
+    before transformers is even imported: a name that is nowhere fails at once)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - no hub client: let transformers say what it finds
+        return True
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # not a valid repository id
+        return False
+    return isinstance(found, str)
 
 
 def _sha256(path: Path) -> str:
@@ -153,23 +182,58 @@ def _first_line(e: BaseException) -> str:
 def _load_gguf(path: Path, progress: Callable[[str], None] | None) -> tuple[Any, Any, bool]:
     auto_model, auto_tok = _transformers()
     folder = gguf_cache_folder(path)
-    if folder is not None and (folder / "config.json").is_file():
-        try:
-            return auto_model.from_pretrained(folder), auto_tok.from_pretrained(folder), True
-        except (OSError, ValueError):
-            shutil.rmtree(folder, ignore_errors=True)  # a damaged copy: make it again
+    if folder is not None and folder.is_dir():
+        if copy_intact(folder):
+            try:
+                return auto_model.from_pretrained(folder), auto_tok.from_pretrained(folder), True
+            except (OSError, ValueError):
+                pass
+        if progress is not None:
+            progress(f"the cached copy {folder} is damaged, incomplete or unverified: making it again")
+        shutil.rmtree(folder, ignore_errors=True)
     if importlib.util.find_spec("gguf") is None:
         raise UsageError(f"{path}: reading GGUF files needs the gguf package: pip install 'ltlagent[llm]'")
     if progress is not None:
-        progress(f"de-quantising {path.name} (once; a safetensors copy is cached)")
+        progress(f"de-quantising {path.name} (once; a safetensors copy is cached)" if folder is not None
+                 else f"de-quantising {path.name} (the cache is off: every run does this)")
     try:
         tok = auto_tok.from_pretrained(path.parent, gguf_file=path.name)
         model = auto_model.from_pretrained(path.parent, gguf_file=path.name)
-    except (OSError, ValueError, KeyError, RuntimeError) as e:
+    except struct.error:  # transformers' reader unpacks past the end of a file cut short in its header
+        raise UsageError(f"cannot load GGUF file {path}: it ends inside its header (truncated or "
+                         "damaged)") from None
+    except (OSError, ValueError, KeyError, RuntimeError, IndexError) as e:
         raise UsageError(f"cannot load GGUF file {path}: {_first_line(e)}") from None
     if folder is not None:
         _save_copy(model, tok, folder)
     return model, tok, False
+
+
+def _fingerprint(folder: Path) -> dict[str, list[int]]:
+    """Size and CRC-32 of every file of a copy (the manifest aside): enough to see bytes that were
+    overwritten or cut off, at about a second for SmolLM2's 540 MB, a fraction of a cryptographic
+    digest's time (the cache guards against damage, not against an attacker)."""
+    out: dict[str, list[int]] = {}
+    for f in sorted(folder.rglob("*")):
+        if not f.is_file() or f.name == COPY_MANIFEST:
+            continue
+        crc = 0
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                crc = zlib.crc32(block, crc)
+        out[f.relative_to(folder).as_posix()] = [f.stat().st_size, crc]
+    return out
+
+
+def copy_intact(folder: Path) -> bool:
+    """Whether the de-quantised copy in ``folder`` is as it was saved: its manifest (written last,
+    before the folder was renamed into place) matches every file's size and CRC-32. A copy without
+    one, or with a file changed, added or missing, is not."""
+    try:
+        manifest = json.loads((folder / COPY_MANIFEST).read_text())
+        return isinstance(manifest, dict) and bool(manifest) and manifest == _fingerprint(folder)
+    except (OSError, ValueError):
+        return False
 
 
 def _save_copy(model: Any, tokenizer: Any, folder: Path) -> None:
@@ -180,11 +244,15 @@ def _save_copy(model: Any, tokenizer: Any, folder: Path) -> None:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.is_quantized = False
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    except OSError:
+        return  # the cache directory is a file or read-only: run without saving
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        (tmp / COPY_MANIFEST).write_text(json.dumps(_fingerprint(tmp), indent=1, sort_keys=True))
         os.replace(tmp, folder)
     except OSError:
         pass  # another process got there first, or the disk is full: the cache is only a cache
@@ -205,17 +273,21 @@ def load_model(name: str | os.PathLike[str] | None = None, *, gguf_file: str | N
         model, tok, cached = _load_gguf(source.path, progress)
     else:
         where = str(source.path) if source.path is not None else str(source.hub_id)
+        # a hub name is only looked up in the local cache: nothing may be downloaded, and asking the
+        # hub (retries and all) would take tens of seconds to fail without a network
+        local = {"local_files_only": True} if source.kind == "hub" else {}
         try:
-            model = auto_model.from_pretrained(where)
-            tok = auto_tok.from_pretrained(where) if tokenizer is None else None
+            model = auto_model.from_pretrained(where, **local)
+            tok = auto_tok.from_pretrained(where, **local) if tokenizer is None else None
         except (OSError, ValueError) as e:
-            hint = ("; without network access nothing is downloaded: name a local folder, a GGUF file, "
+            hint = ("; only the local Hugging Face cache is searched, nothing is downloaded: name a local "
+                    "folder, a GGUF file, "
                     f"or one of {', '.join(sorted(SHORT_NAMES))}" if source.kind == "hub" else "")
             raise UsageError(f"cannot load model {source.name!r}: {_first_line(e)}{hint}") from None
     if tokenizer is not None:
         if isinstance(tokenizer, str | os.PathLike):
             try:
-                tok = auto_tok.from_pretrained(os.fspath(tokenizer))
+                tok = auto_tok.from_pretrained(os.fspath(tokenizer), local_files_only=True)
             except (OSError, ValueError) as e:
                 name_ = os.fspath(tokenizer)
                 raise UsageError(f"cannot load tokenizer {name_!r}: {_first_line(e)}") from None

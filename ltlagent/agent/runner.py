@@ -26,9 +26,11 @@ from ltlagent.agent.environment import (
     ToolEnvironment,
     _call_flexible,
     call_environment,
+    check_task,
     neutralise,
     prompt_examples,
     prompt_template,
+    read_prompt,
     render_prompt,
 )
 from ltlagent.agent.roles import Roles
@@ -346,6 +348,7 @@ class Agent:
                                                 else tuple(context_labels))
         self.chat_template = chat_template
         self._index: TokenIndex | None = None
+        self._reserve: int | None = None  # see _completion_reserve
         self.index_seconds = 0.0
         self.forward_calls = 0
         self.forward_tokens = 0
@@ -375,7 +378,10 @@ class Agent:
         the rest default to the paper's names (``Action``, ``Action-Input``, ``Observation``,
         ``Evaluator``, ``User``, ``Answer``: :meth:`Roles.resolve`). ``answer_state`` and
         ``tool_state`` are shorthands for the answer and observation roles.
-        ``prompt`` is a template text or file (default: the bundled template of the spec).
+        ``prompt`` is a template file (a :class:`~pathlib.Path`, or a string naming a file) or a
+        template text (a string with a ``{{placeholder}}`` or a line break; see
+        :func:`~ltlagent.agent.environment.read_prompt`); default: the bundled template of the spec.
+        ``tool_timeout``: seconds a tool call may take (positive), or None for no limit.
         ``model`` may also be a GGUF file, a folder with one, or a short name such as
         ``"smollm2-135m"`` (see :mod:`ltlagent.models`).
 
@@ -437,16 +443,10 @@ class Agent:
             what = {r.observation: "tools=[…]", r.evaluator: "evaluator=…", r.user: "user_input=…"}
             hint = what.get(missing[0], f"environment={{{missing[0]!r}: …}}")
             raise UsageError(f"state {missing[0]} of {s.name} is written by the environment: pass {hint}")
-        template: str | None = None
-        if prompt is not None:
-            p = Path(prompt) if isinstance(prompt, Path) or (isinstance(prompt, str) and "\n" not in prompt
-                                                               and prompt.endswith(".txt")) else None
-            if p is not None:
-                if not p.is_file():
-                    raise UsageError(f"{p}: no such prompt file")
-                template = p.read_text(encoding="utf-8")
-            else:
-                template = str(prompt)
+        if tool_timeout is not None and not tool_timeout > 0:  # NaN too
+            raise UsageError(f"tool_timeout must be a positive number of seconds (or None), "
+                             f"got {tool_timeout}")
+        template = read_prompt(prompt) if prompt is not None else None
         m, tok = _load_model(model, tokenizer)
         return cls(compiled, m, tok, tools, handlers, template, max_env_chars, r, context_labels,
                    chat_template)
@@ -498,6 +498,7 @@ class Agent:
         model then picks the next state). ``newline``: a text that ended without a newline gets one
         before the next prompt string (so prompt strings begin lines, as ``validate --strict``
         wants)."""
+        check_task(task)
         if max_steps < 1 or max_new_tokens < 1 or (max_state_tokens is not None and max_state_tokens < 1):
             raise UsageError("max_steps, max_new_tokens and max_state_tokens must be at least 1")
         if temperature < 0 or (top_p is not None and not 0 < top_p <= 1) or (top_k is not None and top_k < 1):
@@ -581,6 +582,37 @@ class Agent:
         text, _ = neutralise(text, self.compiled)
         return " " + text + "\n" if text else "\n"
 
+    def _completion_reserve(self) -> int:
+        """Context tokens kept free when environment text is cut to fit: every prompt string of
+        the spec with a line break and an end of text each, and a few more: room for the shortest way
+        on to the end of a trace after the cut text (the monitor steers onto it)."""
+        if self._reserve is None:
+            strings = sum(len(self._encode(st.text + "\n", special=False)) + 1 for st in self.spec.states)
+            self._reserve = strings + 8
+        return self._reserve
+
+    def _fit_env(self, reply: EnvReply, room: int) -> list[int] | None:
+        """The tokens of ``reply``'s text cut to at most ``room`` tokens, the cut said in the text
+        (``… [cut to fit the context: N characters, M shown]``); None when not even that fits."""
+        text = (reply.text or "").strip()
+
+        def cut(k: int) -> list[int]:
+            shown = text[:k].rstrip()
+            note = f"… [cut to fit the context: {len(text)} characters, {len(shown)} shown]"
+            return self._encode(self._env_text(EnvReply((shown + " " + note).strip(), reply.tool,
+                                                         reply.error)), special=False)
+
+        if room <= 0 or len(cut(0)) > room:
+            return None
+        lo, hi = 0, max(0, min(len(text), self.max_env_chars - 100))  # the largest k whose cut fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if len(cut(mid)) <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        return cut(lo)
+
     def _generate(self, task: str, max_steps: int, max_new_tokens: int, max_state_tokens: int | None,
                   seed: int | None, temperature: float, top_k: int | None, top_p: float | None,
                   on_text: Callable[[str, str], None] | None, newline: bool = True
@@ -614,6 +646,8 @@ class Agent:
         t_prefill = t_env = 0.0
         stop: str | None = None
         in_state = [0, 0]  # tokens in the current state's text; 1 once its text has ended
+        reserve = self._completion_reserve()
+        env_cut = False  # environment text was cut to fit the context
 
         def spent() -> str:
             """Why the model may write no more: its own token budget, or the context."""
@@ -652,9 +686,18 @@ class Agent:
                     stop = "env_ended"
                     break
                 ids = self._encode(self._env_text(reply), special=False)
-                if n_ctx is not None and cached + len(pending) + len(ids) >= n_ctx:
-                    stop = "context_full"  # not even one more token would fit
-                    break
+                left = None if n_ctx is None else n_ctx - cached - len(pending)
+                if left is not None and len(ids) + reserve >= left:
+                    # too long for what is left: cut it, keeping room for the rest of the trace, or
+                    # with less room kept (the monitor steers by what is left) when that is too little
+                    fitted = self._fit_env(reply, left - reserve)
+                    if fitted is None and len(ids) >= left:
+                        fitted = self._fit_env(reply, left // 2)
+                        if fitted is None:
+                            stop = "context_full"  # not even the marker of a cut would fit
+                            break
+                    if fitted is not None:
+                        ids, env_cut = fitted, True
                 try:
                     events = mon.feed_env(ids)
                 except UsageError:  # special/unknown ids, or normalisation made a prompt string
@@ -712,7 +755,8 @@ class Agent:
         decode_s = max(total - t_index - t_prefill - t_env, 1e-9)
         return RunResult(
             task=task, answer=answer, steps=steps, prompt=prompt,
-            notes=run_notes(steps, answer, self.roles.answer), transcript=log.text,
+            notes=run_notes(steps, answer, self.roles.answer) + (("env_text_cut",) if env_cut else ()),
+            transcript=log.text,
             stop_reason=stop or "finished", verdict=mon.verdict, spec=self.spec.name,
             usage={"prompt_tokens": len(prompt_ids), "generated_tokens": generated,
                    "forced_tokens": forced_tokens, "eos_tokens": eos_tokens, "env_tokens": env_tokens,

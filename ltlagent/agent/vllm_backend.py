@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ltlagent.agent.environment import EnvContext, EnvReply, call_environment
+from ltlagent.agent.environment import EnvContext, EnvReply, call_environment, check_task
 from ltlagent.agent.runner import Agent, RunResult, Step, _StepLog
 from ltlagent.decode.vllm_processor import EXTRA_KEY
 from ltlagent.errors import UsageError
@@ -77,6 +77,8 @@ def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_ne
     episode's next turn is added as soon as its previous one ends, while the others decode."""
     if max_steps < 1 or max_new_tokens < 1:
         raise UsageError("max_steps and max_new_tokens must be at least 1")
+    for task in tasks:
+        check_task(task)
     import vllm
 
     from ltlagent.decode.monitor import Monitor

@@ -480,6 +480,12 @@ class _Scan:
                 decoder.decode(chunk, final)
             except UnicodeDecodeError as e:
                 return self.not_utf8(len(self.buf) - len(e.object) + e.start, e)
+            if len(self.buf) == len(chunk) and chunk.count(0) * 8 >= len(chunk) > 0:
+                # valid UTF-8 byte for byte, but NULs between the letters: UTF-16 without a BOM (a
+                # stray NUL in generated text, as a transcript may hold, is not this)
+                return self.bad_byte(chunk.find(b"\x00"), "nul-byte",
+                                     "NUL bytes between the characters: UTF-16 text without a BOM? "
+                                     "save the prompt as UTF-8")
             limit = len(self.buf) if final else len(self.buf) - keep
             base = self.base
             for m in rx.finditer(self.buf, scan - base):
@@ -511,7 +517,10 @@ class _Scan:
             self.finish(run, self.gap_announcements(self.gap, end)[1])
         if self.examples == 0:
             why = "" if self.runs else f": no prompt string of {self.v.compiled.spec.name} occurs"
-            self.diags.append(Diagnostic(self.name, 1, 1, "warning", "no-examples",
+            if end == self.origin:
+                why = ": the file is empty"
+            # nothing was checked: not a pass (a wrong spec, a wrong file, an empty one)
+            self.diags.append(Diagnostic(self.name, 1, 1, "error", "no-examples",
                                          f"no examples found{why}", offset=-1))
         self.diags.sort(key=lambda d: (d.offset, d.severity != "note"))
         if f.seekable() and any(d.severity != "note" and d.line > 0 for d in self.diags):
@@ -522,12 +531,15 @@ class _Scan:
 
     def not_utf8(self, pos: int, e: UnicodeDecodeError) -> FileReport:
         # pos is the index in self.buf of the first bad byte
-        off = self.base + max(0, pos)
         bad = self.buf[pos] if 0 <= pos < len(self.buf) else 0
+        return self.bad_byte(pos, "not-utf8", f"not UTF-8 text: byte 0x{bad:02x} at offset "
+                             f"{self.base + max(0, pos)} ({e.reason}); save the prompt as UTF-8")
+
+    def bad_byte(self, pos: int, code: str, message: str) -> FileReport:
+        """The file is not checked: ``message`` at index ``pos`` of the buffer."""
+        off = self.base + max(0, pos)
         line, col = self._advance(off)
-        d = Diagnostic(self.name, line, col + 1, "error", "not-utf8",
-                       f"not UTF-8 text: byte 0x{bad:02x} at offset {off} ({e.reason}); "
-                       "save the prompt as UTF-8", offset=off)
+        d = Diagnostic(self.name, line, col + 1, "error", code, message, offset=off)
         return FileReport(self.name, self.v.compiled.spec.name, error=d)
 
     def drop(self, scan: int) -> None:

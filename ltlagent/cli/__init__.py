@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
@@ -52,11 +53,17 @@ COMMANDS: tuple[Command, ...] = (
             guard.add_arguments, guard.main),
 )
 
-EPILOG = """\
-specs: a path to a .sexp file, or the name of a bundled spec (react, react-ablation,
-chain-of-thought, reflexion, chat-bot, react-bounded, react-tools, react-constrained).
-exit status: 0 ok, 1 negative verdict, 2 usage or spec error.
-"""
+def _epilog() -> str:
+    """The help's closing lines: what a spec argument may be (every bundled spec, by name) and the
+    exit statuses."""
+    from ltlagent.spec.syntax import bundled_specs
+
+    names = textwrap.fill(", ".join(bundled_specs()), width=88, initial_indent="  ", subsequent_indent="  ",
+                          break_on_hyphens=False)
+    return ("specs: a path to a .sexp file, or the name of a bundled spec (a bare name always means\n"
+            "the bundled one; write ./NAME for a local file of that name):\n"
+            f"{names}\n"
+            "exit status: 0 ok, 1 negative verdict, 2 usage or spec error.\n")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,7 +77,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand in :data:`COMMANDS`."""
-    parser = _Parser(prog="ltlagent", epilog=EPILOG,
+    parser = _Parser(prog="ltlagent", epilog=_epilog(),
                      description="Formally specified LLM agents: one s-expression spec, one Spot "
                                  "automaton, constrained decoding, prompt validation, equivalence.",
                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import IO, Any
 
 from ltlagent.errors import UsageError
@@ -48,9 +49,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--docs", default=None, metavar="PATH",
                    help="documents for Search/Lookup: a .jsonl file of {title, text} or a folder of .txt")
     p.add_argument("--prompt", default=None, metavar="FILE",
-                   help="prompt template with {{task}}, {{tool_labels}}, {{tool_descriptions}} and "
-                        "{{examples}} (worked examples bundled for the tools; default: the spec's bundled "
-                        "template)")
+                   help="prompt template file (always a file, UTF-8) with {{task}}, {{tool_labels}}, "
+                        "{{tool_descriptions}} and {{examples}} (worked examples bundled for the tools; "
+                        "default: the spec's bundled template)")
     p.add_argument("--max-steps", type=int, default=64, help="most states to visit (default: 64)")
     p.add_argument("--max-new-tokens", type=int, default=512,
                    help="most tokens the model may write; the monitor steers to completion (default: 512)")
@@ -175,9 +176,8 @@ def run_main(args: argparse.Namespace) -> int:
     from ltlagent.agent.runner import Agent, RunResult
     from ltlagent.logic.compiled import compile_spec
 
-    if args.max_steps < 1 or args.max_new_tokens < 1 or args.max_state_tokens < 1:
-        raise UsageError("--max-steps, --max-new-tokens and --max-state-tokens must be at least 1")
     out, err = sys.stdout, sys.stderr
+    _check_arguments(args)  # every usage error before the model loads (tens of seconds)
     compiled = compile_spec(args.spec)
     tools = _tools(args)
     observation = Roles.resolve(compiled.spec).observation  # written by calling the tools
@@ -197,7 +197,8 @@ def run_main(args: argparse.Namespace) -> int:
     loaded = load_model(args.model, tokenizer=args.tokenizer, progress=progress)
     labels = () if args.no_example_boundary else (*CONTEXT_LABELS, *args.context_label)
     agent = Agent.from_spec(compiled, loaded.model, loaded.tokenizer, tools=tools, environment=environment,
-                            prompt=args.prompt, tool_timeout=args.tool_timeout, context_labels=labels,
+                            prompt=None if args.prompt is None else Path(args.prompt),
+                            tool_timeout=args.tool_timeout, context_labels=labels,
                             chat_template=args.chat_template)
     _to_device(agent, args.device)
     _set_threads(agent, args.threads)
@@ -229,6 +230,34 @@ def run_main(args: argparse.Namespace) -> int:
             err.write("-- no answer\n")
     infinite = compiled.spec.is_infinite
     return 0 if result.accepted or (infinite and result.verdict != "rejected") else 1
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Usage errors the command can see at once, so that none waits for the model to load; and an
+    unusable cache directory becomes a warning (the run goes on without saving)."""
+    from ltlagent.agent.environment import check_task, read_prompt
+    from ltlagent.decode.cache import cache_problem, disable_cache
+
+    check_task(args.task)
+    if args.max_steps < 1 or args.max_new_tokens < 1 or args.max_state_tokens < 1:
+        raise UsageError("--max-steps, --max-new-tokens and --max-state-tokens must be at least 1")
+    if args.temperature is not None and not args.temperature >= 0:
+        raise UsageError(f"--temperature must be at least 0 (0: greedy), got {args.temperature}")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise UsageError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.top_k is not None and args.top_k < 1:
+        raise UsageError(f"--top-k must be at least 1, got {args.top_k}")
+    if not args.tool_timeout > 0:
+        raise UsageError(f"--tool-timeout must be a positive number of seconds, got {args.tool_timeout}")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError("--threads must be at least 1")
+    if args.prompt is not None:
+        read_prompt(Path(args.prompt))  # a file, always: missing, not UTF-8 or UTF-16 is said now
+    problem = cache_problem()
+    if problem is not None:
+        if args.format == "text":
+            sys.stderr.write(f"-- warning: {problem}; running without saving to the cache\n")
+        disable_cache()
 
 
 def _set_threads(agent: Any, threads: int | None) -> None:

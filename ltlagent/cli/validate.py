@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Check the few-shot examples in prompt files against a spec. Each run of prompt strings "
         "is replayed through the spec's automaton; problems are reported as FILE:LINE:COL. "
         "The instructions block that describes the format is recognised and not checked. "
-        "Exit 0: every example is valid; 1: a violation; 2: a usage, spec or file error.")
+        "Exit 0: every example is valid; 1: a violation, or no example at all; 2: a usage, spec "
+        "or file error (not UTF-8, a NUL byte: UTF-16).")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="prompt files or directories ('-' reads standard input)")
     p.add_argument("--spec", required=True, help="spec file or bundled spec name (e.g. react)")

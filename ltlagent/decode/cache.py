@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["cache_dir", "cache_enabled", "cache_key", "clear_cache", "disable_cache", "enable_cache",
-           "load_entry", "save_entry"]
+__all__ = ["cache_dir", "cache_enabled", "cache_key", "cache_problem", "clear_cache", "disable_cache",
+           "enable_cache", "load_entry", "save_entry"]
 
 _ENV_DIR = "LTLAGENT_CACHE_DIR"
 _OFF = ("off", "0", "none", "false")
@@ -39,6 +39,25 @@ def cache_dir() -> Path:
 
 def cache_enabled() -> bool:
     return os.environ.get(_ENV_DIR, "").strip().lower() not in _OFF
+
+
+def cache_problem() -> str | None:
+    """Why the cache directory cannot be written (it is a file, or cannot be created or written
+    to), or None when it can or the cache is off. Asked up front by commands that would otherwise
+    find out only when they save, after their work."""
+    if not cache_enabled():
+        return None
+    d = cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=d, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        what = ("is not a directory" if d.exists() and not d.is_dir()
+                else f"cannot be written ({e.strerror or e})")
+        return f"the cache directory {d} ({_ENV_DIR}) {what}"
+    return None
 
 
 def disable_cache() -> None:

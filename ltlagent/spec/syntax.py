@@ -12,8 +12,9 @@ content DFA once (imported lazily); the translation itself is :mod:`ltlagent.log
 from __future__ import annotations
 
 import difflib
+import errno
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn
@@ -42,6 +43,8 @@ ENV_ROLES = ("observation", "evaluator", "user")
 #: §3.3): the automaton needs about one state per unrolled step, and Spot's translation time grows
 #: about quadratically with them (2000 steps: about a second; 5000: ten).
 MAX_UNROLLED_STEPS = 2500
+#: Most states a spec may declare (the lexer's table grows with their prompt texts, 256 entries a byte).
+MAX_STATES = 4096
 
 
 @dataclass(frozen=True)
@@ -315,6 +318,10 @@ class _Parser:
         if ":states" not in sections:
             self.err("missing (:states …)", root.loc)
         self.fail()
+        n_states = len(sections[":states"].items) - 1
+        if n_states > MAX_STATES:  # refused before the lexer and automaton, whose size grows with it
+            self.abort(f"(:states …) declares {n_states} states; at most {MAX_STATES} are supported",
+                       sections[":states"].items[0].loc, "an agent spec names its steps, not its data")
         states = self.states(sections[":states"])
         declared = {s.name for s in states} | self.named  # a refused state is reported once
         behavior: Pattern | None = None
@@ -382,18 +389,12 @@ class _Parser:
                      "event state: a spec's states are either all prompt-string states or all "
                      "event states", prompt.loc,
                      "event states are matched in chat logs by (:from …), (:call …), (:contains …)")
-        for a in out:
-            if not a.text:
-                continue
-            for b in out:
-                # allowed only as a suffix: every other occurrence (e.g. ":" in "::") is ambiguous
-                if a is b or a.text not in b.text or b.text.find(a.text) == len(b.text) - len(a.text):
-                    continue
-                where = "a proper prefix" if b.text.startswith(a.text) else "inside"
-                self.err(f"prompt text {a.text!r} of {a.name!r} is {where} of {b.text!r} "
-                         f"({b.name!r}): the transition it signals would be ambiguous", a.loc,
-                         "make the texts distinct, e.g. end each with ':' "
-                         "(a text may end with another one: the longest match wins)")
+        for a, b in _texts_inside([st for st in out if st.text]):
+            where = "a proper prefix" if b.text.startswith(a.text) else "inside"
+            self.err(f"prompt text {a.text!r} of {a.name!r} is {where} of {b.text!r} "
+                     f"({b.name!r}): the transition it signals would be ambiguous", a.loc,
+                     "make the texts distinct, e.g. end each with ':' "
+                     "(a text may end with another one: the longest match wins)")
         return out
 
     def state(self, node: Node) -> State | None:
@@ -901,6 +902,28 @@ def _at(loc: Location | None) -> str:
     return f"{loc.line}:{loc.column}" if loc else "?"
 
 
+def _texts_inside(states: Sequence[State]) -> list[tuple[State, State]]:
+    """Pairs (a, b), in declaration order of a then b, where a's prompt text occurs inside b's other
+    than as its suffix (every such occurrence, e.g. ":" in "::", makes the transition ambiguous).
+    Each substring of each text, up to the longest text's length, is looked up in a table of the
+    texts: linear in the states for prompt strings of bounded length, not quadratic."""
+    by_text = {st.text: i for i, st in enumerate(states)}
+    longest = max((len(t) for t in by_text), default=0)
+    pairs: set[tuple[int, int]] = set()
+    for j, b in enumerate(states):
+        t = b.text
+        if "" in by_text and t:  # an empty text occurs at the start of every other one
+            pairs.add((by_text[""], j))
+        for start in range(len(t)):
+            for end in range(start + 1, min(len(t), start + longest) + 1):
+                i = by_text.get(t[start:end])
+                if i is None or i == j:
+                    continue
+                if t.find(states[i].text) != len(t) - len(states[i].text):  # first occurrence not the suffix
+                    pairs.add((i, j))
+    return [(states[i], states[j]) for i, j in sorted(pairs)]
+
+
 def _suggest(word: str, options: Iterable[str]) -> str | None:
     close = difflib.get_close_matches(word, list(options), n=1)
     return f"did you mean {close[0]!r}?" if close else None
@@ -941,15 +964,23 @@ def bundled_specs() -> dict[str, Path]:
 
 
 def resolve_spec_path(path: str | Path) -> Path:
-    """A file path as given, else the bundled spec of that name; :class:`UsageError` if neither."""
+    """The bundled spec when ``path`` is a bare bundled name (a string such as ``"react"``: a local
+    file of that name is ``./react``, so nothing shadows a bundled spec silently), else the file;
+    :class:`UsageError` if neither, naming a broken or looping symbolic link as such."""
+    bundled = bundled_specs()
+    if isinstance(path, str) and path in bundled:
+        return bundled[path]
     p = Path(path)
     if p.is_file():
         return p
+    if p.is_symlink():  # exists() and is_file() say False for a dangling or looping link
+        try:
+            p.stat()
+        except OSError as e:
+            why = "a symbolic link loop" if e.errno == errno.ELOOP else "a broken symbolic link"
+            raise UsageError(f"{path}: {why} ({e.strerror})") from None
     if p.exists():
         raise UsageError(f"{path}: not a file")
-    bundled = bundled_specs()
-    if str(path) in bundled:
-        return bundled[str(path)]
     hint = _suggest(str(path), bundled)
     raise UsageError(f"{path}: no such file or bundled spec"
                      + (f" ({hint})" if hint else f" (bundled: {', '.join(bundled)})"))

@@ -171,7 +171,7 @@ def build_lexer(keywords: Sequence[str]) -> Lexer:
     n = len(children)
     fail = [ROOT] * n
     emit = [-1] * n
-    goto: list[list[int]] = [[ROOT] * 256 for _ in range(n)]
+    goto: list[list[int]] = [[ROOT] * 256] + [[] for _ in range(n - 1)]  # rows filled below, root first
     order: deque[int] = deque()
     for b, v in children[ROOT].items():
         goto[ROOT][b] = v
@@ -180,15 +180,14 @@ def build_lexer(keywords: Sequence[str]) -> Lexer:
         emit[v] = term[v]
     while order:
         u = order.popleft()
-        for b in range(256):
-            child = children[u].get(b)
-            if child is None:
-                goto[u][b] = goto[fail[u]][b]
-                continue
-            v = child
-            goto[u][b] = v
+        # every byte without a child goes where the failure link goes: copy its (complete, shallower)
+        # row and overwrite the children, rather than 256 Python steps per node
+        row = list(goto[fail[u]])
+        for b, v in children[u].items():
+            row[b] = v
             fail[v] = goto[fail[u]][b]
             # longest keyword ending here: our own, else the one our failure link recognises
             emit[v] = term[v] if term[v] >= 0 else emit[fail[v]]
             order.append(v)
+        goto[u] = row
     return Lexer(tuple(keywords), tuple(tuple(r) for r in goto), tuple(emit), tuple(depth))
