@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ltlagent import Automaton, compile_spec, parse_spec
+from ltlagent.errors import SpecError
 
 T, A, I, O, FT, ANS = "Thought", "Action", "Action-Input", "Observation", "Final-Thought", "Answer"
 LOOP = [T, A, I, O]
@@ -192,3 +193,39 @@ def test_show_warnings_read_the_views() -> None:
     assert warnings(c) == [
         "state 'C' is declared but no trace of this spec visits it",
         "automaton states 2, 4 cannot reach acceptance: the monitor never lets a trace enter them"]
+
+
+ABC = '(:states (A (:text "A:")) (B (:text "B:")) (C (:text "C:")))'
+
+
+@pytest.mark.parametrize(("constraint", "accepted", "refused"), [
+    ("true", [["A", "B"], ["A", "C", "B"]], []),
+    ('(ltl "G(A -> X B)")', [["A", "B"]], [["A", "C", "B"]]),
+    ('(ltl "F C")', [["A", "C", "B"]], [["A", "B"]]),
+    ("(not C)", [["A", "B"], ["A", "C", "B"]], []),  # only the first step must not be C
+    ("(always (not C))", [["A", "B"]], [["A", "C", "B"]]),
+])
+def test_constraint_constants_and_raw_ltl_are_applied(constraint: str, accepted: list[list[str]],
+                                                      refused: list[list[str]]) -> None:
+    """Found by mutation testing (issue 21): ``true`` and raw ``(ltl "…")`` constraints reach Spot
+    as written (the differential tests draw neither)."""
+    a = compile_spec(parse_spec(f"(define k {ABC} (:behavior (next A (optional C) B))"
+                                f" (:constraints {constraint}))")).automaton
+    for tr in accepted:
+        assert a.run(tr).accepted, tr
+    for tr in refused:
+        assert not a.run(tr).accepted, tr
+
+
+def test_a_false_constraint_leaves_no_trace() -> None:
+    with pytest.raises(SpecError, match="admits no trace"):
+        compile_spec(parse_spec(f"(define k {ABC} (:behavior (next A B)) (:constraints false))"))
+
+
+def test_always_after_a_longer_sequence_is_the_infinite_part() -> None:
+    """``(next A B (always C))``: the ``always`` is found in the last part of a sequence of three."""
+    spec = parse_spec(f"(define i {ABC} (:behavior (next A B (always C))))")
+    a = compile_spec(spec).automaton
+    assert spec.is_infinite and a.infinite
+    assert a.accepts_lasso(["A", "B"], ["C"]) and not a.accepts_lasso(["A"], ["C"])
+    assert not a.accepts_lasso(["A", "B", "C"], ["B"])

@@ -145,7 +145,8 @@ def test_pattern_dfa_search_and_exact_sets() -> None:
 #: whitespace the content strips.
 WORDS = ["", "a", "b", "ab", "abc", "cd", "abcd", "aab", "aaab", "bbb", "a b", " ab ", "\tab\n",
          "a\nb", "a\nbxc", "\x00", "\x7f", "\x80", "é", "éü", "߿", "ࠀ", "\ud7ff", "\ue000", "\uffff",
-         "日本", "𐀀", "😀", "\U0010ffff", "12", "1.5", "_x", "-", "z", "ac", "a_b"]
+         "日本", "𐀀", "😀", "\U0010ffff", "12", "1.5", "_x", "-", "z", "ac", "a_b", "a\x0bb",
+         "\u0100", "\u0102", "\u0180", "\u0182", "\u0802", "\u0fff", "\u1000", "\u1002", "\U00010401"]
 
 
 @pytest.mark.parametrize("regex", [
@@ -153,6 +154,7 @@ WORDS = ["", "a", "b", "ab", "abc", "cd", "abcd", "aab", "aaab", "bbb", "a b", "
     "(?s).", "(?s).+", "a(?s:.)b.c", "a*?b", "a+?", "a{2,3}b", "a{2}", "(?:ab){0,2}c?",
     "[é-ü]+", "[\u0800-\uffff]+", "[^\u0000-\u007f]+", "[😀-😂]", "\ue000", "\U0010ffff",
     "[\U00010000-\U0010ffff]+", "[^\U00010000-\U0010ffff]", ".{1,3}", "[ab]*c?", "()a", "(?:)",
+    "(?s)(a).b", "a(.)b", "[\u0101-\u0181]+", "[\u0801-\u1001]", "[\U00010001-\U00010400]",
 ])
 def test_regexes_without_categories_agree_with_fullmatch_on_any_text(regex: str) -> None:
     dfa = regex_dfa(regex)
@@ -163,7 +165,7 @@ def test_regexes_without_categories_agree_with_fullmatch_on_any_text(regex: str)
 
 @pytest.mark.parametrize("regex", [
     r"\d+", r"\D+", r"\w+", r"\W+", r"a\s+b", r"a\sb", r"\S+", r"[\d.]+", r"[a\d]+", r"[^\d\s]+",
-    r"[\w-]+", r"[^\W_]+", r"[\s\S]+", r"[^\w]", r"(?a)\w+",
+    r"[\w-]+", r"[^\W_]+", r"[\s\S]+", r"[^\w]", r"(?a)\w+", r"[\x7f\d]+",
 ])
 def test_categories_agree_with_fullmatch_on_ascii_and_refuse_non_ascii(regex: str) -> None:
     dfa = regex_dfa(regex)
@@ -193,3 +195,20 @@ def test_choices_are_exact_after_stripping(choices: tuple[str, ...]) -> None:
         assert not dfa.matches((c + "x").encode())
         assert not dfa.matches(f"{c} {c}".encode())
     assert not dfa.matches(b"") and not dfa.matches(b"  ")
+
+
+@pytest.mark.parametrize("regex", [".", ".+", "(?s).+", "[^a]+", r"[^\d]+", "[\u0080-\U0010ffff]+"])
+def test_no_regex_matches_bytes_that_are_not_utf8(regex: str) -> None:
+    """Lone continuation bytes, overlong forms, encoded surrogates and code points past U+10FFFF
+    are never content: every range is split into well-formed UTF-8 sequences only."""
+    dfa = regex_dfa(regex)
+    for bad in (b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xed\xa0\x80",
+                b"\xf0\x80\x80\x80", b"\xf4\x90\x80\x80", b"\xf8\x88\x80\x80\x80", b"\xff"):
+        assert not dfa.matches(b"x" + bad) and not dfa.matches(bad), (regex, bad)
+
+
+def test_a_bounded_repetition_counts_its_optional_rounds_only() -> None:
+    """The repetition limit is on ``max - min`` (the optional rounds written out), not on ``max``."""
+    assert regex_dfa("a{150,160}").matches(b"a" * 155)
+    with pytest.raises(UsageError, match="repetition bound"):
+        regex_dfa(f"a{{0,{MAX_REGEX_REPEAT + 1}}}")
