@@ -262,6 +262,9 @@ class Machine:
         self._eos: dict[tuple[int, bool], tuple[int, str]] = {}
         self._paths: dict[int, bytes] = {}
         self._viable_memo: dict[tuple[int, int, int], bool] = {}
+        self._lex: dict[tuple[int, int], tuple[int, int, int, bytes]] = {}
+        self._cls = np.asarray(t.cls_of, dtype=np.int64)
+        self._cls_bytes = [t.reps[c] if t.reps[c] >= 0 else t.cls_of.index(c) for c in range(len(t.reps))]
         self.start = self.intern(Key(END, t.initial, -1, ROOT, 0, 0, 0, 0))
 
     # -- states
@@ -319,20 +322,30 @@ class Machine:
         ev = encode_event(ByteEvent(EventKind.ENTER, k, forced))
         return Key(ENV if t.env[k] else FREE, q2, k, ROOT, 0, 0, 0, 0), ev
 
+    def _lex_step(self, node: int, b: int) -> tuple[int, int, int, bytes]:
+        """The keyword lexer on byte ``b`` at ``node``: (prompt string recognised or -1, how many
+        bytes leave the pending window, the next node, those bytes). Memoised per (node, byte)."""
+        hit = self._lex.get((node, b))
+        if hit is None:
+            t = self.t
+            lx = t.lexer
+            nxt = lx.goto[node][b]
+            k = lx.emit[nxt]
+            d = lx.depth[node]
+            if k >= 0:
+                nflush, node2 = d + 1 - t.kw_len[k], ROOT
+            else:
+                nflush, node2 = d + 1 - lx.depth[nxt], nxt
+            fl = (t.node_bytes[node] + bytes((b,)))[:nflush] if nflush > 0 else b""
+            hit = self._lex[(node, b)] = (k, nflush, node2, fl)
+        return hit
+
     def _step_key(self, key: Key, b: int) -> tuple[Key | None, int]:
         mode, q, cur, node, c, sn, pre, sep = key
         if mode >= ENV:
             return None, 0
         t = self.t
-        lx = t.lexer
-        nxt = lx.goto[node][b]
-        k = lx.emit[nxt]
-        d = lx.depth[node]
-        if k >= 0:
-            nflush, node2 = d + 1 - t.kw_len[k], ROOT
-        else:
-            nflush, node2 = d + 1 - lx.depth[nxt], nxt
-        fl = (t.node_bytes[node] + bytes((b,)))[:nflush] if nflush > 0 else b""
+        k, nflush, node2, fl = self._lex_step(node, b)
         cd = t.content[cur] if cur >= 0 else None
         if mode == FREE:
             if cd is not None:
@@ -418,20 +431,16 @@ class Machine:
             return r
         key = self.keys[sid]
         out: list[tuple[int, int]] = []
-        for rep_cls in range(len(self.t.reps)):
-            b = self._class_byte(rep_cls)
-            k2, ev = self._step_key(key, b)
-            out.append((self.intern(k2), ev) if k2 is not None else (-1, 0))
+        step, intern = self._step_key, self.intern
+        for b in self._cls_bytes:
+            k2, ev = step(key, b)
+            out.append((intern(k2), ev) if k2 is not None else (-1, 0))
         self.rows[sid] = out
-        cls = np.asarray(self.t.cls_of)
-        self.T[sid] = np.asarray([s for s, _ in out], dtype=np.int32)[cls]
-        self.E[sid] = np.asarray([1 if s >= 0 and ev > 0 else 0 for s, ev in out], dtype=np.int8)[cls]
+        cls = self._cls
+        self.T[sid] = np.fromiter((s for s, _ in out), dtype=np.int32, count=len(out))[cls]
+        self.E[sid] = np.fromiter((s >= 0 and ev > 0 for s, ev in out), dtype=np.int8, count=len(out))[cls]
         self.ready[sid] = True
         return out
-
-    def _class_byte(self, c: int) -> int:
-        r = self.t.reps[c]
-        return r if r >= 0 else self.t.cls_of.index(c)
 
     def ensure(self, sids: np.ndarray) -> None:
         """Compute the rows of all ``sids`` (a numpy array) not computed yet."""
@@ -500,6 +509,32 @@ class Machine:
         if self.need(e) >= INF:
             e = self.intern(Key(END, q, cur, node, 0, 0, lx.depth[node], 0))
         return e
+
+    def reachable(self, ends_text: Sequence[bool], limit: int) -> list[int] | None:
+        """Every state reachable from the start, byte by byte, over EOS (with each ``ends_text``)
+        and over environment text that ends at a line start or mid-line (a prompt-string prefix at
+        the end of environment text, rare, is left out): the states a cursor can sit in between
+        two tokens. None when there are more than ``limit``."""
+        seen = {self.start}
+        todo = [self.start]
+        while todo:
+            sid = todo.pop()
+            key = self.keys[sid]
+            if key.mode == DONE:
+                continue
+            if key.mode == ENV:
+                nxt = [self.intern(self._end_key(key.q, key.cur, ROOT, 0, nl)) for nl in (False, True)]
+                nxt.append(self.intern(Key(END, key.q, key.cur, ROOT, 0, 0, 0, 0)))
+            else:
+                nxt = [w for w, _ in self.row(sid) if w >= 0]
+                nxt += [e for e in (self.eos(sid, et)[0] for et in ends_text) if e >= 0]
+            for w in nxt:
+                if w not in seen:
+                    if len(seen) >= limit:
+                        return None
+                    seen.add(w)
+                    todo.append(w)
+        return sorted(seen)
 
     # -- distances
     def _edges(self, sid: int) -> list[tuple[int, int, int]]:

@@ -16,9 +16,14 @@ import numpy as np
 
 from ltlagent.decode.machine import FREE, INF, Key, Machine
 from ltlagent.decode.masks import Mask
+from ltlagent.decode.trie import VocabTrie, ranges, trie_of
 from ltlagent.decode.vocab import FirstByteIndex, Vocab, tokens_containing
 
 __all__ = ["Steering"]
+
+#: Bytes walked with numpy in :meth:`Steering.walk`; the rest of the (few) longer tokens still alive
+#: then go through the machine in Python, instead of one round of array operations per byte.
+VECTOR_DEPTH = 24
 
 
 class Steering:
@@ -53,6 +58,11 @@ class Steering:
         self._quiet_sids: dict[tuple[int, int], np.ndarray] = {}
         self._dfa_final: dict[object, np.ndarray] = {}
         self._by_length: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def trie(self) -> VocabTrie:
+        """The vocabulary's byte trie (built on first use, shared by every index of the vocabulary)."""
+        return trie_of(self.vocab)
 
     # -- machine facts
     def eos_viable(self, sid: int, ends_text: bool) -> bool:
@@ -118,6 +128,9 @@ class Steering:
         out_e: list[np.ndarray] = []
         j = 0
         while ids.size:
+            if j >= VECTOR_DEPTH:  # a few long tokens (whitespace runs…): byte by byte in Python
+                self._walk_rest(ids, st, off + j, ln - j, ent, out_i, out_s, out_e)
+                break
             m.ensure(st)
             byte = flat[off + j]
             ent += m.E[st, byte]
@@ -131,6 +144,67 @@ class Steering:
                 out_e.append(ent[fin])
                 keep &= ~fin
             ids, st, off, ln, ent = ids[keep], st[keep], off[keep], ln[keep], ent[keep]
+        if not out_i:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z
+        return np.concatenate(out_i), np.concatenate(out_s), np.concatenate(out_e)
+
+    def _walk_rest(self, ids: np.ndarray, st: np.ndarray, off: np.ndarray, ln: np.ndarray, ent: np.ndarray,
+                   out_i: list[np.ndarray], out_s: list[np.ndarray], out_e: list[np.ndarray]) -> None:
+        """Finish :meth:`walk` for tokens still alive: the remaining ``ln`` bytes from ``off``."""
+        m = self.machine
+        flat = self.vocab.flat
+        keep_i: list[int] = []
+        keep_s: list[int] = []
+        keep_e: list[int] = []
+        for i, s, o, n, e in zip(ids.tolist(), st.tolist(), off.tolist(), ln.tolist(), ent.tolist()):
+            s2, evs = m.feed(s, flat[o:o + n])
+            if s2 >= 0:
+                keep_i.append(i)
+                keep_s.append(s2)
+                keep_e.append(e + sum(1 for ev, _ in evs if ev > 0))
+        if keep_i:
+            out_i.append(np.asarray(keep_i, dtype=np.int64))
+            out_s.append(np.asarray(keep_s, dtype=np.int64))
+            out_e.append(np.asarray(keep_e, dtype=np.int64))
+
+    def walk_vocab(self, sid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`walk` over every text token, through the vocabulary's byte trie: a prefix the
+        machine rejects prunes every token below it, and shared prefixes are stepped once
+        (:mod:`ltlagent.decode.trie`). Same tokens, end states and entry counts as
+        ``walk(sid, all text tokens)``, in another order."""
+        m = self.machine
+        levels = self.trie.levels
+        out_i: list[np.ndarray] = []
+        out_s: list[np.ndarray] = []
+        out_e: list[np.ndarray] = []
+        st = np.asarray([sid], dtype=np.int64)  # the live nodes' machine states (the root's, first)
+        ent = np.zeros(1, dtype=np.int64)
+        nodes = np.zeros(0, dtype=np.int64)
+        for d, lv in enumerate(levels):
+            if d == 0:
+                idx = np.arange(lv.parent.size, dtype=np.int64)
+                owner = np.zeros(idx.size, dtype=np.int64)
+            else:
+                above = levels[d - 1]
+                idx, owner = ranges(above.child_lo[nodes], above.child_hi[nodes])
+                if idx.size == 0:
+                    break
+            m.ensure(st)
+            ps = st[owner]
+            b = lv.byte[idx]
+            ns = m.T[ps, b]
+            keep = ns >= 0
+            nodes = idx[keep]
+            if nodes.size == 0:
+                break
+            st = ns[keep].astype(np.int64)
+            ent = ent[owner[keep]] + m.E[ps[keep], b[keep]]
+            tidx, towner = ranges(lv.tok_lo[nodes], lv.tok_hi[nodes])
+            if tidx.size:
+                out_i.append(lv.tokens[tidx])
+                out_s.append(st[towner])
+                out_e.append(ent[towner])
         if not out_i:
             z = np.zeros(0, dtype=np.int64)
             return z, z, z
