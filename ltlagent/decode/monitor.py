@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from ltlagent.decode import cache as disk
+from ltlagent.decode import warm
 from ltlagent.decode.machine import (
     DONE,
     END,
@@ -44,6 +46,7 @@ from ltlagent.decode.machine import (
     decode_event,
 )
 from ltlagent.decode.masks import Mask
+from ltlagent.decode.memo import IndexMemo, Move, TokenStep
 from ltlagent.decode.steering import Steering
 from ltlagent.decode.vocab import (
     FirstByteIndex,
@@ -124,19 +127,6 @@ class Segment(NamedTuple):
     label: str | None = None  # "boundary": the context label at which the model began a new example
 
 
-class _Memo:
-    """The mutable memo inside a compiled index: machine rows, masks, per-token steps."""
-
-    def __init__(self, machine: Machine) -> None:
-        self.machine = machine
-        self.masks: dict[tuple[int, bool], Mask] = {}
-        self.steer: dict[tuple[int, bool, bool, int, int], Mask] = {}
-        self.variants: dict[bool, TokenIndex] = {}
-        self.steps: dict[int, tuple[int, tuple[tuple[ByteEvent, int], ...]]] = {}
-        self.disk_key: str | None = None  # the index's cache key, when masks persist (ltlagent.decode.warm)
-        self.warm: tuple[str, int] | None = None  # (masks entry, masks loaded or last saved)
-
-
 @dataclass(frozen=True, eq=False)
 class TokenIndex:
     """Spec × tokenizer, compiled: token bytes, candidate sets, the byte machine.
@@ -154,7 +144,7 @@ class TokenIndex:
     tables: SpecTables = field(repr=False)
     kw_tokens: np.ndarray = field(repr=False)  # text tokens that contain a whole prompt string
     steering: Steering = field(repr=False)  # vocabulary walks: candidates, masks' metrics, steering
-    _memo: _Memo = field(repr=False)
+    _memo: IndexMemo = field(repr=False)
     from_cache: bool = False
     #: test-only: one masking rule switched off, to show the differential tests catch it
     #: ("keywords": free text may write forbidden prompt strings; "budget": no token-budget steering;
@@ -174,7 +164,8 @@ class TokenIndex:
             raise ValueError(f"unknown walker {walker!r}")
         machine = Machine(tables)
         return cls(compiled, tool_names, vocab, buckets, tables, kw_tokens,
-                   Steering(machine, vocab, buckets, kw_tokens), _Memo(machine), from_cache, mutation, walker)
+                   Steering(machine, vocab, buckets, kw_tokens), IndexMemo(machine), from_cache, mutation,
+                   walker)
 
     @property
     def vocab_size(self) -> int:
@@ -191,6 +182,11 @@ class TokenIndex:
         return self._memo.machine
 
     @property
+    def memo(self) -> IndexMemo:
+        """What the index computed so far (machine rows, masks…; :mod:`ltlagent.decode.memo`)."""
+        return self._memo
+
+    @property
     def start(self) -> int:
         """The machine state before anything was written."""
         return self._memo.machine.start
@@ -199,7 +195,7 @@ class TokenIndex:
     def is_eos(self, tok: int) -> bool:
         return tok in self.vocab.eos_ids
 
-    def token_step(self, sid: int, tok: int) -> tuple[int, tuple[tuple[ByteEvent, int], ...]]:
+    def token_step(self, sid: int, tok: int) -> TokenStep:
         """Feed the bytes of text token ``tok``: (next state or -1, events with the byte offset
         after the byte that caused each)."""
         memo = self._memo.steps
@@ -220,31 +216,34 @@ class TokenIndex:
 
         Returns (next state or -1, next count, byte events, why the text ended or None).
         """
-        m = self._memo.machine
-        reason: str | None = None
         if tok in self.vocab.eos_ids:
-            s2, kind = m.eos(sid, ends_text)
+            s2, kind = self._memo.machine.eos(sid, ends_text)
             return s2, 0, (), ("eos" if kind == "end" else None)
-        s2, evs = self.token_step(sid, tok)
+        move = self._memo.moves.get((sid, tok))
+        if move is None:
+            move = self._memo.moves[(sid, tok)] = self._move(sid, tok)
+        s2, evs, enters, reason, mt = move
         if s2 < 0:
             return -1, 0, evs, None
-        if evs:
-            kinds = {ev.kind for ev, _ in evs}
-            count = 0 if EventKind.ENTER in kinds else count + 1
-            if EventKind.STOP in kinds:
-                reason = "stop"
-            elif EventKind.BOUNDARY in kinds:
-                reason = "boundary"
-        else:
-            count += 1
-        key = m.keys[s2]
-        if key.mode == FREE:
-            mt = self.tables.max_tokens[key.cur]
-            if mt is not None and count >= mt:
-                s3 = m.end_text(s2)
-                if s3 != s2:
-                    s2, reason = s3, "max-tokens"
+        count = 0 if enters else count + 1
+        if mt is not None and count >= mt:
+            s3 = self._memo.machine.end_text(s2)
+            if s3 != s2:
+                s2, reason = s3, "max-tokens"
         return s2, count, evs, reason
+
+    def _move(self, sid: int, tok: int) -> Move:
+        """What :meth:`advance` needs to know of text token ``tok`` in ``sid``, whatever the count:
+        (next state, events, whether a state is entered, why the text ended, the ``:max-tokens`` of
+        the free text it leads to)."""
+        s2, evs = self.token_step(sid, tok)
+        if s2 < 0:
+            return -1, evs, False, None, None
+        kinds = {ev.kind for ev, _ in evs}
+        reason = "stop" if EventKind.STOP in kinds else "boundary" if EventKind.BOUNDARY in kinds else None
+        key = self._memo.machine.keys[s2]
+        mt = self.tables.max_tokens[key.cur] if key.mode == FREE else None
+        return s2, evs, EventKind.ENTER in kinds, reason, mt
 
     # -- masks
     def mask(self, sid: int, ends_text: bool = False, remaining: int | None = None,
@@ -400,20 +399,21 @@ class TokenIndex:
         It stays off where it could change what the lexer reads (see :mod:`ltlagent.decode.machine`)."""
         if newline == self.tables.newline:
             return self
-        hit = self._memo.variants.get(newline)
-        if hit is None:
-            tables = build_tables(self.compiled, self.tool_names, frozenset(self.vocab.single_byte_tokens()),
-                                  newline, self.tables.boundaries)
-            hit = TokenIndex.create(self.compiled, self.tool_names, self.vocab, self.buckets, tables,
-                                    self.kw_tokens, from_cache=self.from_cache, mutation=self.mutation,
-                                    walker=self.walker)
-            if tables.newline != newline:  # not possible for this spec and tokenizer
-                hit = self
-            elif self._memo.disk_key is not None:
-                from ltlagent.decode import warm
-
-                warm.attach(hit, self._memo.disk_key)
-            self._memo.variants[newline] = hit
+        found = self._memo.variants.get(newline)
+        if isinstance(found, TokenIndex):
+            return found
+        tables = build_tables(self.compiled, self.tool_names, frozenset(self.vocab.single_byte_tokens()),
+                              newline, self.tables.boundaries)
+        hit = TokenIndex.create(self.compiled, self.tool_names, self.vocab, self.buckets, tables,
+                                self.kw_tokens, from_cache=self.from_cache, mutation=self.mutation,
+                                walker=self.walker)
+        if tables.newline != newline:  # not possible for this spec and tokenizer
+            hit = self
+        elif self._memo.disk_key is not None:  # persisted: precomputed like the index it varies
+            warm.attach(hit, self._memo.disk_key)
+            if hit.precompute():
+                warm.save_masks(hit)
+        self._memo.variants[newline] = hit
         return hit
 
     def allowed_next_states(self, sid: int) -> tuple[str, ...]:
@@ -451,8 +451,6 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
     a first visit; default: when the disk cache is on, where the masks are stored beside the index
     and loaded by later processes instead of being computed again.
     """
-    from ltlagent.decode import cache as disk
-
     if not isinstance(compiled, CompiledSpec):
         compiled = compile_spec(compiled)
     tools = tuple(tool_names) if tool_names is not None else None
@@ -492,13 +490,9 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
             "kind": np.asarray(vocab.kind), "fingerprint": np.asarray(vocab.fingerprint),
             "kw": kw})
     if key is not None:
-        from ltlagent.decode import warm
-
         warm.attach(index, key)  # masks computed by earlier processes, and those of this one later
     if precompute or (precompute is None and key is not None):
         if index.precompute() and key is not None:
-            from ltlagent.decode import warm
-
             warm.save_masks(index)
     return index
 
@@ -560,6 +554,10 @@ class Monitor:
 
     # -- what may come next
     def _mask(self) -> Mask:
+        if self.max_new_tokens is None and self.max_steps is None:  # the common case: one lookup
+            hit = self.index._memo.masks.get((self._sid, self.eos_ends_text))
+            if hit is not None:
+                return hit
         steps = None if self.max_steps is None else self.max_steps - len(self._segs)
         return self.index.mask(self._sid, self.eos_ends_text, self.remaining_tokens, steps, self._count)
 
@@ -624,9 +622,12 @@ class Monitor:
         """Consume one generated token; raises ``UsageError`` if it is not allowed (or the trace is
         finished, or waits for the environment)."""
         tok = int(token_id)
-        if self.waiting_for_env:
+        mode = self.index._memo.machine.keys[self._sid].mode
+        if mode == ENV:
             raise UsageError("the monitor is waiting for environment text: call feed_env() first")
-        if self.is_finished:
+        budget = self.max_new_tokens
+        if mode == DONE or self._dead or (budget is not None and self._ngen >= budget) \
+                or self._nothing_more():  # is_finished, spelled out: this runs at every token
             raise UsageError("the trace is finished: reset() the monitor to start another")
         if not self._mask().allows(tok):
             idx = self.index
@@ -646,11 +647,13 @@ class Monitor:
         if self._dead:
             return
         tok = int(token_id)
+        mode = self.index._memo.machine.keys[self._sid].mode
         if masked:
-            if self.is_finished or self.waiting_for_env or not self._mask().allows(tok):
+            if mode >= ENV or (self.max_new_tokens is not None and self._ngen >= self.max_new_tokens) \
+                    or self._nothing_more() or not self._mask().allows(tok):  # finished, waiting, forbidden
                 self._dead = True
                 return
-        elif self.index.machine.mode(self._sid) in (ENV, DONE):
+        elif mode >= ENV:
             return
         self._consume(tok, False)
 
@@ -682,7 +685,10 @@ class Monitor:
                 if report:
                     out.append(Event("end", state=cur, reason="eos"))
             return out
-        data = idx.vocab.token_bytes(tok)
+        tb = idx._memo.token_bytes
+        data = tb.get(tok)
+        if data is None:
+            data = tb[tok] = idx.vocab.token_bytes(tok)
         base = len(self._buf)
         self._buf += data
         delta, at = self._decode(data)
