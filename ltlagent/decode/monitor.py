@@ -313,6 +313,8 @@ class TokenIndex:
             good = ids[needs < INF]
             bad = np.setdiff1d(cand, good) if self.mutation != "keywords" else cand[:0]
             forb = np.concatenate([steer.nontext, bad])
+            if self.tables.utf8:  # quiet tokens that break UTF-8 here (candidates were walked)
+                forb = np.concatenate([forb, np.nonzero(steer.utf8_breaking(key.u))[0]])
             if eos_ok:
                 forb = np.setdiff1d(forb, eos)
             mk = Mask(size, forbidden=forb)
@@ -403,7 +405,7 @@ class TokenIndex:
         if isinstance(found, TokenIndex):
             return found
         tables = build_tables(self.compiled, self.tool_names, frozenset(self.vocab.single_byte_tokens()),
-                              newline, self.tables.boundaries)
+                              newline, self.tables.boundaries, self.tables.utf8)
         hit = TokenIndex.create(self.compiled, self.tool_names, self.vocab, self.buckets, tables,
                                 self.kw_tokens, from_cache=self.from_cache, mutation=self.mutation,
                                 walker=self.walker)
@@ -434,7 +436,8 @@ def spec_fingerprint(compiled: CompiledSpec, tool_names: Sequence[str] | None) -
 def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *,
                 tool_names: Sequence[str] | None = None, cache: bool = True,
                 eos_token_ids: int | Sequence[int] | None = None, newline: bool = False,
-                context_labels: Sequence[str] = (), precompute: bool | None = None) -> TokenIndex:
+                context_labels: Sequence[str] = (), precompute: bool | None = None,
+                utf8: bool = True) -> TokenIndex:
     """Compile ``compiled`` (a :class:`CompiledSpec`; a spec, spec path or bundled name also works)
     for ``tokenizer`` (any Hugging Face tokenizer, a ``tokenizers.Tokenizer``, or a
     :class:`~ltlagent.decode.vocab.Vocab`).
@@ -446,10 +449,14 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
     :meth:`TokenIndex.variant`. ``context_labels`` (e.g. :data:`~ltlagent.text.lexer.CONTEXT_LABELS`):
     the example boundary: a line that starts with ``<label>:`` inside any model-written state ends
     that state's text as EOS would (real models run on past the answer into a new example).
-    ``precompute``: compute every reachable state's mask now (:meth:`TokenIndex.precompute`, for
-    cursors that do not end a text on EOS, as logits processors run), so that no decoding step pays
-    a first visit; default: when the disk cache is on, where the masks are stored beside the index
-    and loaded by later processes instead of being computed again.
+    ``utf8``: the model's text must stay valid UTF-8: a token that would leave a byte sequence no
+    UTF-8 text can continue (a lone continuation byte, an overlong form, an unfinished character
+    before a prompt string or EOS) is forbidden, as grammar engines over characters do; off, any
+    bytes are allowed and the model decides. ``precompute``: compute every reachable state's mask
+    now (:meth:`TokenIndex.precompute`, for cursors that do not end a text on EOS, as logits
+    processors run), so that no decoding step pays a first visit; default: when the disk cache is
+    on, where the masks are stored beside the index and loaded by later processes instead of being
+    computed again.
     """
     if not isinstance(compiled, CompiledSpec):
         compiled = compile_spec(compiled)
@@ -476,7 +483,7 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
             vocab = vocab_from_reading(reading)
         kw = tokens_containing(vocab, compiled.lexer.keyword_bytes)
     tables = build_tables(compiled, tools, frozenset(vocab.single_byte_tokens()), newline,
-                          boundary_strings(compiled, context_labels))
+                          boundary_strings(compiled, context_labels), utf8)
     index = TokenIndex.create(compiled, tools, vocab, first_byte_index(vocab), tables, kw,
                               from_cache=entry is not None)
     if index.machine.need(index.start) >= INF:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ltlagent.decode.machine import FREE, INF, Key, Machine
+from ltlagent.decode.machine import FREE, INF, UTF8, UTF8_BAD, Key, Machine
 from ltlagent.decode.masks import Mask
 from ltlagent.decode.trie import VocabTrie, ranges, trie_of
 from ltlagent.decode.vocab import FirstByteIndex, Vocab, tokens_containing
@@ -58,6 +58,7 @@ class Steering:
         self._quiet_sids: dict[tuple[int, int], np.ndarray] = {}
         self._dfa_final: dict[object, np.ndarray] = {}
         self._by_length: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._utf8_bad: dict[int, np.ndarray] = {}
 
     @property
     def trie(self) -> VocabTrie:
@@ -236,6 +237,8 @@ class Steering:
             ids, ends, ent = self.walk(sid, cand)
             quiet = self.vocab.is_text.copy()
             quiet[cand] = False
+            if self.tables.utf8:
+                quiet &= ~self.utf8_breaking(key.u)
             qids = np.nonzero(quiet)[0].astype(np.int64)
             where = self._quiet_where(key, qids)
             ids = np.concatenate([ids, qids])
@@ -315,9 +318,10 @@ class Steering:
             stop = self.tables.stops[cur]
             nstop = stop.num_nodes if stop is not None else 1
             nls = (0, 1) if self.tables.newline else (0,)
-            hit = np.asarray([m.intern(Key(FREE, q, cur, node, 0, sn, 0, nl))
+            us = range(UTF8_BAD) if self.tables.utf8 else (0,)
+            hit = np.asarray([m.intern(Key(FREE, q, cur, node, 0, sn, 0, nl, u))
                               for node in range(self.tables.lexer.num_nodes) for sn in range(nstop)
-                              for nl in nls], dtype=np.int64)
+                              for nl in nls for u in us], dtype=np.int64)
             self._quiet_sids[(q, cur)] = hit
         return hit
 
@@ -333,7 +337,18 @@ class Steering:
             ln = self.lengths[qids]
             last = self.flat[self.vocab.offsets[qids] + np.maximum(ln - 1, 0)]
             where = where * 2 + np.where(ln > 0, last == 0x0A, bool(key.sep))
+        if self.tables.utf8:
+            where = where * UTF8_BAD + self._dfa_final_of(("utf8", key.u), UTF8, key.u)[qids]
         return where
+
+    def utf8_breaking(self, u: int) -> np.ndarray:
+        """bool per token id: the token's bytes are not valid UTF-8 after UTF-8 state ``u``
+        (:data:`~ltlagent.decode.machine.UTF8`); never true for tokens that are not text."""
+        hit = self._utf8_bad.get(u)
+        if hit is None:
+            final = self._dfa_final_of(("utf8", u), UTF8, u)
+            hit = self._utf8_bad[u] = (final == UTF8_BAD) & self.vocab.is_text
+        return hit
 
     def _tokens_by_length(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Text tokens longest first, their offsets, and how many are longer than j bytes (per j)."""

@@ -47,15 +47,17 @@ class MaskedIndex(Protocol):
     @property
     def mutation(self) -> str | None: ...
 
-_KEY_WIDTH = len(Key._fields)  # machine key (mode, q, cur, node, content, stop, pre, sep)
-_FORMAT = 1
+_KEY_WIDTH = len(Key._fields)  # machine key (mode, q, cur, node, content, stop, pre, sep, u)
+_FORMAT = 2
 
 
-def mask_entry_key(index_key: str, newline: bool, boundaries: tuple[bytes, ...] = ()) -> str:
+def mask_entry_key(index_key: str, newline: bool, boundaries: tuple[bytes, ...] = (),
+                   utf8: bool = False) -> str:
     """The cache entry name of the masks of the index stored under ``index_key``: per variant of the
-    byte machine (the newline separator, the example boundaries), whose states the masks are of."""
+    byte machine (the newline separator, the example boundaries, UTF-8 checked or not), whose states
+    the masks are of."""
     tag = f"-b{hashlib.sha256(repr(boundaries).encode()).hexdigest()[:12]}" if boundaries else ""
-    return f"{index_key}.masks{_FORMAT}-nl{int(newline)}{tag}"
+    return f"{index_key}.masks{_FORMAT}-nl{int(newline)}{tag}{'-u8' if utf8 else ''}"
 
 
 def _arrays(memo: IndexMemo, size: int) -> dict[str, np.ndarray]:
@@ -158,7 +160,7 @@ def attach(index: MaskedIndex, index_key: str) -> int:
     Returns how many masks were loaded (0 with the cache off)."""
     if not disk.cache_enabled() or index.mutation is not None:
         return 0
-    entry_key = mask_entry_key(index_key, index.tables.newline, index.tables.boundaries)
+    entry_key = mask_entry_key(index_key, index.tables.newline, index.tables.boundaries, index.tables.utf8)
     n = load_masks(index, entry_key)
     memo = index.memo
     memo.warm = (entry_key, len(memo.masks))
