@@ -22,6 +22,7 @@ completion when the budget only just suffices, so finite specs always end comple
 from __future__ import annotations
 
 import codecs
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,6 +356,10 @@ class TokenIndex:
                 if (sid, et) not in masks:
                     self.mask(sid, et)
                     n += 1
+        if n:
+            # the objects just made would otherwise trigger a full collection during the first
+            # decoding steps (a 40 ms pause measured at 128k tokens): take it now, at build time
+            gc.collect()
         return n
 
     def _live_bytes(self, sid: int) -> np.ndarray:
