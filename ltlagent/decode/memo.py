@@ -35,3 +35,4 @@ class IndexMemo:
         self.token_bytes: dict[int, bytes] = {}  # the bytes of tokens cursors consumed
         self.disk_key: str | None = None  # the index's cache key, when masks persist (ltlagent.decode.warm)
         self.warm: tuple[str, int] | None = None  # (masks entry, masks loaded or last saved)
+        self.precomputed = False  # every reachable state's mask was computed (TokenIndex.precompute)

@@ -356,6 +356,7 @@ class TokenIndex:
                 if (sid, et) not in masks:
                     self.mask(sid, et)
                     n += 1
+        self._memo.precomputed = True
         if n:
             # the objects just made would otherwise trigger a full collection during the first
             # decoding steps (a 40 ms pause measured at 128k tokens): take it now, at build time
@@ -416,9 +417,9 @@ class TokenIndex:
                                 walker=self.walker)
         if tables.newline != newline:  # not possible for this spec and tokenizer
             hit = self
-        elif self._memo.disk_key is not None:  # persisted: precomputed like the index it varies
+        elif self._memo.disk_key is not None:  # persisted (and precomputed) like the index it varies
             warm.attach(hit, self._memo.disk_key)
-            if hit.precompute():
+            if self._memo.precomputed and hit.precompute():
                 warm.save_masks(hit)
         self._memo.variants[newline] = hit
         return hit
@@ -738,6 +739,9 @@ class Monitor:
     def _decode(self, data: bytes) -> tuple[str, int]:
         """Decode ``data`` just appended: (the text now complete, its byte offset in the text)."""
         at = self._settled
+        if not self._held and data.isascii():  # the decoder holds nothing and would hold nothing
+            self._settled = len(self._buf)
+            return data.decode("ascii"), at
         delta = self._dec.decode(data)
         if self._held or not data.isascii():
             self._held = len(self._dec.getstate()[0])
@@ -843,8 +847,10 @@ class Monitor:
 
     def _nothing_more(self) -> bool:
         """A complete trace that allows nothing more, and a tokenizer without EOS to end it."""
+        if self.index.vocab.eos_ids:
+            return False
         m = self.index.machine
-        return not self.index.eos_token_ids and m.complete(self._sid) and not m.allowed_next(self._sid)
+        return m.complete(self._sid) and not m.allowed_next(self._sid)
 
     @property
     def is_finished(self) -> bool:
