@@ -459,7 +459,8 @@ class Agent:
             t = time.perf_counter()
             self._index = build_index(self.compiled, self.tokenizer, tool_names=list(self.tools) or None,
                                       eos_token_ids=eos_token_ids(self.model, self.tokenizer),
-                                      context_labels=self.context_labels)
+                                      context_labels=self.context_labels,
+                                      precompute=False)  # its cursors end texts on EOS: masks on first visit
             self.index_seconds = time.perf_counter() - t
         return self._index
 
