@@ -460,7 +460,10 @@ class Agent:
             self._index = build_index(self.compiled, self.tokenizer, tool_names=list(self.tools) or None,
                                       eos_token_ids=eos_token_ids(self.model, self.tokenizer),
                                       context_labels=self.context_labels,
-                                      precompute=False)  # its cursors end texts on EOS: masks on first visit
+                                      # its cursors end texts on EOS: masks on first visit; UTF-8
+                                      # not checked yet: with budget steering it costs 2-3x per run
+                                      # (issue 19, benchmarks/README.md)
+                                      precompute=False, utf8=False)
             self.index_seconds = time.perf_counter() - t
         return self._index
 
