@@ -94,7 +94,7 @@ def main() -> None:
         if n >= 48:
             step_rows = [s for rows, s in log if rows >= 48]
         per = max(1, round(gen / n))
-        prompts = [{"prompt_token_ids": agent._encode(agent.prompt(task), special=True)} for task in tasks]
+        prompts = [{"prompt_token_ids": agent.encode(agent.prompt(task), special=True)} for task in tasks]
         sp = vllm.SamplingParams(max_tokens=per, min_tokens=per, ignore_eos=True, temperature=1.0)
         t = time.perf_counter()
         outs = llm.generate(prompts, sp, use_tqdm=False)

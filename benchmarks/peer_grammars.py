@@ -20,9 +20,11 @@ automaton (:func:`avoid_rules`), one rule per proper prefix of a prompt string.
 
 These grammars give the same verdict as ltlagent on every string of :data:`TEST_STRINGS` (checked by
 ``tests/test_peer_grammars.py`` and before every benchmark run). At the token level the masks still
-differ in known ways, counted per step by ``bench_peers.py``: ltlagent's free text is any bytes,
-the engines' grammars are UTF-8 text, so ltlagent also allows tokens that cannot continue valid
-UTF-8 there (a lone continuation byte after a whole character); where a prompt string is forced
+differ in known ways, counted per step by ``bench_peers.py``: with ``build_index(utf8=False)``
+ltlagent's free text is any bytes, so it also allows tokens that cannot continue valid UTF-8 (a
+lone continuation byte after a whole character; by default it forbids them, as the engines do); a
+state's text may begin with whitespace including newlines before its ``:stop`` counts (``Thought:``
+then a newline and an indented line), which these grammars do not spell out; where a prompt string is forced
 (after a text ended and one state may follow) ltlagent allows only its forced token, the longest
 token of the prompt string, while the engines allow every way of writing those bytes (and the
 optional whitespace separator).

@@ -60,14 +60,14 @@ def masks_files(root: Path) -> list[Path]:
 def test_persisted_masks_load_back_equal_to_fresh_ones(cache_at: Path, newline: bool | None) -> None:
     compiled = compile_spec("react-tools")
     tok = tiny.byte_level()
-    first = build_index(compiled, tok)
+    first = build_index(compiled, tok, precompute=False)
     expected = drive(first, newline)
     used = first if newline is None else first.variant(newline)
     assert warm.save_masks(used) is not None
     assert len(masks_files(cache_at)) == 1
     assert warm.save_masks(used) is None  # nothing new since
 
-    second = build_index(compiled, tok)
+    second = build_index(compiled, tok, precompute=False)
     loaded = second if newline is None else second.variant(newline)
     stored = by_key(loaded)
     assert len(stored) == len(used._memo.masks) > 3
@@ -87,7 +87,7 @@ def test_persisted_masks_load_back_equal_to_fresh_ones(cache_at: Path, newline: 
 def test_masks_are_saved_when_the_index_is_collected(cache_at: Path) -> None:
     import gc
 
-    index = build_index(compile_spec("react"), tiny.byte_level())
+    index = build_index(compile_spec("react"), tiny.byte_level(), precompute=False)
     drive(index)
     del index
     gc.collect()
@@ -98,7 +98,7 @@ def test_masks_are_saved_when_the_index_is_collected(cache_at: Path) -> None:
 def test_damaged_masks_file_is_ignored(cache_at: Path, damage: str) -> None:
     compiled = compile_spec("react-tools")
     tok = tiny.byte_level()
-    index = build_index(compiled, tok)
+    index = build_index(compiled, tok, precompute=False)
     expected = drive(index)
     path = warm.save_masks(index)
     assert path is not None
@@ -115,7 +115,7 @@ def test_damaged_masks_file_is_ignored(cache_at: Path, damage: str) -> None:
         else:
             arrays["size"] = np.asarray(int(arrays["size"]) + 1)
         np.savez(path, **arrays)
-    again = build_index(compiled, tok)
+    again = build_index(compiled, tok, precompute=False)
     assert again._memo.masks == {}  # nothing loaded
     got = drive(again)
     assert all(np.array_equal(a, b) for a, b in zip(got, expected))
@@ -124,13 +124,13 @@ def test_damaged_masks_file_is_ignored(cache_at: Path, damage: str) -> None:
 def test_cache_off_writes_and_reads_no_masks(cache_at: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     compiled = compile_spec("react-tools")
     tok = tiny.byte_level()
-    index = build_index(compiled, tok)
+    index = build_index(compiled, tok, precompute=False)
     drive(index)
     warm.save_masks(index)
     assert len(masks_files(cache_at)) == 1
     cache.disable_cache()
     try:
-        off = build_index(compiled, tok)
+        off = build_index(compiled, tok, precompute=False)
         assert off._memo.masks == {}
         drive(off)
         assert warm.save_masks(off) is None
@@ -140,7 +140,7 @@ def test_cache_off_writes_and_reads_no_masks(cache_at: Path, monkeypatch: pytest
 
 
 def test_failed_write_leaves_no_partial_file(cache_at: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    index = build_index(compile_spec("react"), tiny.byte_level())
+    index = build_index(compile_spec("react"), tiny.byte_level(), precompute=False)
     drive(index)
 
     def boom(*_a: object, **_k: object) -> None:
@@ -159,13 +159,34 @@ def test_masks_of_the_boundary_variant_are_kept_apart(cache_at: Path) -> None:
 
     compiled = compile_spec("react-tools")
     tok = tiny.byte_level()
-    with_labels = build_index(compiled, tok, context_labels=CONTEXT_LABELS)
+    with_labels = build_index(compiled, tok, context_labels=CONTEXT_LABELS, precompute=False)
     drive(with_labels)
     assert warm.save_masks(with_labels) is not None
-    plain = build_index(compiled, tok)
+    plain = build_index(compiled, tok, precompute=False)
     assert not plain._memo.masks  # nothing loaded from the other variant
     drive(plain)
     assert warm.save_masks(plain) is not None
     assert len(masks_files(cache_at)) == 2
-    again = build_index(compiled, tok, context_labels=CONTEXT_LABELS)
+    again = build_index(compiled, tok, context_labels=CONTEXT_LABELS, precompute=False)
     assert by_key(again).keys() == by_key(with_labels).keys()
+
+
+def test_precomputed_masks_are_stored_at_build_and_loaded_by_the_next_build(cache_at: Path) -> None:
+    compiled = compile_spec("react-tools")
+    tok = tiny.byte_level()
+    first = build_index(compiled, tok)  # cache on: every reachable state's mask now, stored at once
+    n = len(first._memo.masks)
+    assert n > 50 and len(masks_files(cache_at)) == 1
+    second = build_index(compiled, tok)
+    assert len(second._memo.masks) == n  # all loaded, nothing computed again
+    assert second.precompute() == 0
+    fresh = build_index(compiled, tok, cache=False, precompute=False)
+    fm = fresh.machine
+    for (key, ends), mk in by_key(second).items():
+        want = fresh.mask(fm.intern(key), ends)  # type: ignore[arg-type]
+        assert np.array_equal(mk.allowed_ids(), want.allowed_ids()), key  # type: ignore[attr-defined]
+        assert (mk.max_need, mk.quiet, mk.forced) == (want.max_need, want.quiet, want.forced)  # type: ignore[attr-defined]
+    before = len(second._memo.masks)
+    got = drive(second)
+    assert len(second._memo.masks) == before  # the run met no state without a mask
+    assert all(np.array_equal(a, b) for a, b in zip(got, drive(fresh)))

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Agent", "Step", "RunResult", "RunStream", "EnvContext", "EnvReply", "ToolEnvironment",
     "render_prompt", "prompt_template", "prompt_examples", "neutralise", "BUNDLED_MODEL", "STOP_REASONS",
-    "Roles",
+    "Roles", "StepLog",
 ]
 
 #: The bundled tiny model (trained on ReAct traces); used when no model is given.
@@ -250,7 +250,7 @@ def run_notes(steps: Sequence[Step], answer: str | None, answer_state: str | Non
 
 # --- the run ----------------------------------------------------------------------------------------
 
-class _StepLog:
+class StepLog:
     """Steps from the monitor's record: the monitor says which states were visited, where their
     text lies and how it ended (the text is lexed once, by the monitor); the log adds what only the
     runner knows (who wrote each piece of text, when each step began, the tool calls) and formats
@@ -459,7 +459,11 @@ class Agent:
             t = time.perf_counter()
             self._index = build_index(self.compiled, self.tokenizer, tool_names=list(self.tools) or None,
                                       eos_token_ids=eos_token_ids(self.model, self.tokenizer),
-                                      context_labels=self.context_labels)
+                                      context_labels=self.context_labels,
+                                      # its cursors end texts on EOS: masks on first visit; UTF-8
+                                      # not checked yet: with budget steering it costs 2-3x per run
+                                      # (issue 19, benchmarks/README.md)
+                                      precompute=False, utf8=False)
             self.index_seconds = time.perf_counter() - t
         return self._index
 
@@ -526,7 +530,9 @@ class Agent:
         assert isinstance(out, RunStream)
         return out
 
-    def _encode(self, text: str, special: bool) -> list[int]:
+    def encode(self, text: str, special: bool) -> list[int]:
+        """``text`` as token ids of the agent's tokenizer (``special``: with its special tokens, for a
+        prompt; environment text is encoded without)."""
         out = self.tokenizer.encode(text, add_special_tokens=special)
         return list(out.ids if hasattr(out, "ids") else out)
 
@@ -560,7 +566,7 @@ class Agent:
             probs = torch.zeros_like(probs).scatter_(0, idx[keep], p[keep])
         return int(torch.multinomial(probs, 1, generator=gen))
 
-    def _answer(self, steps: Sequence[Step]) -> str | None:
+    def answer_of(self, steps: Sequence[Step]) -> str | None:
         """The text of the answer state's last step (Answer, or the last model step; after
         ``Answer:`` inside it when the spec has no Answer state, as for the paper's ablated agent)."""
         name = self.roles.answer
@@ -572,7 +578,7 @@ class Agent:
         m = re.search(r"Answer:\s*(.*)", last.text, flags=re.S)
         return m.group(1).strip() if m else last.text
 
-    def _env_text(self, reply: EnvReply) -> str:
+    def env_text(self, reply: EnvReply) -> str:
         """Environment text as it is appended: truncated (said so), prompt strings neutralised,
         one leading space and a closing newline (``Observation: 395⏎``)."""
         text = (reply.text or "").strip()
@@ -587,7 +593,7 @@ class Agent:
         the spec with a line break and an end of text each, and a few more: room for the shortest way
         on to the end of a trace after the cut text (the monitor steers onto it)."""
         if self._reserve is None:
-            strings = sum(len(self._encode(st.text + "\n", special=False)) + 1 for st in self.spec.states)
+            strings = sum(len(self.encode(st.text + "\n", special=False)) + 1 for st in self.spec.states)
             self._reserve = strings + 8
         return self._reserve
 
@@ -599,7 +605,7 @@ class Agent:
         def cut(k: int) -> list[int]:
             shown = text[:k].rstrip()
             note = f"… [cut to fit the context: {len(text)} characters, {len(shown)} shown]"
-            return self._encode(self._env_text(EnvReply((shown + " " + note).strip(), reply.tool,
+            return self.encode(self.env_text(EnvReply((shown + " " + note).strip(), reply.tool,
                                                          reply.error)), special=False)
 
         if room <= 0 or len(cut(0)) > room:
@@ -627,14 +633,14 @@ class Agent:
         for t in self.tools.values():
             t.reset()
         prompt = self.prompt(task)
-        prompt_ids = self._encode(prompt, special=not self.uses_chat_template)
+        prompt_ids = self.encode(prompt, special=not self.uses_chat_template)
         n_ctx = _context_size(self.model)
         if n_ctx is not None and len(prompt_ids) >= n_ctx:
             raise UsageError(f"the prompt has {len(prompt_ids)} tokens; the model's context holds {n_ctx}")
         budget = max_new_tokens if n_ctx is None else min(max_new_tokens, n_ctx - len(prompt_ids))
         mon: Monitor = Monitor(index, max_new_tokens=budget, max_steps=max_steps, newline=newline)
         eos = set(index.eos_token_ids)
-        log = _StepLog(mon, self.spec)
+        log = StepLog(mon, self.spec)
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed if seed is not None else int(torch.randint(0, 2**31 - 1, (1,))))
         calls0, fwd0 = self.forward_calls, self.forward_tokens
@@ -685,7 +691,7 @@ class Agent:
                 if reply.text is None:
                     stop = "env_ended"
                     break
-                ids = self._encode(self._env_text(reply), special=False)
+                ids = self.encode(self.env_text(reply), special=False)
                 left = None if n_ctx is None else n_ctx - cached - len(pending)
                 if left is not None and len(ids) + reserve >= left:
                     # too long for what is left: cut it, keeping room for the rest of the trace, or
@@ -701,7 +707,7 @@ class Agent:
                 try:
                     events = mon.feed_env(ids)
                 except UsageError:  # special/unknown ids, or normalisation made a prompt string
-                    ids = self._encode(self._env_text(EnvReply("(environment text withheld: the tokenizer "
+                    ids = self.encode(self.env_text(EnvReply("(environment text withheld: the tokenizer "
                                                                "cannot write it)")), special=False)
                     events = mon.feed_env(ids)
                 consume(events, "env")
@@ -749,7 +755,7 @@ class Agent:
             yield from log.take(len(mon.segments) - 1)
         yield from log.take(len(mon.segments))
         steps = log.steps()
-        answer = self._answer(steps) if steps else None
+        answer = self.answer_of(steps) if steps else None
         total = time.perf_counter() - t0
         generated = mon.tokens_generated
         decode_s = max(total - t_index - t_prefill - t_env, 1e-9)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltlagent.agent.environment import EnvContext, EnvReply, call_environment, check_task
-from ltlagent.agent.runner import Agent, RunResult, Step, _StepLog
+from ltlagent.agent.runner import Agent, RunResult, Step, StepLog
 from ltlagent.decode.vllm_processor import EXTRA_KEY
 from ltlagent.errors import UsageError
 
@@ -49,7 +49,7 @@ class _Episode:
         self.ids = list(prompt_ids)
         self.env: list[list[int]] = []
         self.mon = mon
-        self.log = _StepLog(mon, agent.spec)
+        self.log = StepLog(mon, agent.spec)
         self.stop: str | None = None
         self.env_tokens = self.eos_tokens = self.forced_tokens = self.requests = self.submitted = 0
         self.t_env = 0.0
@@ -94,7 +94,7 @@ def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_ne
     eos = set(index.eos_token_ids)
     eps: list[_Episode] = []
     for task in tasks:
-        pids = agent._encode(agent.prompt(task), special=True)
+        pids = agent.encode(agent.prompt(task), special=True)
         if n_ctx is not None and len(pids) >= n_ctx:
             raise UsageError(f"the prompt has {len(pids)} tokens; the model's context holds {n_ctx}")
         mon = Monitor(index, max_new_tokens=max_new_tokens, max_steps=max_steps, eos_ends_text=False,
@@ -192,14 +192,14 @@ def _consume(agent: Agent, ep: _Episode, toks: list[int], eos: set[int], max_ste
     if reply.text is None:
         ep.stop = "env_ended"
         return False
-    ids = agent._encode(agent._env_text(reply), special=False)
+    ids = agent.encode(agent.env_text(reply), special=False)
     if n_ctx is not None and len(ep.ids) + len(ids) >= n_ctx:
         ep.stop = "context_full"
         return False
     try:
         events = mon.feed_env(ids)
     except UsageError:
-        ids = agent._encode(agent._env_text(EnvReply("(environment text withheld: the tokenizer cannot "
+        ids = agent.encode(agent.env_text(EnvReply("(environment text withheld: the tokenizer cannot "
                                                      "write it)")), special=False)
         events = mon.feed_env(ids)
     log.wrote(events, "env")
@@ -218,7 +218,7 @@ def _result(agent: Agent, ep: _Episode, t_index: float, max_steps: int, max_new_
     generated = ep.mon.tokens_generated
     decode_s = max(total - ep.t_env, 1e-9)
     return RunResult(
-        task=ep.task, answer=agent._answer(steps) if steps else None, steps=steps, prompt=ep.prompt,
+        task=ep.task, answer=agent.answer_of(steps) if steps else None, steps=steps, prompt=ep.prompt,
         transcript=ep.log.text, stop_reason=ep.stop or "finished", verdict=ep.mon.verdict,
         spec=agent.spec.name,
         usage={"prompt_tokens": len(ep.prompt_ids), "generated_tokens": generated,

@@ -44,8 +44,9 @@ from ltlagent.logic.compiled import CompiledSpec
 from ltlagent.text.content import WHITESPACE, ContentDFA, content_dfa
 from ltlagent.text.lexer import ROOT, Lexer, build_lexer
 
-__all__ = ["FREE", "END", "ENV", "DONE", "INF", "Key", "EventKind", "ByteEvent", "encode_event",
-           "decode_event", "SpecTables", "Machine", "build_tables", "SEP_NEWLINE", "boundary_strings"]
+__all__ = ["FREE", "END", "ENV", "DONE", "INF", "UTF8", "UTF8_BAD", "Key", "EventKind", "ByteEvent",
+           "encode_event", "decode_event", "SpecTables", "Machine", "build_tables", "SEP_NEWLINE",
+           "boundary_strings"]
 
 FREE, END, ENV, DONE = 0, 1, 2, 3
 INF = 1 << 30
@@ -66,6 +67,58 @@ class Key(NamedTuple):
     stop: int
     pre: int
     sep: int
+    #: UTF-8 (with ``SpecTables.utf8``): bytes still owed by the character the model is writing
+    #: (:data:`UTF8` state; 0 between characters)
+    u: int = 0
+
+
+#: UTF-8 as a byte DFA: ``UTF8[u][b]`` is the state after byte ``b`` in state ``u`` (``UTF8_BAD``:
+#: not valid UTF-8 there). 0: between characters; 1–3: that many continuation bytes (80–BF) owed;
+#: 4: after E0 (A0–BF next, then one more); 5: after ED (80–9F, then one); 6: after F0 (90–BF, then
+#: two); 7: after F4 (80–8F, then two). Overlong forms, surrogates and code points past U+10FFFF
+#: are rejected, as Python's and the peers' decoders do.
+UTF8_BAD = 8
+
+
+def _utf8_table() -> tuple[tuple[int, ...], ...]:
+    rows = []
+    for u in range(UTF8_BAD + 1):
+        row = []
+        for b in range(256):
+            nxt = UTF8_BAD
+            if u == 0:
+                if b < 0x80:
+                    nxt = 0
+                elif 0xC2 <= b <= 0xDF:
+                    nxt = 1
+                elif b == 0xE0:
+                    nxt = 4
+                elif b == 0xED:
+                    nxt = 5
+                elif 0xE1 <= b <= 0xEF:
+                    nxt = 2
+                elif b == 0xF0:
+                    nxt = 6
+                elif 0xF1 <= b <= 0xF3:
+                    nxt = 3
+                elif b == 0xF4:
+                    nxt = 7
+            elif u in (1, 2, 3):
+                nxt = u - 1 if 0x80 <= b <= 0xBF else UTF8_BAD
+            elif u == 4:
+                nxt = 1 if 0xA0 <= b <= 0xBF else UTF8_BAD
+            elif u == 5:
+                nxt = 1 if 0x80 <= b <= 0x9F else UTF8_BAD
+            elif u == 6:
+                nxt = 2 if 0x90 <= b <= 0xBF else UTF8_BAD
+            elif u == 7:
+                nxt = 2 if 0x80 <= b <= 0x8F else UTF8_BAD
+            row.append(nxt)
+        rows.append(tuple(row))
+    return tuple(rows)
+
+
+UTF8 = _utf8_table()
 
 
 class EventKind(IntEnum):
@@ -132,6 +185,9 @@ class SpecTables:
     #: same stop matcher, in every model-written state; ``own_stops[k]`` is how many are state k's own
     boundaries: tuple[bytes, ...] = ()
     own_stops: tuple[int, ...] = ()
+    #: the model's text must stay valid UTF-8 (a token that breaks it is forbidden, as in grammars
+    #: over characters); off: any bytes, the model decides
+    utf8: bool = False
 
 
 def _newline_possible(lexer: Lexer, single_bytes: set[int] | frozenset[int]) -> bool:
@@ -180,11 +236,11 @@ def _after_text(stop: Lexer) -> Lexer:
 
 def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
                  single_bytes: set[int] | frozenset[int], newline: bool = False,
-                 boundaries: Sequence[bytes] = ()) -> SpecTables:
+                 boundaries: Sequence[bytes] = (), utf8: bool = False) -> SpecTables:
     """Flatten ``compiled`` for the machine; ``single_bytes``: bytes that are a token by themselves.
     ``newline``: separate an ended text from the next prompt string by a newline (where possible).
     ``boundaries``: strings that end any model-written state's text as EOS would (the model began a
-    new example: see :func:`boundary_strings`)."""
+    new example: see :func:`boundary_strings`). ``utf8``: the model's text must stay valid UTF-8."""
     spec, aut, lexer = compiled.spec, compiled.automaton, compiled.lexer
     delta = aut.live_delta
     content: list[ContentDFA | None] = []
@@ -211,7 +267,8 @@ def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
     cls_of: list[int] = []
     members: list[list[int]] = []
     for b in range(256):
-        parts: list[object] = [b in WHITESPACE, newline and b == NL, tuple(row[b] for row in lexer.goto)]
+        parts: list[object] = [b in WHITESPACE, newline and b == NL, tuple(row[b] for row in lexer.goto),
+                               tuple(row[b] for row in UTF8) if utf8 else ()]
         for d in content:
             if d is not None:
                 parts.append(tuple(row[b] for row in d.trans))
@@ -234,7 +291,7 @@ def build_tables(compiled: CompiledSpec, tool_names: Sequence[str] | None,
                       tuple(st.env_input for st in spec.states), tuple(content), stops,
                       tuple(st.max_tokens for st in spec.states), lexer,
                       tuple(len(k) for k in lexer.keyword_bytes), node_bytes, tuple(cls_of), tuple(reps),
-                      newline, tuple(boundaries), own_stops)
+                      newline, tuple(boundaries), own_stops, utf8)
 
 
 class Machine:
@@ -258,6 +315,9 @@ class Machine:
         self._eos: dict[tuple[int, bool], tuple[int, str]] = {}
         self._paths: dict[int, bytes] = {}
         self._viable_memo: dict[tuple[int, int, int], bool] = {}
+        self._lex: dict[tuple[int, int], tuple[int, int, int, bytes]] = {}
+        self._cls = np.asarray(t.cls_of, dtype=np.int64)
+        self._cls_bytes = [t.reps[c] if t.reps[c] >= 0 else t.cls_of.index(c) for c in range(len(t.reps))]
         self.start = self.intern(Key(END, t.initial, -1, ROOT, 0, 0, 0, 0))
 
     # -- states
@@ -288,11 +348,11 @@ class Machine:
 
     def complete(self, sid: int) -> bool:
         """A trace ending here is accepted (content, pending bytes included, valid)."""
-        mode, q, cur, node, c, _sn, pre, _sep = self.keys[sid]
+        mode, q, cur, node, c, _sn, pre, _sep, u = self.keys[sid]
         t = self.t
         if mode == DONE:
             return True
-        if t.infinite or mode not in (FREE, END) or cur < 0 or q not in t.accepting:
+        if u or t.infinite or mode not in (FREE, END) or cur < 0 or q not in t.accepting:
             return False
         if mode == END and pre < t.lexer.depth[node]:
             return False  # a prompt-string prefix written after the text ended is not content
@@ -315,20 +375,34 @@ class Machine:
         ev = encode_event(ByteEvent(EventKind.ENTER, k, forced))
         return Key(ENV if t.env[k] else FREE, q2, k, ROOT, 0, 0, 0, 0), ev
 
+    def _lex_step(self, node: int, b: int) -> tuple[int, int, int, bytes]:
+        """The keyword lexer on byte ``b`` at ``node``: (prompt string recognised or -1, how many
+        bytes leave the pending window, the next node, those bytes). Memoised per (node, byte)."""
+        hit = self._lex.get((node, b))
+        if hit is None:
+            t = self.t
+            lx = t.lexer
+            nxt = lx.goto[node][b]
+            k = lx.emit[nxt]
+            d = lx.depth[node]
+            if k >= 0:
+                nflush, node2 = d + 1 - t.kw_len[k], ROOT
+            else:
+                nflush, node2 = d + 1 - lx.depth[nxt], nxt
+            fl = (t.node_bytes[node] + bytes((b,)))[:nflush] if nflush > 0 else b""
+            hit = self._lex[(node, b)] = (k, nflush, node2, fl)
+        return hit
+
     def _step_key(self, key: Key, b: int) -> tuple[Key | None, int]:
-        mode, q, cur, node, c, sn, pre, sep = key
+        mode, q, cur, node, c, sn, pre, sep, u = key
         if mode >= ENV:
             return None, 0
         t = self.t
-        lx = t.lexer
-        nxt = lx.goto[node][b]
-        k = lx.emit[nxt]
-        d = lx.depth[node]
-        if k >= 0:
-            nflush, node2 = d + 1 - t.kw_len[k], ROOT
-        else:
-            nflush, node2 = d + 1 - lx.depth[nxt], nxt
-        fl = (t.node_bytes[node] + bytes((b,)))[:nflush] if nflush > 0 else b""
+        if t.utf8:
+            u = UTF8[u][b]
+            if u == UTF8_BAD:
+                return None, 0
+        k, nflush, node2, fl = self._lex_step(node, b)
         cd = t.content[cur] if cur >= 0 else None
         if mode == FREE:
             if cd is not None:
@@ -350,8 +424,8 @@ class Machine:
                     j = hit - t.own_stops[cur]
                     ev = encode_event(ByteEvent(EventKind.STOP) if j < 0 else
                                       ByteEvent(EventKind.BOUNDARY, j % len(t.boundaries)))
-                    return self._end_key(q, cur, node2, c, b == NL), ev
-            return Key(FREE, q, cur, node2, c, sn, 0, int(t.newline and b == NL)), 0
+                    return self._end_key(q, cur, node2, c, b == NL, u), ev
+            return Key(FREE, q, cur, node2, c, sn, 0, int(t.newline and b == NL), u), 0
         # END: bytes leaving the pending window must be ones written before the end, or one
         # whitespace separator (with ``newline`` always a newline; written first with SEP_NEWLINE)
         if sep == SEP_NEWLINE:
@@ -372,9 +446,9 @@ class Machine:
             pre -= npre
         if k >= 0:
             return self._enter(q, cur, c, k, True)
-        return Key(END, q, cur, node2, c, 0, pre, sep), 0
+        return Key(END, q, cur, node2, c, 0, pre, sep, u), 0
 
-    def _end_key(self, q: int, cur: int, node: int, c: int, last_nl: bool) -> Key:
+    def _end_key(self, q: int, cur: int, node: int, c: int, last_nl: bool, u: int = 0) -> Key:
         """The END state after the text of ``cur`` ended at lexer ``node`` with content ``c``:
         with ``newline``, a newline must come next unless the text ends in one (or the content
         would not stay valid with the pending bytes and the newline added to it)."""
@@ -385,7 +459,7 @@ class Machine:
             c2 = d.feed(c, t.node_bytes[node] + b"\n") if d is not None else 0
             if d is None or (c2 >= 0 and c2 in d.accepting):
                 sep = SEP_NEWLINE
-        return Key(END, q, cur, node, c, 0, self.t.lexer.depth[node], sep)
+        return Key(END, q, cur, node, c, 0, self.t.lexer.depth[node], sep, u)
 
     def _viable(self, cur: int, c: int, node: int) -> bool:
         """Content ``c`` with pending bytes ``p``: either all of ``p`` becomes content, or a prompt
@@ -414,20 +488,16 @@ class Machine:
             return r
         key = self.keys[sid]
         out: list[tuple[int, int]] = []
-        for rep_cls in range(len(self.t.reps)):
-            b = self._class_byte(rep_cls)
-            k2, ev = self._step_key(key, b)
-            out.append((self.intern(k2), ev) if k2 is not None else (-1, 0))
+        step, intern = self._step_key, self.intern
+        for b in self._cls_bytes:
+            k2, ev = step(key, b)
+            out.append((intern(k2), ev) if k2 is not None else (-1, 0))
         self.rows[sid] = out
-        cls = np.asarray(self.t.cls_of)
-        self.T[sid] = np.asarray([s for s, _ in out], dtype=np.int32)[cls]
-        self.E[sid] = np.asarray([1 if s >= 0 and ev > 0 else 0 for s, ev in out], dtype=np.int8)[cls]
+        cls = self._cls
+        self.T[sid] = np.fromiter((s for s, _ in out), dtype=np.int32, count=len(out))[cls]
+        self.E[sid] = np.fromiter((s >= 0 and ev > 0 for s, ev in out), dtype=np.int8, count=len(out))[cls]
         self.ready[sid] = True
         return out
-
-    def _class_byte(self, c: int) -> int:
-        r = self.t.reps[c]
-        return r if r >= 0 else self.t.cls_of.index(c)
 
     def ensure(self, sids: np.ndarray) -> None:
         """Compute the rows of all ``sids`` (a numpy array) not computed yet."""
@@ -473,17 +543,17 @@ class Machine:
 
     def end_text(self, sid: int) -> int:
         """The state after the text of the current state ends here (``sid`` if it cannot)."""
-        mode, q, cur, node, c, _sn, _pre, nl = self.keys[sid]
+        mode, q, cur, node, c, _sn, _pre, nl, u = self.keys[sid]
         if mode != FREE:
             return sid
-        e = self.intern(self._end_key(q, cur, node, c, bool(nl)))
+        e = self.intern(self._end_key(q, cur, node, c, bool(nl), u))
         if self.need(e) >= INF and self.keys[e].sep == SEP_NEWLINE:  # no separator where it cannot be
-            e = self.intern(Key(END, q, cur, node, c, 0, self.t.lexer.depth[node], 0))
+            e = self.intern(Key(END, q, cur, node, c, 0, self.t.lexer.depth[node], 0, u))
         return e if self.need(e) < INF else sid
 
     def after_env(self, sid: int, data: bytes) -> int:
         """Environment text ``data`` was appended in ENV state ``sid``: the model writes next."""
-        mode, q, cur, _node, _c, _sn, _pre, _sep = self.keys[sid]
+        mode, q, cur = self.keys[sid][:3]
         if mode != ENV:
             raise UsageError("the monitor is not waiting for environment text")
         lx = self.t.lexer
@@ -496,6 +566,32 @@ class Machine:
         if self.need(e) >= INF:
             e = self.intern(Key(END, q, cur, node, 0, 0, lx.depth[node], 0))
         return e
+
+    def reachable(self, ends_text: Sequence[bool], limit: int) -> list[int] | None:
+        """Every state reachable from the start, byte by byte, over EOS (with each ``ends_text``)
+        and over environment text that ends at a line start or mid-line (a prompt-string prefix at
+        the end of environment text, rare, is left out): the states a cursor can sit in between
+        two tokens. None when there are more than ``limit``."""
+        seen = {self.start}
+        todo = [self.start]
+        while todo:
+            sid = todo.pop()
+            key = self.keys[sid]
+            if key.mode == DONE:
+                continue
+            if key.mode == ENV:
+                nxt = [self.intern(self._end_key(key.q, key.cur, ROOT, 0, nl)) for nl in (False, True)]
+                nxt.append(self.intern(Key(END, key.q, key.cur, ROOT, 0, 0, 0, 0)))
+            else:
+                nxt = [w for w, _ in self.row(sid) if w >= 0]
+                nxt += [e for e in (self.eos(sid, et)[0] for et in ends_text) if e >= 0]
+            for w in nxt:
+                if w not in seen:
+                    if len(seen) >= limit:
+                        return None
+                    seen.add(w)
+                    todo.append(w)
+        return sorted(seen)
 
     # -- distances
     def _edges(self, sid: int) -> list[tuple[int, int, int]]:
@@ -625,8 +721,8 @@ class Machine:
         return path
 
     def describe(self, sid: int) -> str:
-        mode, q, cur, node, c, sn, pre, sep = self.keys[sid]
+        mode, q, cur, node, c, sn, pre, sep, u = self.keys[sid]
         m = ("FREE", "END", "ENV", "DONE")[mode]
         st = self.t.names[cur] if cur >= 0 else "-"
         return (f"{m} q={q} state={st} pending={self.t.node_bytes[node]!r} content={c} stop={sn} "
-                f"pre={pre} sep={sep}")
+                f"pre={pre} sep={sep}" + (f" utf8={u}" if u else ""))

@@ -22,6 +22,7 @@ completion when the budget only just suffices, so finite specs always end comple
 from __future__ import annotations
 
 import codecs
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from ltlagent.decode import cache as disk
+from ltlagent.decode import warm
 from ltlagent.decode.machine import (
     DONE,
     END,
@@ -44,6 +47,7 @@ from ltlagent.decode.machine import (
     decode_event,
 )
 from ltlagent.decode.masks import Mask
+from ltlagent.decode.memo import IndexMemo, Move, TokenStep
 from ltlagent.decode.steering import Steering
 from ltlagent.decode.vocab import (
     FirstByteIndex,
@@ -60,7 +64,12 @@ from ltlagent.spec.syntax import Spec
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Event", "StateText", "Segment", "TokenIndex", "Monitor", "build_index", "spec_fingerprint"]
+__all__ = ["PRECOMPUTE_LIMIT", "Event", "StateText", "Segment", "TokenIndex", "Monitor", "build_index",
+           "spec_fingerprint"]
+
+#: :func:`build_index` computes every reachable state's mask at build time when there are at most
+#: this many states (about 800 for the bundled ReAct specs: 0.6 s at 32k tokens, 1.0 s at 128k).
+PRECOMPUTE_LIMIT = 4096
 
 
 @dataclass(frozen=True)
@@ -119,19 +128,6 @@ class Segment(NamedTuple):
     label: str | None = None  # "boundary": the context label at which the model began a new example
 
 
-class _Memo:
-    """The mutable memo inside a compiled index: machine rows, masks, per-token steps."""
-
-    def __init__(self, machine: Machine) -> None:
-        self.machine = machine
-        self.masks: dict[tuple[int, bool], Mask] = {}
-        self.steer: dict[tuple[int, bool, bool, int, int], Mask] = {}
-        self.variants: dict[bool, TokenIndex] = {}
-        self.steps: dict[int, tuple[int, tuple[tuple[ByteEvent, int], ...]]] = {}
-        self.disk_key: str | None = None  # the index's cache key, when masks persist (ltlagent.decode.warm)
-        self.warm: tuple[str, int] | None = None  # (masks entry, masks loaded or last saved)
-
-
 @dataclass(frozen=True, eq=False)
 class TokenIndex:
     """Spec × tokenizer, compiled: token bytes, candidate sets, the byte machine.
@@ -149,21 +145,28 @@ class TokenIndex:
     tables: SpecTables = field(repr=False)
     kw_tokens: np.ndarray = field(repr=False)  # text tokens that contain a whole prompt string
     steering: Steering = field(repr=False)  # vocabulary walks: candidates, masks' metrics, steering
-    _memo: _Memo = field(repr=False)
+    _memo: IndexMemo = field(repr=False)
     from_cache: bool = False
     #: test-only: one masking rule switched off, to show the differential tests catch it
     #: ("keywords": free text may write forbidden prompt strings; "budget": no token-budget steering;
     #: "steps": no step-limit steering)
     mutation: str | None = None
+    #: how masks walk the vocabulary outside free text: ``"trie"`` (the byte trie, pruning rejected
+    #: prefixes: :meth:`Steering.walk_vocab`) or ``"tokens"`` (token by token over those with a
+    #: possible first byte, the earlier way; kept to test that both give the same masks)
+    walker: str = "trie"
 
     @classmethod
     def create(cls, compiled: CompiledSpec, tool_names: tuple[str, ...] | None, vocab: Vocab,
                buckets: FirstByteIndex, tables: SpecTables, kw_tokens: np.ndarray, *,
-               from_cache: bool = False, mutation: str | None = None) -> TokenIndex:
+               from_cache: bool = False, mutation: str | None = None, walker: str = "trie") -> TokenIndex:
         """An index with a fresh byte machine, steering and memo over these parts."""
+        if walker not in ("trie", "tokens"):
+            raise ValueError(f"unknown walker {walker!r}")
         machine = Machine(tables)
         return cls(compiled, tool_names, vocab, buckets, tables, kw_tokens,
-                   Steering(machine, vocab, buckets, kw_tokens), _Memo(machine), from_cache, mutation)
+                   Steering(machine, vocab, buckets, kw_tokens), IndexMemo(machine), from_cache, mutation,
+                   walker)
 
     @property
     def vocab_size(self) -> int:
@@ -180,6 +183,11 @@ class TokenIndex:
         return self._memo.machine
 
     @property
+    def memo(self) -> IndexMemo:
+        """What the index computed so far (machine rows, masks…; :mod:`ltlagent.decode.memo`)."""
+        return self._memo
+
+    @property
     def start(self) -> int:
         """The machine state before anything was written."""
         return self._memo.machine.start
@@ -188,7 +196,7 @@ class TokenIndex:
     def is_eos(self, tok: int) -> bool:
         return tok in self.vocab.eos_ids
 
-    def token_step(self, sid: int, tok: int) -> tuple[int, tuple[tuple[ByteEvent, int], ...]]:
+    def token_step(self, sid: int, tok: int) -> TokenStep:
         """Feed the bytes of text token ``tok``: (next state or -1, events with the byte offset
         after the byte that caused each)."""
         memo = self._memo.steps
@@ -209,31 +217,34 @@ class TokenIndex:
 
         Returns (next state or -1, next count, byte events, why the text ended or None).
         """
-        m = self._memo.machine
-        reason: str | None = None
         if tok in self.vocab.eos_ids:
-            s2, kind = m.eos(sid, ends_text)
+            s2, kind = self._memo.machine.eos(sid, ends_text)
             return s2, 0, (), ("eos" if kind == "end" else None)
-        s2, evs = self.token_step(sid, tok)
+        move = self._memo.moves.get((sid, tok))
+        if move is None:
+            move = self._memo.moves[(sid, tok)] = self._move(sid, tok)
+        s2, evs, enters, reason, mt = move
         if s2 < 0:
             return -1, 0, evs, None
-        if evs:
-            kinds = {ev.kind for ev, _ in evs}
-            count = 0 if EventKind.ENTER in kinds else count + 1
-            if EventKind.STOP in kinds:
-                reason = "stop"
-            elif EventKind.BOUNDARY in kinds:
-                reason = "boundary"
-        else:
-            count += 1
-        key = m.keys[s2]
-        if key.mode == FREE:
-            mt = self.tables.max_tokens[key.cur]
-            if mt is not None and count >= mt:
-                s3 = m.end_text(s2)
-                if s3 != s2:
-                    s2, reason = s3, "max-tokens"
+        count = 0 if enters else count + 1
+        if mt is not None and count >= mt:
+            s3 = self._memo.machine.end_text(s2)
+            if s3 != s2:
+                s2, reason = s3, "max-tokens"
         return s2, count, evs, reason
+
+    def _move(self, sid: int, tok: int) -> Move:
+        """What :meth:`advance` needs to know of text token ``tok`` in ``sid``, whatever the count:
+        (next state, events, whether a state is entered, why the text ended, the ``:max-tokens`` of
+        the free text it leads to)."""
+        s2, evs = self.token_step(sid, tok)
+        if s2 < 0:
+            return -1, evs, False, None, None
+        kinds = {ev.kind for ev, _ in evs}
+        reason = "stop" if EventKind.STOP in kinds else "boundary" if EventKind.BOUNDARY in kinds else None
+        key = self._memo.machine.keys[s2]
+        mt = self.tables.max_tokens[key.cur] if key.mode == FREE else None
+        return s2, evs, EventKind.ENTER in kinds, reason, mt
 
     # -- masks
     def mask(self, sid: int, ends_text: bool = False, remaining: int | None = None,
@@ -303,6 +314,8 @@ class TokenIndex:
             good = ids[needs < INF]
             bad = np.setdiff1d(cand, good) if self.mutation != "keywords" else cand[:0]
             forb = np.concatenate([steer.nontext, bad])
+            if self.tables.utf8:  # quiet tokens that break UTF-8 here (candidates were walked)
+                forb = np.concatenate([forb, np.nonzero(steer.utf8_breaking(key.u))[0]])
             if eos_ok:
                 forb = np.setdiff1d(forb, eos)
             mk = Mask(size, forbidden=forb)
@@ -315,12 +328,8 @@ class TokenIndex:
                 mk = Mask(size, allowed=np.asarray([forced[0]]))
                 mk.max_need = forced[1]
                 return mk
-        live = m.T[sid] >= 0 if m.ready[sid] else None
-        if live is None:
-            m.row(sid)
-            live = m.T[sid] >= 0
-        cand = self.buckets.first_bytes(live)
-        ids, ends, _ent = steer.walk(sid, cand)
+        ids, ends, _ent = steer.walk_vocab(sid) if self.walker == "trie" else \
+            steer.walk(sid, self.buckets.first_bytes(self._live_bytes(sid)))
         needs = steer.needs(ends)
         ok = needs < INF
         allowed = ids[ok]
@@ -329,6 +338,37 @@ class TokenIndex:
         mk = Mask(size, allowed=allowed)
         mk.max_need = max(int(needs[ok].max()) if ok.any() else 0, eos_need)
         return mk
+
+    def precompute(self, ends_text: Sequence[bool] = (False,), limit: int = PRECOMPUTE_LIMIT) -> int:
+        """Compute now the mask of every machine state a cursor can reach between two tokens
+        (:meth:`Machine.reachable`; for monitors whose ``eos_ends_text`` is in ``ends_text``), so
+        that no step pays a first visit. Returns how many masks were computed; 0, computing
+        nothing, when more than ``limit`` states are reachable (their masks are then computed on
+        first visit). Budget-steering masks are still computed when a budget runs low."""
+        m = self._memo.machine
+        sids = m.reachable(tuple(ends_text), limit)
+        if sids is None:
+            return 0
+        n = 0
+        masks = self._memo.masks
+        for sid in sids:
+            for et in ends_text:
+                if (sid, et) not in masks:
+                    self.mask(sid, et)
+                    n += 1
+        self._memo.precomputed = True
+        if n:
+            # the objects just made would otherwise trigger a full collection during the first
+            # decoding steps (a 40 ms pause measured at 128k tokens): take it now, at build time
+            gc.collect()
+        return n
+
+    def _live_bytes(self, sid: int) -> np.ndarray:
+        """bool[256]: the bytes the machine accepts in ``sid``."""
+        m = self._memo.machine
+        if not m.ready[sid]:
+            m.row(sid)
+        return m.T[sid] >= 0
 
     def _forced_token(self, sid: int) -> tuple[int, int] | None:
         """In END mode with one possible next state: the longest token on a shortest way to its
@@ -347,7 +387,15 @@ class TokenIndex:
         if rule not in ("keywords", "budget", "steps"):
             raise ValueError(f"unknown mutation {rule!r}")
         return TokenIndex.create(self.compiled, self.tool_names, self.vocab, self.buckets, self.tables,
-                                 self.kw_tokens, from_cache=self.from_cache, mutation=rule)
+                                 self.kw_tokens, from_cache=self.from_cache, mutation=rule,
+                                 walker=self.walker)
+
+    def with_walker(self, walker: str) -> TokenIndex:
+        """A fresh copy (nothing computed yet) whose masks walk the vocabulary the ``walker`` way
+        (see :attr:`walker`; tests and benchmarks compare the two)."""
+        return TokenIndex.create(self.compiled, self.tool_names, self.vocab, self.buckets, self.tables,
+                                 self.kw_tokens, from_cache=self.from_cache, mutation=self.mutation,
+                                 walker=walker)
 
     @property
     def newline(self) -> bool:
@@ -359,19 +407,21 @@ class TokenIndex:
         It stays off where it could change what the lexer reads (see :mod:`ltlagent.decode.machine`)."""
         if newline == self.tables.newline:
             return self
-        hit = self._memo.variants.get(newline)
-        if hit is None:
-            tables = build_tables(self.compiled, self.tool_names, frozenset(self.vocab.single_byte_tokens()),
-                                  newline, self.tables.boundaries)
-            hit = TokenIndex.create(self.compiled, self.tool_names, self.vocab, self.buckets, tables,
-                                    self.kw_tokens, from_cache=self.from_cache, mutation=self.mutation)
-            if tables.newline != newline:  # not possible for this spec and tokenizer
-                hit = self
-            elif self._memo.disk_key is not None:
-                from ltlagent.decode import warm
-
-                warm.attach(hit, self._memo.disk_key)
-            self._memo.variants[newline] = hit
+        found = self._memo.variants.get(newline)
+        if isinstance(found, TokenIndex):
+            return found
+        tables = build_tables(self.compiled, self.tool_names, frozenset(self.vocab.single_byte_tokens()),
+                              newline, self.tables.boundaries, self.tables.utf8)
+        hit = TokenIndex.create(self.compiled, self.tool_names, self.vocab, self.buckets, tables,
+                                self.kw_tokens, from_cache=self.from_cache, mutation=self.mutation,
+                                walker=self.walker)
+        if tables.newline != newline:  # not possible for this spec and tokenizer
+            hit = self
+        elif self._memo.disk_key is not None:  # persisted (and precomputed) like the index it varies
+            warm.attach(hit, self._memo.disk_key)
+            if self._memo.precomputed and hit.precompute():
+                warm.save_masks(hit)
+        self._memo.variants[newline] = hit
         return hit
 
     def allowed_next_states(self, sid: int) -> tuple[str, ...]:
@@ -392,7 +442,8 @@ def spec_fingerprint(compiled: CompiledSpec, tool_names: Sequence[str] | None) -
 def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *,
                 tool_names: Sequence[str] | None = None, cache: bool = True,
                 eos_token_ids: int | Sequence[int] | None = None, newline: bool = False,
-                context_labels: Sequence[str] = ()) -> TokenIndex:
+                context_labels: Sequence[str] = (), precompute: bool | None = None,
+                utf8: bool = True) -> TokenIndex:
     """Compile ``compiled`` (a :class:`CompiledSpec`; a spec, spec path or bundled name also works)
     for ``tokenizer`` (any Hugging Face tokenizer, a ``tokenizers.Tokenizer``, or a
     :class:`~ltlagent.decode.vocab.Vocab`).
@@ -404,9 +455,15 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
     :meth:`TokenIndex.variant`. ``context_labels`` (e.g. :data:`~ltlagent.text.lexer.CONTEXT_LABELS`):
     the example boundary: a line that starts with ``<label>:`` inside any model-written state ends
     that state's text as EOS would (real models run on past the answer into a new example).
+    ``utf8``: the model's text must stay valid UTF-8: a token that would leave a byte sequence no
+    UTF-8 text can continue (a lone continuation byte, an overlong form, an unfinished character
+    before a prompt string or EOS) is forbidden, as grammar engines over characters do; off, any
+    bytes are allowed and the model decides. ``precompute``: compute every reachable state's mask
+    now (:meth:`TokenIndex.precompute`, for cursors that do not end a text on EOS, as logits
+    processors run), so that no decoding step pays a first visit; default: when the disk cache is
+    on, where the masks are stored beside the index and loaded by later processes instead of being
+    computed again.
     """
-    from ltlagent.decode import cache as disk
-
     if not isinstance(compiled, CompiledSpec):
         compiled = compile_spec(compiled)
     if compiled.spec.is_event_spec:
@@ -436,7 +493,7 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
             vocab = vocab_from_reading(reading)
         kw = tokens_containing(vocab, compiled.lexer.keyword_bytes)
     tables = build_tables(compiled, tools, frozenset(vocab.single_byte_tokens()), newline,
-                          boundary_strings(compiled, context_labels))
+                          boundary_strings(compiled, context_labels), utf8)
     index = TokenIndex.create(compiled, tools, vocab, first_byte_index(vocab), tables, kw,
                               from_cache=entry is not None)
     if index.machine.need(index.start) >= INF:
@@ -450,9 +507,10 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
             "kind": np.asarray(vocab.kind), "fingerprint": np.asarray(vocab.fingerprint),
             "kw": kw})
     if key is not None:
-        from ltlagent.decode import warm
-
         warm.attach(index, key)  # masks computed by earlier processes, and those of this one later
+    if precompute or (precompute is None and key is not None):
+        if index.precompute() and key is not None:
+            warm.save_masks(index)
     return index
 
 
@@ -513,6 +571,10 @@ class Monitor:
 
     # -- what may come next
     def _mask(self) -> Mask:
+        if self.max_new_tokens is None and self.max_steps is None:  # the common case: one lookup
+            hit = self.index._memo.masks.get((self._sid, self.eos_ends_text))
+            if hit is not None:
+                return hit
         steps = None if self.max_steps is None else self.max_steps - len(self._segs)
         return self.index.mask(self._sid, self.eos_ends_text, self.remaining_tokens, steps, self._count)
 
@@ -577,9 +639,12 @@ class Monitor:
         """Consume one generated token; raises ``UsageError`` if it is not allowed (or the trace is
         finished, or waits for the environment)."""
         tok = int(token_id)
-        if self.waiting_for_env:
+        mode = self.index._memo.machine.keys[self._sid].mode
+        if mode == ENV:
             raise UsageError("the monitor is waiting for environment text: call feed_env() first")
-        if self.is_finished:
+        budget = self.max_new_tokens
+        if mode == DONE or self._dead or (budget is not None and self._ngen >= budget) \
+                or self._nothing_more():  # is_finished, spelled out: this runs at every token
             raise UsageError("the trace is finished: reset() the monitor to start another")
         if not self._mask().allows(tok):
             idx = self.index
@@ -599,11 +664,13 @@ class Monitor:
         if self._dead:
             return
         tok = int(token_id)
+        mode = self.index._memo.machine.keys[self._sid].mode
         if masked:
-            if self.is_finished or self.waiting_for_env or not self._mask().allows(tok):
+            if mode >= ENV or (self.max_new_tokens is not None and self._ngen >= self.max_new_tokens) \
+                    or self._nothing_more() or not self._mask().allows(tok):  # finished, waiting, forbidden
                 self._dead = True
                 return
-        elif self.index.machine.mode(self._sid) in (ENV, DONE):
+        elif mode >= ENV:
             return
         self._consume(tok, False)
 
@@ -635,7 +702,10 @@ class Monitor:
                 if report:
                     out.append(Event("end", state=cur, reason="eos"))
             return out
-        data = idx.vocab.token_bytes(tok)
+        tb = idx._memo.token_bytes
+        data = tb.get(tok)
+        if data is None:
+            data = tb[tok] = idx.vocab.token_bytes(tok)
         base = len(self._buf)
         self._buf += data
         delta, at = self._decode(data)
@@ -673,6 +743,9 @@ class Monitor:
     def _decode(self, data: bytes) -> tuple[str, int]:
         """Decode ``data`` just appended: (the text now complete, its byte offset in the text)."""
         at = self._settled
+        if not self._held and data.isascii():  # the decoder holds nothing and would hold nothing
+            self._settled = len(self._buf)
+            return data.decode("ascii"), at
         delta = self._dec.decode(data)
         if self._held or not data.isascii():
             self._held = len(self._dec.getstate()[0])
@@ -778,8 +851,10 @@ class Monitor:
 
     def _nothing_more(self) -> bool:
         """A complete trace that allows nothing more, and a tokenizer without EOS to end it."""
+        if self.index.vocab.eos_ids:
+            return False
         m = self.index.machine
-        return not self.index.eos_token_ids and m.complete(self._sid) and not m.allowed_next(self._sid)
+        return m.complete(self._sid) and not m.allowed_next(self._sid)
 
     @property
     def is_finished(self) -> bool:

@@ -14,11 +14,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ltlagent.decode.machine import FREE, INF, Key, Machine
+from ltlagent.decode.machine import FREE, INF, UTF8, UTF8_BAD, Key, Machine
 from ltlagent.decode.masks import Mask
+from ltlagent.decode.trie import VocabTrie, ranges, trie_of
 from ltlagent.decode.vocab import FirstByteIndex, Vocab, tokens_containing
 
 __all__ = ["Steering"]
+
+#: Bytes walked with numpy in :meth:`Steering.walk`; the rest of the (few) longer tokens still alive
+#: then go through the machine in Python, instead of one round of array operations per byte.
+VECTOR_DEPTH = 24
 
 
 class Steering:
@@ -53,6 +58,12 @@ class Steering:
         self._quiet_sids: dict[tuple[int, int], np.ndarray] = {}
         self._dfa_final: dict[object, np.ndarray] = {}
         self._by_length: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._utf8_bad: dict[int, np.ndarray] = {}
+
+    @property
+    def trie(self) -> VocabTrie:
+        """The vocabulary's byte trie (built on first use, shared by every index of the vocabulary)."""
+        return trie_of(self.vocab)
 
     # -- machine facts
     def eos_viable(self, sid: int, ends_text: bool) -> bool:
@@ -118,6 +129,9 @@ class Steering:
         out_e: list[np.ndarray] = []
         j = 0
         while ids.size:
+            if j >= VECTOR_DEPTH:  # a few long tokens (whitespace runs…): byte by byte in Python
+                self._walk_rest(ids, st, off + j, ln - j, ent, out_i, out_s, out_e)
+                break
             m.ensure(st)
             byte = flat[off + j]
             ent += m.E[st, byte]
@@ -131,6 +145,67 @@ class Steering:
                 out_e.append(ent[fin])
                 keep &= ~fin
             ids, st, off, ln, ent = ids[keep], st[keep], off[keep], ln[keep], ent[keep]
+        if not out_i:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z
+        return np.concatenate(out_i), np.concatenate(out_s), np.concatenate(out_e)
+
+    def _walk_rest(self, ids: np.ndarray, st: np.ndarray, off: np.ndarray, ln: np.ndarray, ent: np.ndarray,
+                   out_i: list[np.ndarray], out_s: list[np.ndarray], out_e: list[np.ndarray]) -> None:
+        """Finish :meth:`walk` for tokens still alive: the remaining ``ln`` bytes from ``off``."""
+        m = self.machine
+        flat = self.vocab.flat
+        keep_i: list[int] = []
+        keep_s: list[int] = []
+        keep_e: list[int] = []
+        for i, s, o, n, e in zip(ids.tolist(), st.tolist(), off.tolist(), ln.tolist(), ent.tolist()):
+            s2, evs = m.feed(s, flat[o:o + n])
+            if s2 >= 0:
+                keep_i.append(i)
+                keep_s.append(s2)
+                keep_e.append(e + sum(1 for ev, _ in evs if ev > 0))
+        if keep_i:
+            out_i.append(np.asarray(keep_i, dtype=np.int64))
+            out_s.append(np.asarray(keep_s, dtype=np.int64))
+            out_e.append(np.asarray(keep_e, dtype=np.int64))
+
+    def walk_vocab(self, sid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`walk` over every text token, through the vocabulary's byte trie: a prefix the
+        machine rejects prunes every token below it, and shared prefixes are stepped once
+        (:mod:`ltlagent.decode.trie`). Same tokens, end states and entry counts as
+        ``walk(sid, all text tokens)``, in another order."""
+        m = self.machine
+        levels = self.trie.levels
+        out_i: list[np.ndarray] = []
+        out_s: list[np.ndarray] = []
+        out_e: list[np.ndarray] = []
+        st = np.asarray([sid], dtype=np.int64)  # the live nodes' machine states (the root's, first)
+        ent = np.zeros(1, dtype=np.int64)
+        nodes = np.zeros(0, dtype=np.int64)
+        for d, lv in enumerate(levels):
+            if d == 0:
+                idx = np.arange(lv.parent.size, dtype=np.int64)
+                owner = np.zeros(idx.size, dtype=np.int64)
+            else:
+                above = levels[d - 1]
+                idx, owner = ranges(above.child_lo[nodes], above.child_hi[nodes])
+                if idx.size == 0:
+                    break
+            m.ensure(st)
+            ps = st[owner]
+            b = lv.byte[idx]
+            ns = m.T[ps, b]
+            keep = ns >= 0
+            nodes = idx[keep]
+            if nodes.size == 0:
+                break
+            st = ns[keep].astype(np.int64)
+            ent = ent[owner[keep]] + m.E[ps[keep], b[keep]]
+            tidx, towner = ranges(lv.tok_lo[nodes], lv.tok_hi[nodes])
+            if tidx.size:
+                out_i.append(lv.tokens[tidx])
+                out_s.append(st[towner])
+                out_e.append(ent[towner])
         if not out_i:
             z = np.zeros(0, dtype=np.int64)
             return z, z, z
@@ -162,6 +237,8 @@ class Steering:
             ids, ends, ent = self.walk(sid, cand)
             quiet = self.vocab.is_text.copy()
             quiet[cand] = False
+            if self.tables.utf8:
+                quiet &= ~self.utf8_breaking(key.u)
             qids = np.nonzero(quiet)[0].astype(np.int64)
             where = self._quiet_where(key, qids)
             ids = np.concatenate([ids, qids])
@@ -241,9 +318,10 @@ class Steering:
             stop = self.tables.stops[cur]
             nstop = stop.num_nodes if stop is not None else 1
             nls = (0, 1) if self.tables.newline else (0,)
-            hit = np.asarray([m.intern(Key(FREE, q, cur, node, 0, sn, 0, nl))
+            us = range(UTF8_BAD) if self.tables.utf8 else (0,)
+            hit = np.asarray([m.intern(Key(FREE, q, cur, node, 0, sn, 0, nl, u))
                               for node in range(self.tables.lexer.num_nodes) for sn in range(nstop)
-                              for nl in nls], dtype=np.int64)
+                              for nl in nls for u in us], dtype=np.int64)
             self._quiet_sids[(q, cur)] = hit
         return hit
 
@@ -259,7 +337,18 @@ class Steering:
             ln = self.lengths[qids]
             last = self.flat[self.vocab.offsets[qids] + np.maximum(ln - 1, 0)]
             where = where * 2 + np.where(ln > 0, last == 0x0A, bool(key.sep))
+        if self.tables.utf8:
+            where = where * UTF8_BAD + self._dfa_final_of(("utf8", key.u), UTF8, key.u)[qids]
         return where
+
+    def utf8_breaking(self, u: int) -> np.ndarray:
+        """bool per token id: the token's bytes are not valid UTF-8 after UTF-8 state ``u``
+        (:data:`~ltlagent.decode.machine.UTF8`); never true for tokens that are not text."""
+        hit = self._utf8_bad.get(u)
+        if hit is None:
+            final = self._dfa_final_of(("utf8", u), UTF8, u)
+            hit = self._utf8_bad[u] = (final == UTF8_BAD) & self.vocab.is_text
+        return hit
 
     def _tokens_by_length(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Text tokens longest first, their offsets, and how many are longer than j bytes (per j)."""

@@ -19,31 +19,48 @@ from __future__ import annotations
 import hashlib
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from ltlagent.decode import cache as disk
-from ltlagent.decode.machine import Key
+from ltlagent.decode.machine import Key, SpecTables
 from ltlagent.decode.masks import Mask
+from ltlagent.decode.memo import IndexMemo
 
-if TYPE_CHECKING:
-    from ltlagent.decode.monitor import TokenIndex, _Memo
-
-__all__ = ["attach", "load_masks", "mask_entry_key", "save_masks"]
-
-_KEY_WIDTH = len(Key._fields)  # machine key (mode, q, cur, node, content, stop, pre, sep)
-_FORMAT = 1
+__all__ = ["MaskedIndex", "attach", "load_masks", "mask_entry_key", "save_masks"]
 
 
-def mask_entry_key(index_key: str, newline: bool, boundaries: tuple[bytes, ...] = ()) -> str:
+class MaskedIndex(Protocol):
+    """What this module needs of a :class:`~ltlagent.decode.monitor.TokenIndex` (which imports this
+    module; this one does not import it back)."""
+
+    @property
+    def memo(self) -> IndexMemo: ...
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def tables(self) -> SpecTables: ...
+
+    @property
+    def mutation(self) -> str | None: ...
+
+_KEY_WIDTH = len(Key._fields)  # machine key (mode, q, cur, node, content, stop, pre, sep, u)
+_FORMAT = 2
+
+
+def mask_entry_key(index_key: str, newline: bool, boundaries: tuple[bytes, ...] = (),
+                   utf8: bool = False) -> str:
     """The cache entry name of the masks of the index stored under ``index_key``: per variant of the
-    byte machine (the newline separator, the example boundaries), whose states the masks are of."""
+    byte machine (the newline separator, the example boundaries, UTF-8 checked or not), whose states
+    the masks are of."""
     tag = f"-b{hashlib.sha256(repr(boundaries).encode()).hexdigest()[:12]}" if boundaries else ""
-    return f"{index_key}.masks{_FORMAT}-nl{int(newline)}{tag}"
+    return f"{index_key}.masks{_FORMAT}-nl{int(newline)}{tag}{'-u8' if utf8 else ''}"
 
 
-def _arrays(memo: _Memo, size: int) -> dict[str, np.ndarray]:
+def _arrays(memo: IndexMemo, size: int) -> dict[str, np.ndarray]:
     """The base masks of ``memo`` as flat arrays (see :func:`_decode`)."""
     keys = memo.machine.keys
     items = sorted(memo.masks.items())
@@ -99,55 +116,55 @@ def _decode(entry: dict[str, np.ndarray], size: int) -> list[tuple[Key, bool, Ma
     return out
 
 
-def load_masks(index: TokenIndex, entry_key: str) -> int:
+def load_masks(index: MaskedIndex, entry_key: str) -> int:
     """Put the masks stored under ``entry_key`` into ``index``'s memo; returns how many."""
     entry = disk.load_entry(entry_key)
     if entry is None:
         return 0
-    masks = _decode(entry, index.vocab.size)
+    masks = _decode(entry, index.vocab_size)
     if masks is None:
         return 0
-    memo = index._memo
+    memo = index.memo
     m = memo.machine
     for key, ends_text, mk in masks:
         memo.masks.setdefault((m.intern(key), ends_text), mk)
     return len(masks)
 
 
-def _save(memo: _Memo, size: int, entry_key: str, loaded: int) -> Path | None:
+def _save(memo: IndexMemo, size: int, entry_key: str, loaded: int) -> Path | None:
     if len(memo.masks) <= loaded:
         return None
     return disk.save_entry(entry_key, _arrays(memo, size))
 
 
-def save_masks(index: TokenIndex) -> Path | None:
+def save_masks(index: MaskedIndex) -> Path | None:
     """Store ``index``'s masks now (when it was attached and computed new ones); returns the file."""
-    warm = index._memo.warm
+    warm = index.memo.warm
     if warm is None:
         return None
     entry_key, loaded = warm
-    path = _save(index._memo, index.vocab.size, entry_key, loaded)
+    path = _save(index.memo, index.vocab_size, entry_key, loaded)
     if path is not None:
-        index._memo.warm = (entry_key, len(index._memo.masks))
+        index.memo.warm = (entry_key, len(index.memo.masks))
     return path
 
 
-def _finalize(memo: _Memo, size: int) -> None:
+def _finalize(memo: IndexMemo, size: int) -> None:
     warm = memo.warm
     if warm is not None:
         _save(memo, size, *warm)
 
 
-def attach(index: TokenIndex, index_key: str) -> int:
+def attach(index: MaskedIndex, index_key: str) -> int:
     """Load ``index``'s stored masks and store new ones when it dies or the process exits.
     Returns how many masks were loaded (0 with the cache off)."""
     if not disk.cache_enabled() or index.mutation is not None:
         return 0
-    entry_key = mask_entry_key(index_key, index.tables.newline, index.tables.boundaries)
+    entry_key = mask_entry_key(index_key, index.tables.newline, index.tables.boundaries, index.tables.utf8)
     n = load_masks(index, entry_key)
-    memo = index._memo
+    memo = index.memo
     memo.warm = (entry_key, len(memo.masks))
     memo.disk_key = index_key
     # the callback holds the memo, not the index, so the index can still be collected
-    weakref.finalize(index, _finalize, memo, index.vocab.size)
+    weakref.finalize(index, _finalize, memo, index.vocab_size)
     return n
