@@ -464,3 +464,14 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "d").mkdir()
     code, _, err = cli(capsys, "validate", str(tmp_path / "d"), "--spec", "react")
     assert code == 2 and "no files matching" in err
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
+def test_lone_cr_line_ends_count_as_lines(end: str) -> None:
+    """Old Mac line ends are lines too, as in the spec reader (issue 21): the error is at 3:9."""
+    text = end.join(["Question: q", "Thought: a", "Action: Calculatr", "Action Input: 1",
+                     "Observation: 1", "Final Thought: f", "Answer: 1", ""])
+    r = Validator("react-tools").validate_text(text, "p.txt")
+    errors = [d for d in r.diagnostics if d.severity == "error"]
+    assert [(d.line, d.column) for d in errors] == [(3, 9)], r
+    assert errors[0].source_line.rstrip() == "Action: Calculatr"

@@ -52,7 +52,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from ltlagent.errors import UsageError
 from ltlagent.logic.compiled import CompiledSpec, compile_spec
@@ -282,7 +282,47 @@ class Validator:
         return self.validate_stream(io.BytesIO(data), name)
 
     def validate_stream(self, f: BinaryIO, name: str) -> FileReport:
-        return _Scan(self, name).run(f)
+        return _Scan(self, name).run(_LineEnds(f))
+
+
+class _Source(Protocol):
+    """What a scan reads: bytes, and a way back to re-read source lines for messages."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+    def seek(self, pos: int, whence: int = 0, /) -> int: ...
+
+    def seekable(self) -> bool: ...
+
+
+class _LineEnds:
+    """A binary stream read with a lone ``\r`` (old Mac line ends) turned into ``\n``, byte for
+    byte, so that offsets stay those of the file and lines are counted as the spec reader counts
+    them (``\n``, ``\r\n`` or a lone ``\r``)."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        while data.endswith(b"\r"):  # is it a CRLF? the next byte tells
+            more = self.f.read(1)
+            if not more:
+                break
+            data += more
+        return _LONE_CR.sub(b"\n", data) if b"\r" in data else data
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self.f.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+    def seekable(self) -> bool:
+        return self.f.seekable()
+
+
+_LONE_CR = re.compile(rb"\r(?!\n)")
 
 
 @dataclass(slots=True)
@@ -319,7 +359,7 @@ class _GapAcc:
     lines_after: int = 0  # line breaks between the last announcement and ``upto``
 
 
-def _with_sources(f: BinaryIO, diags: list[Diagnostic], origin: int) -> list[Diagnostic]:
+def _with_sources(f: _Source, diags: list[Diagnostic], origin: int) -> list[Diagnostic]:
     """Second pass over a seekable file: quote the source line of each diagnostic."""
     want: dict[int, int] = {}
     for d in diags:
@@ -450,7 +490,7 @@ class _Scan:
         return kind == "fmt" and lines <= 3, examples
 
     # -- the pass --------------------------------------------------------------------------------
-    def run(self, f: BinaryIO) -> FileReport:
+    def run(self, f: _Source) -> FileReport:
         lexer = self.v.compiled.lexer
         rx, groups = lexer.byte_regex, lexer.group_keywords
         keep = lexer.max_keyword_bytes - 1
