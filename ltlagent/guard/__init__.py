@@ -6,7 +6,8 @@ imported only by ``ltlagent guard``).
 """
 
 from ltlagent.guard.chat import FunctionTool, Guard, GuardedConversation, TurnResult
+from ltlagent.guard.react import TextGuard, react_tools
 from ltlagent.guard.screen import REFUSAL_MARK, Refusal, Screening, screen
 
 __all__ = ["Guard", "GuardedConversation", "FunctionTool", "TurnResult", "Refusal", "Screening",
-           "screen", "REFUSAL_MARK"]
+           "screen", "REFUSAL_MARK", "TextGuard", "react_tools"]
