@@ -91,13 +91,13 @@ class TextGuard:
     """A text-format spec enforced on an OpenAI-compatible completions endpoint (see the module).
 
     ``client``/``base_url``/``api_key``/``model`` as for :class:`ltlagent.guard.chat.Guard`;
-    ``max_stop`` caps the stop list for servers that accept few (OpenAI: 4), keeping the
+    ``max_stop`` (default 4: the OpenAI API and vLLM refuse more) caps the stop list, keeping the
     environment's prompt strings first — the re-parse still cuts whatever the cap let through."""
 
     def __init__(self, spec: CompiledSpec | Spec | str | Path, environment: Environment, *,
                  client: OpenAI | None = None, model: str | None = None,
                  base_url: str | None = None, api_key: str | None = None, max_retries: int = 3,
-                 max_steps: int = 40, max_stop: int | None = None,
+                 max_steps: int = 40, max_stop: int | None = 4,
                  **completion_args: object) -> None:
         self.compiled = spec if isinstance(spec, CompiledSpec) else compile_spec(spec)
         events = [s.name for s in self.compiled.spec.states if s.is_event]
