@@ -9,10 +9,7 @@ change reverted.
 from __future__ import annotations
 
 import ast
-import enum
 import itertools
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 import torch
@@ -25,6 +22,7 @@ from ltlagent.decode.vllm_processor import MonitorBatch
 from ltlagent.text.content import regex_dfa
 
 from . import reference, tiny
+from .test_vllm_processor import Move, Params, Update  # the stand-ins of vLLM's interface
 
 torch.set_num_threads(1)
 
@@ -134,29 +132,6 @@ def test_calculator_refuses_a_huge_power_before_computing_it(monkeypatch: pytest
 
 
 # --- decode/vllm_processor.py -----------------------------------------------------------------------
-
-class Move(enum.Enum):
-    """Stand-in of vLLM's ``MoveDirectionality``."""
-
-    UNIDIRECTIONAL = enum.auto()
-    SWAP = enum.auto()
-
-
-@dataclass
-class Params:
-    extra_args: dict[str, Any] | None = None
-    max_tokens: int | None = 40
-
-
-@dataclass
-class Update:
-    """Stand-in of vLLM's ``BatchUpdate``."""
-
-    batch_size: int
-    removed: list[int] = field(default_factory=list)
-    added: list[tuple[int, Params, list[int] | None, list[int]]] = field(default_factory=list)
-    moved: list[tuple[int, int, Move]] = field(default_factory=list)
-
 
 CONSTRAINED = Params({"ltlagent": {"spec": "chain-of-thought"}})
 

@@ -288,6 +288,18 @@ class ByteNFA:
         order = [d0]
         trans: list[list[int]] = []
         acc: set[int] = set()
+
+        def state_of(key: frozenset[int]) -> int:
+            """The DFA state of the closure of ``key``, added when new."""
+            nxt = self.closure(key)
+            j = ids.get(nxt)
+            if j is None:
+                j = ids[nxt] = len(order)
+                order.append(nxt)
+                if len(order) > limit:
+                    raise UsageError(f"{what} needs more than {limit} automaton states", hint=hint)
+            return j
+
         i = 0
         while i < len(order):
             cur = order[i]
@@ -300,14 +312,7 @@ class ByteNFA:
                     key = frozenset((v,))
                     j = ids.get(key)  # a singleton without epsilon edges is its own closure
                     if j is None:
-                        nxt = self.closure(key)
-                        j = ids.get(nxt)
-                        if j is None:
-                            j = ids[nxt] = len(order)
-                            order.append(nxt)
-                            if len(order) > limit:
-                                raise UsageError(f"{what} needs more than {limit} automaton states",
-                                                 hint=hint)
+                        j = state_of(key)
                     row[lo:hi + 1] = [j] * (hi + 1 - lo)
                 trans.append(row)
                 i += 1
@@ -328,15 +333,7 @@ class ByteNFA:
                 key = frozenset(vs)
                 j = memo.get(key)
                 if j is None:
-                    nxt = self.closure(key)
-                    j = ids.get(nxt)
-                    if j is None:
-                        j = ids[nxt] = len(order)
-                        order.append(nxt)
-                        if len(order) > limit:
-                            raise UsageError(f"{what} needs more than {limit} automaton states",
-                                             hint=hint)
-                    memo[key] = j
+                    j = memo[key] = state_of(key)
                 row[lo:hi] = [j] * (hi - lo)
             trans.append(row)
             i += 1
