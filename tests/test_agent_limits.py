@@ -128,3 +128,12 @@ def test_transcripts_pass_strict_validation(tiny: tuple[Any, Any], spec: str) ->
         plain += not _strict_ok(agent.run("What is 2 + 2?", **SAMPLE, seed=seed, max_new_tokens=200,
                                           max_steps=12, newline=False), spec)
     assert plain > 0  # without the separator some prompt string follows text on the same line
+
+
+def test_a_long_template_given_as_text_is_a_template_not_a_path() -> None:
+    """A whole prompt template passed as a string is longer than a file name may be: it must be
+    read as the template, not fail on the file system (ENAMETOOLONG)."""
+    from ltlagent.agent.environment import read_prompt
+
+    template = "Answer well.\n" + "An example line.\n" * 400 + "Question: {{task}}\n"
+    assert read_prompt(template) == template

@@ -255,12 +255,21 @@ def check_task(task: object) -> str:
     return task
 
 
+def _is_file(name: str) -> bool:
+    """Whether ``name`` names an existing file (a whole template given as text is too long, or
+    holds characters, for a path: then it names none)."""
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):  # ENAMETOOLONG; an embedded NUL
+        return False
+
+
 def read_prompt(prompt: str | Path) -> str:
     """The template a ``prompt`` argument names. A :class:`~pathlib.Path`, or a string naming an
     existing file, is a file (read as UTF-8); any other string is the template itself only when it
     looks like one (a ``{{placeholder}}`` or a line break): a string such as ``my.prompt`` that is
     neither is a missing file, not a one-line template."""
-    if isinstance(prompt, str) and not Path(prompt).is_file():
+    if isinstance(prompt, str) and not _is_file(prompt):
         if _PLACEHOLDER.search(prompt) or "\n" in prompt:
             return prompt
         raise UsageError(f"{prompt}: no such prompt file (a template given as text needs a "
