@@ -24,12 +24,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ltlagent.agent.runner import eos_token_ids
 from ltlagent.chat.events import BLANK, Event
-from ltlagent.decode.chat import CALL_MARKERS, TurnCursor, TurnIndex, TurnLanguage, TurnRule
+from ltlagent.decode.chat import (
+    CALL_MARKERS,
+    TokenBytes,
+    TurnCursor,
+    TurnIndex,
+    TurnLanguage,
+    TurnRule,
+)
 from ltlagent.decode.vocab import Vocab, vocab_from_tokenizer
 from ltlagent.errors import UsageError
 from ltlagent.logic.policy import ConversationReport, Policy, PolicyCursor
-from ltlagent.text.toolcall import ToolCallError, parse_call
+from ltlagent.text.toolcall import ToolCall, ToolCallError, parse_call, render_call
 
 __all__ = ["ChatAgent", "ChatResult", "MODES", "UserFn", "ToolFn"]
 
@@ -101,7 +109,8 @@ class ChatAgent:
         self.format = format
         self.system = system
         self.fields = fields
-        self.vocab: Vocab = vocab_from_tokenizer(tokenizer, _eos_ids(model, tokenizer))
+        self.vocab: Vocab = vocab_from_tokenizer(tokenizer, eos_token_ids(model, tokenizer))
+        self.tokens = TokenBytes.of(self.vocab)  # shared by the turn indexes of every rule
         self._indexes: dict[TurnRule, TurnIndex] = {}
 
     # -- prompts
@@ -152,10 +161,8 @@ class ChatAgent:
         fn = call.get("function", {}) if isinstance(call, Mapping) else {}
         assert isinstance(fn, Mapping)
         args = fn.get("arguments", "{}")
-        obj = {"name": fn.get("name"), "arguments": json.loads(args) if isinstance(args, str)
-               else args}
-        body = json.dumps(obj, ensure_ascii=False)
-        return f"<tool_call>\n{body}\n</tool_call>" if self.format == "hermes" else body
+        return render_call(ToolCall(str(fn.get("name")), json.loads(args) if isinstance(args, str)
+                                    else args), self.format)
 
     # -- constraints
     def rule(self, cursor: PolicyCursor | None) -> TurnRule:
@@ -180,7 +187,7 @@ class ChatAgent:
         idx = self._indexes.get(rule)
         if idx is None:
             lang = TurnLanguage.build(rule, self.schemas, self.format, self.fields)
-            idx = self._indexes[rule] = TurnIndex(lang, self.vocab)
+            idx = self._indexes[rule] = TurnIndex(lang, self.tokens)
         return idx
 
     def _push(self, cursor: PolicyCursor, messages: Sequence[Mapping[str, object]], start: int,
@@ -330,13 +337,3 @@ def _pick(logits: Any, temperature: float, rng: Any) -> int:
     probs = torch.softmax(logits / temperature, dim=-1)
     return int(torch.multinomial(probs, 1, generator=rng))
 
-
-def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
-    ids: set[int] = set()
-    for src in (getattr(tokenizer, "eos_token_id", None),
-                getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
-        if isinstance(src, int):
-            ids.add(src)
-        elif isinstance(src, list | tuple):
-            ids.update(int(x) for x in src)
-    return sorted(ids)

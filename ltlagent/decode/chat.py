@@ -30,7 +30,7 @@ from ltlagent.decode.vocab import Vocab
 from ltlagent.text.content import ContentDFA
 from ltlagent.text.toolcall import FORMATS, call_dfa
 
-__all__ = ["TurnRule", "TurnLanguage", "TurnIndex", "TurnCursor", "CALL_MARKERS"]
+__all__ = ["TurnRule", "TurnLanguage", "TokenBytes", "TurnIndex", "TurnCursor", "CALL_MARKERS"]
 
 #: The text that begins a call in each format (``json``: a ``{`` as the turn's first byte).
 CALL_MARKERS = {"hermes": "<tool_call>", "json": "{"}
@@ -173,37 +173,49 @@ def _kmp(p: bytes) -> list[int]:
     return f
 
 
+@dataclass(frozen=True, eq=False)
+class TokenBytes:
+    """A vocabulary's token bytes as a padded matrix, for walking every token at once: built once
+    per vocabulary and shared by the turn indexes of all its rules."""
+
+    vocab: Vocab
+    matrix: np.ndarray = field(repr=False)  # uint8 [size, longest]
+    columns: tuple[np.ndarray, ...] = field(repr=False)  # per byte position: tokens that long
+    text: np.ndarray = field(repr=False)  # bool [size]: tokens with text (not special, not empty)
+    eos: np.ndarray = field(repr=False)  # int64: the EOS ids in range
+
+    @staticmethod
+    def of(vocab: Vocab) -> TokenBytes:
+        lens = vocab.lengths.astype(np.int64)
+        width = int(lens.max()) if lens.size else 0
+        mat = np.zeros((vocab.size, max(width, 1)), dtype=np.uint8)
+        flat = np.frombuffer(vocab.flat, dtype=np.uint8)
+        columns = tuple(np.nonzero(lens > j)[0] for j in range(width))
+        for j, rows in enumerate(columns):
+            mat[rows, j] = flat[vocab.offsets[rows] + j]
+        eos = np.array([e for e in vocab.eos_ids if 0 <= e < vocab.size], dtype=np.int64)
+        return TokenBytes(vocab, mat, columns, vocab.is_text & (lens > 0), eos)
+
+
 class TurnIndex:
     """A turn language compiled for a vocabulary: token masks per DFA state, computed on first
     visit (every token walked at once) and kept."""
 
-    def __init__(self, lang: TurnLanguage, vocab: Vocab) -> None:
+    def __init__(self, lang: TurnLanguage, tokens: TokenBytes) -> None:
         self.lang = lang
-        self.vocab = vocab
-        lens = vocab.lengths.astype(np.int64)
-        self._lens = lens
-        width = int(lens.max()) if lens.size else 0
-        mat = np.zeros((vocab.size, max(width, 1)), dtype=np.uint8)
-        flat = np.frombuffer(vocab.flat, dtype=np.uint8)
-        for j in range(width):
-            has = lens > j
-            mat[has, j] = flat[vocab.offsets[:-1][has] + j]
-        self._bytes = mat
-        self._text = vocab.is_text & (lens > 0)
-        self._eos = np.array([e for e in vocab.eos_ids if 0 <= e < vocab.size], dtype=np.int64)
+        self.tokens = tokens
+        self.vocab = tokens.vocab
+        self._eos = tokens.eos
         self._masks: dict[int, np.ndarray] = {}
         self._ends: dict[int, np.ndarray] = {}
 
     def _walk(self, s: int) -> np.ndarray:
         """The DFA state after each token from ``s`` (``dead`` where it dies)."""
         cur = np.full(self.vocab.size, s, dtype=np.int32)
-        trans = self.lang.trans
-        for j in range(self._bytes.shape[1]):
-            has = self._lens > j
-            if not has.any():
-                break
-            cur[has] = trans[cur[has], self._bytes[has, j]]
-        cur[~self._text] = self.lang.dead
+        trans, mat = self.lang.trans, self.tokens.matrix
+        for j, rows in enumerate(self.tokens.columns):
+            cur[rows] = trans[cur[rows], mat[rows, j]]
+        cur[~self.tokens.text] = self.lang.dead
         return cur
 
     def allowed(self, s: int) -> np.ndarray:

@@ -328,7 +328,10 @@ class PolicyCursor:
 
     def decide(self, event: Event) -> Decision:
         """Would ``event`` be allowed as the next step? (The cursor does not move.)"""
-        i = self.policy.classifier.index(event)
+        return self._decide(self.policy.classifier.index(event))
+
+    def _decide(self, i: int) -> Decision:
+        """:meth:`decide` for a step already classified into state index ``i`` (-1: none)."""
         now = self.allowed_states()
         names = self.policy.names
         if i < 0:
@@ -342,8 +345,8 @@ class PolicyCursor:
 
     def push(self, event: Event) -> Decision:
         """Take ``event`` as the next step (also when it breaks the policy) and say how it went."""
-        d = self.decide(event)
-        i = self.policy.names.index(d.state) if d.state is not None else -1
+        i = self.policy.classifier.index(event)
+        d = self._decide(i)
         self.steps += 1
         self.trace.append(d.state)
         if i < 0:
