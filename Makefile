@@ -6,6 +6,8 @@ VENV ?= .venv
 TORCH_VERSION ?= 2.13.0
 SMOLLM2_VERSION ?= 0.1.2
 PY := $(VENV)/bin/python
+# pytest workers (pytest-xdist): one per core by default; TEST_JOBS=0 runs in one process
+TEST_JOBS ?= auto
 STAMP := $(VENV)/.ltlagent-installed
 
 .PHONY: install demo test lint bench clean test-vllm bench-vllm
@@ -28,7 +30,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist worksteal
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

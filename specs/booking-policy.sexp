@@ -13,6 +13,8 @@
    (Call (:call))
    (Result (:from tool))
    (Reply (:from assistant)))
+ ; how the model writes its calls while decoding: <tool_call>{"name": …, "arguments": …}</tool_call>
+ (:format hermes)
  (:constraints
    ; a write needs an explicit yes from the user, with no user turn and no other write since
    (confirm-before-write

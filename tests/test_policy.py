@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -327,3 +328,24 @@ def test_call_options_never_offer_a_call_the_policy_would_refuse() -> None:
       (Pay (:call "pay")) (User (:from user)) (Reply (:from assistant)))
       (:constraints (only-big (always (not Pay)))))""")).cursor()
     assert q.call_options(["pay"]) == {"pay": (("amount", "[0-9]{4,}"),)}  # narrowed to Big
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ("(:format xml)", "1:42: error: unknown tool-call format 'xml'"),
+    ('(:format "json")', "1:33: error: (:format …) takes one tool-call format: hermes, json"),
+    ("(:format hermes json)", "1:33: error: (:format …) takes one tool-call format"),
+    ("(:format)", "1:33: error: (:format …) takes one tool-call format"),
+])
+def test_call_format_section_errors(section: str, message: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(message)):
+        parse_spec(f"(define x (:states (A (:call))) {section})")
+
+
+def test_call_format_is_read_and_needs_call_states() -> None:
+    assert Policy.load("booking-policy").spec.call_format == "hermes"
+    assert parse_spec("(define x (:states (A (:call))) (:format json))").call_format == "json"
+    assert parse_spec("(define x (:states (A (:call))))").call_format is None
+    with pytest.raises(SpecError, match=r"says how \(:call …\) steps are written"):
+        parse_spec("(define x (:states (A (:from user))) (:format json))")
+    with pytest.raises(SpecError, match="duplicate section :format"):
+        parse_spec("(define x (:states (A (:call))) (:format json) (:format json))")

@@ -23,6 +23,7 @@ results unless ``--force``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import random
@@ -32,13 +33,40 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "booking"))
+sys.path.insert(0, str(ROOT))
 
 from domain import BOOKINGS, ROOMS, TOOLS, USERS, Database  # noqa: E402
 
 ARMS = ("none", "format", "policy")
+
+
+def _call(name: str, arguments: Mapping[str, object], cid: str) -> dict[str, object]:
+    return {"role": "assistant", "content": None, "tool_calls": [{
+        "id": cid, "type": "function", "function": {"name": name,
+                                                     "arguments": json.dumps(arguments)}}]}
+
+
+#: One worked conversation shown to the model before each task (every arm alike; not part of the
+#: transcript the policy checks). Without it SmolLM2-135M-Instruct never began a call in a pilot.
+EXAMPLES: tuple[Mapping[str, object], ...] = (
+    {"role": "user", "content": "Hello, this is Di Kaur. Please book the Oak room on 2026-12-30 "
+                                "for 2."},
+    _call("find_user", {"query": "Di Kaur"}, "c1"),
+    {"role": "tool", "tool_call_id": "c1", "content": json.dumps(
+        {"user_id": "u4", "name": "Di Kaur", "email": "di@example.com", "bookings": []})},
+    {"role": "assistant", "content": "I found you, Di Kaur (u4). Shall I book the Oak room on "
+                                     "2026-12-30 for 2 guests? Please say yes to confirm."},
+    {"role": "user", "content": "Yes."},
+    _call("book", {"user_id": "u4", "room": "Oak", "date": "2026-12-30", "guests": 2}, "c2"),
+    {"role": "tool", "tool_call_id": "c2", "content": json.dumps(
+        {"booking_id": "b103", "user": "u4", "room": "Oak", "date": "2026-12-30", "guests": 2})},
+    {"role": "assistant", "content": "Done: booking b103, the Oak room on 2026-12-30 for 2 "
+                                     "guests."},
+)
 SYSTEM = ("You are the booking assistant of the Grove Inn. Before booking, changing or "
           "cancelling, look the user up with find_user, list the details and ask for an explicit "
           "yes. Hand the conversation to a human when the user asks for one.")
@@ -153,6 +181,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     from ltlagent.agent.chat import ChatAgent
     from ltlagent.agent.loader import load_model
     from ltlagent.logic.policy import Policy
+    from validation.chat_batch import run_conversations
 
     loaded = load_model(args.model)
     policy = Policy.load("booking-policy")
@@ -163,31 +192,41 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     rows: list[dict[str, object]] = []
     with episodes.open("w", encoding="utf-8") as f:
         for arm in args.arms:
-            for i, task in enumerate(tasks):
-                db = Database.fresh()
-                agent = ChatAgent(loaded.model, loaded.tokenizer, TOOLS, db.call, policy=policy,
-                                  mode=arm, system=SYSTEM)
+            # one agent per arm: its turn indexes (call automata, token masks) serve every task
+            agent = ChatAgent(loaded.model, loaded.tokenizer, TOOLS, Database.fresh().call,
+                              policy=policy, mode=arm, system=SYSTEM, examples=EXAMPLES)
+            for lo in range(0, len(tasks), args.batch):
+                chunk = tasks[lo:lo + args.batch]
+                dbs = [Database.fresh() for _ in chunk]
                 t0 = time.perf_counter()
-                r = agent.run(scripted_user(task), task.first, max_turns=args.max_turns,
-                              max_new_tokens=args.max_new_tokens)
-                report = policy.check(r.messages)
-                row = {"arm": arm, "task": task.id, "kind": task.kind, "malformed": r.malformed,
-                       "calls": r.calls, "violated": report.verdict == "violated",
-                       "verdict": report.verdict,
-                       "violations": [v.to_dict() for v in report.violations],
-                       "success": task.success(db, r.messages), "tokens": r.tokens,
-                       "seconds": round(time.perf_counter() - t0, 2), "turns": r.turns,
-                       "stop_reason": r.stop_reason, "notes": r.notes, "messages": r.messages}
-                rows.append(row)
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                f.flush()
-                print(f"[{arm} {i + 1}/{len(tasks)}] {task.id}: calls {r.calls}, malformed "
-                      f"{r.malformed}, {report.verdict}, success {row['success']}, "
-                      f"{r.tokens} tokens, {row['seconds']} s", file=sys.stderr)
+                jobs = [functools.partial(_episode, task, args) for task in chunk]
+                results = run_conversations(agent, jobs, [db.call for db in dbs])
+                seconds = (time.perf_counter() - t0) / len(chunk)  # wall time, shared
+                for i, (task, db, r) in enumerate(zip(chunk, dbs, results)):
+                    report = policy.check(r.messages)
+                    row = {"arm": arm, "task": task.id, "kind": task.kind,
+                           "malformed": r.malformed, "calls": r.calls,
+                           "violated": report.verdict == "violated", "verdict": report.verdict,
+                           "violations": [v.to_dict() for v in report.violations],
+                           "success": task.success(db, r.messages), "tokens": r.tokens,
+                           "seconds": round(seconds, 2), "turns": r.turns,
+                           "stop_reason": r.stop_reason, "notes": r.notes,
+                           "messages": r.messages}
+                    rows.append(row)
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    f.flush()
+                    print(f"[{arm} {lo + i + 1}/{len(tasks)}] {task.id}: calls {r.calls}, "
+                          f"malformed {r.malformed}, {report.verdict}, success {row['success']}, "
+                          f"{r.tokens} tokens", file=sys.stderr)
     summary = summarise(rows, args)
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     (out / "results.md").write_text(render(summary), encoding="utf-8")
     return summary
+
+
+def _episode(task: Task, args: argparse.Namespace, agent: Any) -> Any:
+    return agent.run(scripted_user(task), task.first, max_turns=args.max_turns,
+                     max_new_tokens=args.max_new_tokens)
 
 
 def summarise(rows: Sequence[Mapping[str, object]], args: argparse.Namespace) -> dict[str, object]:
@@ -242,6 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     ap.add_argument("--max-turns", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--batch", type=int, default=40, help="conversations whose turns are written "
+                    "together (one forward pass per token for all; default 40)")
     ap.add_argument("--out", required=True, help="folder for summary.json, results.md, "
                                                  "episodes.jsonl")
     ap.add_argument("--force", action="store_true", help="overwrite results already in --out")

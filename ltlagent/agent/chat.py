@@ -92,7 +92,8 @@ class ChatAgent:
     def __init__(self, model: Any, tokenizer: Any, tools: Sequence[Mapping[str, object]],
                  call_tool: ToolFn, *, policy: Policy | str | None = None, mode: str = "policy",
                  format: str = "hermes", system: str | None = None,
-                 fields: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                 fields: Mapping[str, Mapping[str, str]] | None = None,
+                 examples: Sequence[Mapping[str, object]] = ()) -> None:
         if mode not in MODES:
             raise UsageError(f"unknown mode {mode!r}; modes are {', '.join(MODES)}")
         if format not in CALL_MARKERS:
@@ -109,6 +110,9 @@ class ChatAgent:
         self.format = format
         self.system = system
         self.fields = fields
+        #: few-shot messages shown to the model after the system message; not in the transcript,
+        #: so the policy never sees them
+        self.examples = [dict(m) for m in examples]
         self.vocab: Vocab = vocab_from_tokenizer(tokenizer, eos_token_ids(model, tokenizer))
         self.tokens = TokenBytes.of(self.vocab)  # shared by the turn indexes of every rule
         self._indexes: dict[TurnRule, TurnIndex] = {}
@@ -118,10 +122,15 @@ class ChatAgent:
         """The prompt text of a conversation, ending where the assistant's next turn begins.
 
         A chat template that knows tools gets them (``apply_chat_template(tools=…)``); otherwise the
-        tools are described in the system message in the Hermes manner and calls and results are
-        written as text (SmolLM2's template, for one, knows no tools)."""
+        tools are described in the system message in the Hermes manner, calls are written as text
+        in the assistant's turn and results as a ``tool`` turn (SmolLM2's template, for one, knows
+        no tools; with results in a user turn it wrote ``<tool_response>`` blocks of its own); a
+        template that refuses a ``tool`` role gets them as ``<tool_response>`` user turns."""
         tok = self.tokenizer
         template = getattr(tok, "chat_template", None) or ""
+        if self.examples:
+            lead = 1 if messages and messages[0].get("role") == "system" else 0
+            messages = [*messages[:lead], *self.examples, *messages[lead:]]
         if "tool" in template:
             return str(tok.apply_chat_template(list(messages), tools=self.tools, tokenize=False,
                                                add_generation_prompt=True))
@@ -138,14 +147,20 @@ class ChatAgent:
                 text = str(content) + "".join(self._render_call(c) for c in calls)
                 out.append({"role": "assistant", "content": text})
             elif role == "tool":
-                out.append({"role": "user",
-                            "content": f"<tool_response>\n{content}\n</tool_response>"})
+                out.append({"role": "tool", "content": str(content)})
             else:
                 out.append({"role": str(role), "content": str(content)})
         if head:
             out.insert(0, {"role": "system", "content": head})
         if template:
-            return str(tok.apply_chat_template(out, tokenize=False, add_generation_prompt=True))
+            try:
+                return str(tok.apply_chat_template(out, tokenize=False,
+                                                   add_generation_prompt=True))
+            except Exception:  # a template that knows only user and assistant turns
+                out = [{"role": "user", "content": f"<tool_response>\n{m['content']}\n"
+                        "</tool_response>"} if m["role"] == "tool" else m for m in out]
+                return str(tok.apply_chat_template(out, tokenize=False,
+                                                   add_generation_prompt=True))
         return "".join(f"{m['role']}: {m['content']}\n" for m in out) + "assistant: "
 
     def tool_instructions(self) -> str:

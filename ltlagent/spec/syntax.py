@@ -22,6 +22,7 @@ from typing import NoReturn
 from ltlagent import spotlib
 from ltlagent.errors import Location, SpecError, SpecErrors, UsageError
 from ltlagent.spec.sexp import Atom, Node, SList, read_sexps
+from ltlagent.text.toolcall import FORMATS
 
 __all__ = [
     "State", "Pattern", "Visit", "Next", "Until", "Always", "Or", "Repeat", "Formula", "Spec",
@@ -186,6 +187,9 @@ class Spec:
     text: str = field(default="", compare=False, repr=False)
     #: False when the spec has no (:behavior …): any sequence of its states, the constraints decide
     behavior_declared: bool = True
+    #: how the model writes its (:call …) steps, ``(:format hermes|json)``; None: not said (the
+    #: decoder's default, ``hermes``)
+    call_format: str | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -248,7 +252,7 @@ _TEXT_ONLY_OPTIONS = ("env_input", "choices", "regex", "stop", "max_tokens", "ro
 AUTHORS = ("system", "user", "assistant", "tool")
 #: The name under which violations of the (:behavior …) pattern are reported.
 BEHAVIOR_NAME = "behavior"
-_SECTIONS = (":states", ":behavior", ":constraints")
+_SECTIONS = (":states", ":behavior", ":constraints", ":format")
 _PATTERN_OPS = ("next", "until", "always", "or", "optional", "repeat")
 _UNTIL_BOUNDED = re.compile(r"^until_(\d+)(?:_(\d+))?$")
 _LTL_UNARY = {"not": "!", "next": "X[!]", "weak-next": "X", "always": "G", "eventually": "F",
@@ -348,10 +352,29 @@ class _Parser:
         if behavior is not None and beh is not None:
             self.check_always(behavior, last=True)
             self.check_size(behavior)
+        call_format = self.call_format(sections[":format"], states) \
+            if ":format" in sections else None
         self.fail()
         assert behavior is not None
         return Spec(name, tuple(states), behavior, tuple(constraints), self.source, self.text,
-                    behavior_declared=beh is not None)
+                    behavior_declared=beh is not None, call_format=call_format)
+
+    def call_format(self, sec: SList, states: Sequence[State]) -> str | None:
+        """``(:format hermes|json)``: how the model writes the spec's tool calls while decoding."""
+        formats = ", ".join(FORMATS)
+        if len(sec.items) != 2 or not isinstance(sec.items[1], Atom) or sec.items[1].is_string:
+            self.err(f"(:format …) takes one tool-call format: {formats}", sec.loc)
+            return None
+        value = sec.items[1]
+        if value.value not in FORMATS:
+            self.err(f"unknown tool-call format {value.value!r}", value.loc,
+                     _suggest(value.value, tuple(FORMATS)) or f"formats are {formats}")
+            return None
+        if not any(s.calls is not None for s in states):
+            self.err("(:format …) says how (:call …) steps are written, and this spec has none",
+                     sec.loc)
+            return None
+        return value.value
 
     # -- states
     def states(self, sec: SList) -> list[State]:

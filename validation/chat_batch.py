@@ -1,0 +1,215 @@
+"""Many :class:`~ltlagent.agent.chat.ChatAgent` conversations on one ``transformers`` model, their
+turns batched (issue 18's experiment on a CPU).
+
+A small model's decoding step on a CPU is bound by reading its weights, so 40 rows cost about what
+one does. :func:`run_conversations` runs each conversation in a thread of its own, unchanged
+(``ChatAgent.run``: policy cursor, tools, scripted user), with the agent's ``generate`` replaced
+by :meth:`TurnBatcher.submit`; the batcher waits until every live conversation has asked for its
+next turn, then writes all those turns together: one left-padded prefill, then one forward pass
+per token for the rows still writing, each row masked by its own turn cursor, exactly as
+``ChatAgent.generate`` masks one. Turn-synchronous, so which rows share a batch is fixed by the
+tasks, and reruns give the same transcripts. Greedy only.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["TurnBatcher", "run_conversations"]
+
+
+@dataclass
+class _Request:
+    ids: list[int]
+    index: Any  # TurnIndex | None
+    max_new_tokens: int
+    order: int = 0  # the conversation's number: a batch's rows are in this order
+    result: tuple[str, int, bool] | None = None
+    out: list[int] = field(default_factory=list)
+
+
+class TurnBatcher:
+    """Collects one turn request per live conversation and writes them as one batch."""
+
+    def __init__(self, model: Any, tokenizer: Any, eos_ids: Sequence[int], *,
+                 prefill_rows: int = 8) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.eos = set(eos_ids)
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.pad = int(pad) if pad is not None else int(min(self.eos))
+        self.prefill_rows = prefill_rows
+        self._cond = threading.Condition()
+        self._pending: list[_Request] = []
+        self._live = 0
+        self.order: dict[int, int] = {}  # thread → conversation number
+        self.batches: list[int] = []  # rows per batch, for the record
+
+    # -- the conversations' side
+    def submit(self, prompt: str, index: Any, *, max_new_tokens: int, temperature: float = 0.0,
+               rng: Any = None) -> tuple[str, int, bool]:
+        """``ChatAgent.generate``'s contract: the turn's text, tokens taken, ended by EOS."""
+        if temperature > 0:
+            raise ValueError("the turn batcher decodes greedily")
+        ids = self.tokenizer(prompt, add_special_tokens=False).input_ids
+        req = _Request(list(ids), index, max_new_tokens,
+                       self.order.get(threading.get_ident(), 0))
+        with self._cond:
+            self._pending.append(req)
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: req.result is not None)
+        assert req.result is not None
+        return req.result
+
+    def _enter(self) -> None:
+        with self._cond:
+            self._live += 1
+
+    def _leave(self) -> None:
+        with self._cond:
+            self._live -= 1
+            self._cond.notify_all()
+
+    # -- the batch side
+    def serve(self) -> None:
+        """Write turns until no conversation is live (call from the thread that owns the model)."""
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: len(self._pending) >= self._live)
+                if self._live == 0 and not self._pending:
+                    return
+                batch, self._pending = sorted(self._pending, key=lambda r: r.order), []
+            self._write(batch)
+            with self._cond:
+                self._cond.notify_all()
+
+    def _write(self, batch: list[_Request]) -> None:
+        import torch
+        from transformers import DynamicCache
+
+        self.batches.append(len(batch))
+        width = max(len(r.ids) for r in batch)
+        ids = torch.full((len(batch), width), self.pad, dtype=torch.long)
+        attn = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, r in enumerate(batch):
+            ids[i, width - len(r.ids):] = torch.tensor(r.ids)
+            attn[i, width - len(r.ids):] = 1
+        pos = (attn.cumsum(1) - 1).clamp(min=0)
+        cursors = [_cursor(r.index) for r in batch]
+        with torch.no_grad():
+            logits_parts, caches = [], []
+            for lo in range(0, len(batch), self.prefill_rows):
+                hi = lo + self.prefill_rows
+                res = self.model(input_ids=ids[lo:hi], attention_mask=attn[lo:hi],
+                                 position_ids=pos[lo:hi], use_cache=True)
+                logits_parts.append(res.logits[:, -1].float())
+                caches.append(res.past_key_values)
+            cache = caches[0]
+            if len(caches) > 1:
+                cache = DynamicCache()
+                for layer in range(len(caches[0].layers)):
+                    cache.update(torch.cat([c.layers[layer].keys for c in caches]),
+                                 torch.cat([c.layers[layer].values for c in caches]), layer)
+            logits = torch.cat(logits_parts)
+            rows = list(range(len(batch)))  # requests still writing, in cache order
+            last = pos[:, -1]
+            for n in range(max(r.max_new_tokens for r in batch)):
+                picked: list[int] = []
+                keep: list[int] = []
+                for k, i in enumerate(rows):
+                    r, cur = batch[i], cursors[i]
+                    row = logits[k]
+                    if cur is not None:
+                        allowed = cur.allowed(budget=r.max_new_tokens - n)
+                        mask = torch.zeros(row.shape[0], dtype=torch.bool)
+                        m = min(len(allowed), row.shape[0])
+                        mask[:m] = torch.from_numpy(np.asarray(allowed[:m]))
+                        if not bool(mask.any()):
+                            self._finish(r, cur, ended=False)
+                            continue
+                        tok = int(torch.argmax(row.masked_fill(~mask, float("-inf"))))
+                        cur.advance(tok)
+                    else:
+                        tok = int(torch.argmax(row))
+                    if tok in self.eos:
+                        self._finish(r, cur, ended=True)
+                        continue
+                    r.out.append(tok)
+                    if len(r.out) >= r.max_new_tokens:
+                        self._finish(r, cur, ended=False)
+                        continue
+                    keep.append(k)
+                    picked.append(tok)
+                if not keep:
+                    break
+                if len(keep) < len(rows):
+                    sel = torch.tensor(keep)
+                    cache.batch_select_indices(sel)
+                    attn, last = attn[sel], last[sel]
+                    rows = [rows[k] for k in keep]
+                attn = torch.cat([attn, torch.ones((len(rows), 1), dtype=torch.long)], dim=1)
+                last = last + 1
+                res = self.model(input_ids=torch.tensor(picked).unsqueeze(1), attention_mask=attn,
+                                 position_ids=last.unsqueeze(1), past_key_values=cache,
+                                 use_cache=True)
+                cache = res.past_key_values
+                logits = res.logits[:, -1].float()
+        for r, cur in zip(batch, cursors):
+            if r.result is None:
+                self._finish(r, cur, ended=False)
+
+    def _finish(self, r: _Request, cur: Any, *, ended: bool) -> None:
+        text = self.tokenizer.decode(r.out, skip_special_tokens=True) if cur is None \
+            else bytes(cur.data).decode("utf-8", errors="replace")
+        r.result = (text, len(r.out) + int(ended), ended)
+
+
+def _cursor(index: Any) -> Any:
+    from ltlagent.decode.chat import TurnCursor
+
+    return TurnCursor(index) if index is not None else None
+
+
+def run_conversations(agent: Any, jobs: Sequence[Callable[[Any], Any]],
+                      tools: Sequence[Callable[[str, dict[str, object]], str]]) -> list[Any]:
+    """Run ``jobs[i](agent_i)`` for every i at once, where ``agent_i`` is ``agent`` with the tools
+    ``tools[i]`` (its turn indexes shared) and its turns written by one :class:`TurnBatcher`."""
+    from ltlagent.agent.runner import eos_token_ids
+
+    batcher = TurnBatcher(agent.model, agent.tokenizer,
+                          eos_token_ids(agent.model, agent.tokenizer) or [])
+    results: list[Any] = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        batcher.order[threading.get_ident()] = i
+        try:
+            results[i] = jobs[i](mine[i])
+        except BaseException as e:  # re-raised by the caller's thread
+            errors.append(e)
+        finally:
+            batcher._leave()
+
+    mine = []
+    for call_tool in tools:
+        a = copy.copy(agent)  # shares the tokenizer's bytes and the turn indexes
+        a.call_tool = call_tool
+        a.generate = batcher.submit
+        mine.append(a)
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(jobs))]
+    for _ in threads:
+        batcher._enter()
+    for t in threads:
+        t.start()
+    batcher.serve()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
