@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ltlagent.text.content import stripped  # noqa: E402
-from ltlagent.text.jsonschema import clear_caches, schema_dfa  # noqa: E402
-from ltlagent.text.toolcall import ToolCall, call_dfa, render_call  # noqa: E402
+from ltlagent.text.jsonschema import schema_dfa  # noqa: E402
+from ltlagent.text.toolcall import ToolCall, call_dfa, clear_caches, render_call  # noqa: E402
 
 DATE = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"
 TOOLS: dict[str, dict[str, object]] = {

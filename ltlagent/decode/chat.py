@@ -19,7 +19,6 @@ whose bytes keep the DFA alive, found by walking all tokens at once over a padde
 from __future__ import annotations
 
 import functools
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -27,8 +26,8 @@ import numpy as np
 
 from ltlagent.chat.events import BLANK
 from ltlagent.decode.vocab import Vocab
-from ltlagent.text.content import ContentDFA
-from ltlagent.text.toolcall import FORMATS, call_dfa
+from ltlagent.text.bytetable import ByteTable, distance_to
+from ltlagent.text.toolcall import FORMATS, call_table
 
 __all__ = ["TurnRule", "TurnLanguage", "TokenBytes", "TurnIndex", "TurnCursor", "CALL_MARKERS"]
 
@@ -68,24 +67,11 @@ class TurnLanguage:
     @functools.cached_property
     def distance(self) -> np.ndarray:
         """Fewest bytes from each state to an accepting one (a large number where none is
-        reachable): budget steering keeps a turn completable in the tokens left."""
-        n = self.trans.shape[0]
+        reachable): budget steering keeps a turn completable in the tokens left. One vectorised
+        backward breadth-first search (:func:`ltlagent.text.bytetable.distance_to`)."""
         far = np.iinfo(np.int32).max // 2
-        dist = np.full(n, far, dtype=np.int64)
-        dist[self.accepting] = 0
-        rev: list[set[int]] = [set() for _ in range(n)]
-        for q in range(n - 1):
-            for r in set(self.trans[q].tolist()):
-                rev[r].add(q)
-        todo = deque(int(q) for q in np.nonzero(self.accepting)[0])
-        while todo:
-            r = todo.popleft()
-            for q in rev[r]:
-                if dist[q] == far:
-                    dist[q] = dist[r] + 1
-                    todo.append(q)
-        dist[self.dead] = far
-        return dist
+        dist = distance_to(self.trans[:-1], self.accepting[:-1])
+        return np.concatenate([np.where(dist >= 0, dist, far), [far]]).astype(np.int64)
 
     @property
     def initial(self) -> int:
@@ -103,14 +89,15 @@ class TurnLanguage:
             raise ValueError(f"unknown tool-call format {format!r}")
         marker = CALL_MARKERS[format].encode()
         m = len(marker)
-        calls: list[ContentDFA | None] = []
+        calls: list[ByteTable | None] = []
         for phase, tools in enumerate((rule.tools_first, rule.tools_after_text)):
             chosen = {t: schemas[t] for t in sorted(tools) if t in schemas}
             narrow = {t: dict(f) for t, f in (fields or {}).items() if t in chosen}
             for tool, pairs in (rule.narrow[phase] if phase < len(rule.narrow) else ()):
                 if tool in chosen and pairs:
                     narrow.setdefault(tool, {}).update(dict(pairs))
-            calls.append(call_dfa(chosen, format, narrow) if chosen else None)
+            table = call_table(chosen, format, narrow) if chosen else None
+            calls.append(table if table is not None and not table.empty else None)
         n_text = 2 * m
         starts: list[int] = []
         n = n_text
@@ -123,19 +110,14 @@ class TurnLanguage:
         for c, base in zip(calls, starts):
             if c is None:
                 continue
-            t = np.array(c.trans, dtype=np.int32)
-            live = np.zeros(c.num_states + 1, dtype=bool)
-            live[list(c.live)] = True
-            t = np.where((t >= 0) & live[t], t + base, dead)
-            trans[base:base + c.num_states] = t
-            for a in c.accepting:
-                acc[base + a] = True
+            trans[base:base + c.num_states] = np.where(c.trans >= 0, c.trans + base, dead)
+            acc[base:base + c.num_states] = c.accepting
         fail = _kmp(marker)
         ws = np.zeros(256, dtype=bool)
         ws[[ord(c) for c in BLANK]] = True
         for seen in (0, 1):
             call = calls[seen]
-            enter = call.feed(0, marker) if call is not None else -1
+            enter = _feed(call, marker) if call is not None else -1
             enter_state = starts[seen] + enter if enter >= 0 else dead
             for k in range(m):
                 s = seen * m + k
@@ -158,6 +140,16 @@ class TurnLanguage:
                     j = j + 1 if format != "json" and marker[j] == b else 0
                     trans[s, b] = int(now_seen) * m + j
         return TurnLanguage(trans, acc, (starts[0], starts[1]), rule, format)
+
+
+def _feed(table: ByteTable, data: bytes) -> int:
+    """The state of ``table`` after ``data`` from its start (-1 once dead)."""
+    s = 0
+    for b in data:
+        s = int(table.trans[s, b])
+        if s < 0:
+            return -1
+    return s
 
 
 def _kmp(p: bytes) -> list[int]:
