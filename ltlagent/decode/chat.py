@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ltlagent.chat.events import BLANK
+from ltlagent.decode.machine import UTF8, UTF8_BAD
+from ltlagent.decode.trie import VocabTrie, ranges, trie_of
 from ltlagent.decode.vocab import Vocab
 from ltlagent.text.bytetable import ByteTable, distance_to
 from ltlagent.text.toolcall import FORMATS, call_table
@@ -50,8 +52,10 @@ class TurnRule:
 class TurnLanguage:
     """One turn as a byte DFA: ``trans[s, b]`` (``dead`` is the sink row), ``accepting[s]``.
 
-    States ``0 … 2m-1`` are the text phase (``k`` marker bytes matched, text seen or not),
-    then the states of the call DFA for ``tools_first``, then those for ``tools_after_text``.
+    States ``0 … 2m-1`` are the text phase between characters (``k`` marker bytes matched, text
+    seen or not), then (with UTF-8 checked) the text inside a multi-byte character, 7 states per
+    "seen" (:data:`ltlagent.decode.machine.UTF8`), then the states of the call DFA for
+    ``tools_first``, then those for ``tools_after_text``.
     """
 
     trans: np.ndarray = field(repr=False)  # int32 [n + 1, 256]
@@ -81,10 +85,25 @@ class TurnLanguage:
         return s >= min(x for x in (*self.call_start, self.dead) if x >= 0)
 
     @staticmethod
+    def of_table(table: ByteTable, format: str = "json") -> TurnLanguage:
+        """A turn that is exactly one text of ``table`` and nothing else (a JSON document such as a
+        tool's arguments or a response format; :func:`ltlagent.text.jsonschema.schema_table`)."""
+        n = table.num_states
+        trans = np.full((n + 1, 256), n, dtype=np.int32)
+        trans[:n] = np.where(table.trans >= 0, table.trans, n)
+        acc = np.zeros(n + 1, dtype=bool)
+        acc[:n] = table.accepting
+        return TurnLanguage(trans, acc, (0, -1), TurnRule(False, frozenset(), frozenset()), format)
+
+    @staticmethod
     def build(rule: TurnRule, schemas: Mapping[str, Mapping[str, object]], format: str = "hermes",
-              fields: Mapping[str, Mapping[str, str]] | None = None) -> TurnLanguage:
+              fields: Mapping[str, Mapping[str, str]] | None = None, *,
+              utf8: bool = True) -> TurnLanguage:
         """The DFA of one turn under ``rule``; ``schemas`` maps every tool to its argument schema,
-        ``fields`` narrows string arguments by regex (``(:args …)``)."""
+        ``fields`` narrows string arguments by regex (``(:args …)``). With ``utf8`` (the default)
+        the text must stay valid UTF-8: a byte no UTF-8 text can have next (a lone continuation
+        byte, an overlong form, a surrogate) is refused, and the turn cannot end or begin a call
+        inside a character (as ``build_index(utf8=True)`` does for spec monitors)."""
         if format not in FORMATS:
             raise ValueError(f"unknown tool-call format {format!r}")
         marker = CALL_MARKERS[format].encode()
@@ -98,7 +117,8 @@ class TurnLanguage:
                     narrow.setdefault(tool, {}).update(dict(pairs))
             table = call_table(chosen, format, narrow) if chosen else None
             calls.append(table if table is not None and not table.empty else None)
-        n_text = 2 * m
+        n_mid = UTF8_BAD - 1 if utf8 else 0  # UTF-8 states inside a character
+        n_text = 2 * m + 2 * n_mid
         starts: list[int] = []
         n = n_text
         for c in calls:
@@ -115,12 +135,23 @@ class TurnLanguage:
         fail = _kmp(marker)
         ws = np.zeros(256, dtype=bool)
         ws[[ord(c) for c in BLANK]] = True
+
+        def text(seen: int, k: int, u: int) -> int:
+            """The text state: ``k`` marker bytes pending, UTF-8 state ``u`` (0 when ``k`` > 0)."""
+            return seen * m + k if u == 0 else 2 * m + seen * n_mid + u - 1
+
         for seen in (0, 1):
             call = calls[seen]
             enter = _feed(call, marker) if call is not None else -1
             enter_state = starts[seen] + enter if enter >= 0 else dead
+            for u in range(1, n_mid + 1):  # inside a character: only its continuation bytes
+                s = text(seen, 0, u)
+                for b in range(256):
+                    u2 = UTF8[u][b]
+                    if u2 != UTF8_BAD and rule.text:
+                        trans[s, b] = text(1, 0, u2)
             for k in range(m):
-                s = seen * m + k
+                s = text(seen, k, 0)
                 # the turn may end in the text phase once there is text (pending bytes are text)
                 acc[s] = rule.text and bool(seen or k > 0)
                 for b in range(256):
@@ -138,7 +169,9 @@ class TurnLanguage:
                     while j > 0 and marker[j] != b:
                         j = fail[j - 1]
                     j = j + 1 if format != "json" and marker[j] == b else 0
-                    trans[s, b] = int(now_seen) * m + j
+                    u2 = UTF8[0][b] if utf8 and j == 0 else 0  # b is text (the marker is ASCII)
+                    if u2 != UTF8_BAD:
+                        trans[s, b] = text(int(now_seen), j, u2)
         return TurnLanguage(trans, acc, (starts[0], starts[1]), rule, format)
 
 
@@ -186,7 +219,14 @@ class TokenBytes:
         for j, rows in enumerate(columns):
             mat[rows, j] = flat[vocab.offsets[rows] + j]
         eos = np.array([e for e in vocab.eos_ids if 0 <= e < vocab.size], dtype=np.int64)
-        return TokenBytes(vocab, mat, columns, vocab.is_text & (lens > 0), eos)
+        tb = TokenBytes(vocab, mat, columns, vocab.is_text & (lens > 0), eos)
+        tb.trie  # noqa: B018 - built now, with the vocabulary, not on the first decoding step
+        return tb
+
+    @functools.cached_property
+    def trie(self) -> VocabTrie:
+        """The vocabulary's byte trie (built once per vocabulary, shared with the spec monitors)."""
+        return trie_of(self.vocab)
 
 
 class TurnIndex:
@@ -200,9 +240,36 @@ class TurnIndex:
         self._eos = tokens.eos
         self._masks: dict[int, np.ndarray] = {}
         self._ends: dict[int, np.ndarray] = {}
+        self._worst: dict[int, int] = {}
 
     def _walk(self, s: int) -> np.ndarray:
-        """The DFA state after each token from ``s`` (``dead`` where it dies)."""
+        """The DFA state after each token from ``s`` (``dead`` where it dies), by walking the
+        vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`): a prefix the DFA
+        rejects prunes every token below it, and in a JSON call most bytes are rejected in most
+        states, so a first visit touches a few trie nodes instead of every token's bytes."""
+        trans, dead = self.lang.trans, self.lang.dead
+        ends = np.full(self.vocab.size, dead, dtype=np.int32)
+        levels = self.tokens.trie.levels
+        if not levels:
+            return ends
+        nodes = np.arange(levels[0].parent.size, dtype=np.int64)
+        cur = trans[s, levels[0].byte]
+        for d, lv in enumerate(levels):
+            if d:
+                above = levels[d - 1]
+                nodes, owner = ranges(above.child_lo[nodes], above.child_hi[nodes])
+                cur = trans[cur[owner], lv.byte[nodes]]
+            alive = cur != dead
+            nodes, cur = nodes[alive], cur[alive]
+            if not nodes.size:
+                break
+            tok, owner = ranges(lv.tok_lo[nodes], lv.tok_hi[nodes])
+            ends[lv.tokens[tok]] = cur[owner]
+        return ends
+
+    def walk_tokens(self, s: int) -> np.ndarray:
+        """:meth:`_walk` by the other method: every token's bytes at once over the padded byte
+        matrix (one gather per byte position). Kept to test that both give the same states."""
         cur = np.full(self.vocab.size, s, dtype=np.int32)
         trans, mat = self.lang.trans, self.tokens.matrix
         for j, rows in enumerate(self.tokens.columns):
@@ -230,6 +297,13 @@ class TurnIndex:
         mask = self.allowed(s)
         if budget <= 0:
             return mask
+        worst = self._worst.get(s)
+        if worst is None:  # the most tokens any allowed token leaves to the end of the turn
+            ends = self._ends[s]
+            need = self.lang.distance[ends[ends != self.lang.dead]]
+            worst = self._worst[s] = int(need.max()) if need.size else 0
+        if worst <= budget - 2:
+            return mask  # every allowed token leaves enough (most steps: no pass over the vocabulary)
         ends = self._ends[s]
         ok = mask & (self.lang.distance[ends] <= budget - 2)
         if self.lang.accepting[s] and self._eos.size:

@@ -443,10 +443,10 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         out = np.full(rows.shape, DEAD, dtype=np.int64)
         keep = (rows >= 0) & (ups == 0)
         out[keep] = idmap[c][rows[keep]]
-        nxt = c + 1 if c < cap else (cap if hi is None else None)
-        if nxt is not None:
+        up_to = c + 1 if c < cap else (cap if hi is None else None)
+        if up_to is not None:
             step = (rows >= 0) & (ups == 1)
-            out[step] = idmap[nxt][rows[step]]
+            out[step] = idmap[up_to][rows[step]]
         if c >= lo:
             out[rows == _EXIT] = final
         trans[idmap[c, r]] = out
