@@ -71,6 +71,11 @@ CALL = ToolCall("book", {"user_id": "U123456", "flight": "AB1234", "date": "2026
                          "passengers": [{"name": "Ada Lovelace", "age": 36, "seat": "12C"},
                                         {"name": "Charles Babbage", "age": 41}],
                          "payment": "card", "insurance": False})
+#: a call whose argument is long free text (a first visit at every count of the summary)
+HANDOFF = ToolCall("transfer_to_human", {"summary": (
+    "The customer wants to move her flight AB1234 of 14 March to the next day, keep seat 12C, and "
+    "asks whether the voucher from her cancelled trip in January can pay the fare difference; she "
+    "was told twice that it could, and is upset that the website says otherwise.")})
 ARGS = json.dumps(dict(CALL.arguments), ensure_ascii=False)  # json.dumps's default style
 ALL = frozenset(TOOLS)
 CALL_RULE = TurnRule(False, ALL, frozenset())  # the turn is one call of any of the five tools
@@ -112,6 +117,8 @@ SAME: list[tuple[str, str, str]] = [
     ("call", _call("bok", ARGS), "dead"), ("call", _call("cancel_booking", ARGS), "dead"),
     ("call", '<tool_call>\n{"arguments": ' + ARGS + ', "name": "book"}\n</tool_call>', "dead"),
     ("call", render_call(CALL) + "x", "dead"),
+    ("call", render_call(HANDOFF), "complete"),
+    ("call", render_call(ToolCall("transfer_to_human", {"summary": "x" * 301})), "dead"),
 ]
 #: where the languages differ on purpose (ours: at most one space after ``:`` and ``,``, no other
 #: whitespace; llguidance by default: any run of JSON whitespace between tokens)
@@ -296,12 +303,12 @@ def run(size: int, reps: int) -> list[str]:
         print(f"  {what} {text[:60]!r}…: ltlagent {verdict_ours(langs[what], text)}, llguidance {theirs}")
     print(f"  vocabulary: ltlagent TokenBytes.of (matrix + trie) {vocab_s:.2f} s"
           + (f", llguidance from_tokenizer {llg_tok_s:.2f} s" if engines else ""))
-    texts = {"args": ARGS, "call": render_call(CALL)}
-    for what in ("args", "call"):
-        ids = tok.encode(texts[what], add_special_tokens=False)  # type: ignore[attr-defined]
+    texts = [("args", ARGS, "book's arguments"), ("call", render_call(CALL), "hermes call of book, 5 tools"),
+             ("call", render_call(HANDOFF), "hermes call, 261-character summary")]
+    for what, text, label in texts:
+        ids = tok.encode(text, add_special_tokens=False)  # type: ignore[attr-defined]
         p = ours_steps(langs[what], tokens, ids, reps)
         warm = [x for q in p[1:] for x in q]
-        label = "book's arguments" if what == "args" else "hermes call, 5 tools"
         rows.append(f"| {size} | ltlagent | {label} | {ours_compile[what]:.3f} s | {len(ids)} | "
                     f"{stats(p[0])} | {stats(warm)} |")
         if what in engines:

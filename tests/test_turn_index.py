@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ltlagent.decode.chat import TokenBytes, TurnCursor, TurnIndex, TurnLanguage, TurnRule
-from ltlagent.decode.vocab import vocab_from_tokenizer
+from ltlagent.decode.chat import Period, TokenBytes, TurnCursor, TurnIndex, TurnLanguage, TurnRule
+from ltlagent.decode.vocab import vocab_from_bytes, vocab_from_tokenizer
+from ltlagent.text.bytetable import row_edges
 
 from . import tiny
 
@@ -23,6 +24,15 @@ from domain import TOOLS
 
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}  # type: ignore[index]
 NAMES = frozenset(SCHEMAS)
+#: tools with long strings (character counts with periods), one in an unbounded array (re-entered)
+LONG: dict[str, dict[str, object]] = {
+    "note": {"type": "object", "properties": {
+        "summary": {"type": "string", "maxLength": 90},
+        "who": {"type": "array", "maxItems": 2, "items": {"type": "string", "minLength": 2, "maxLength": 40}},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 30}}},
+        "required": ["summary"]},
+    "mail": {"type": "object", "properties": {"body": {"type": "string", "maxLength": 60}}},
+}
 RULES = [TurnRule(True, NAMES, NAMES), TurnRule(False, frozenset({"book"}), frozenset()),
          TurnRule(True, frozenset(), frozenset({"find_user", "cancel_booking"}))]
 TOKENIZERS = {"byte-level": lambda: tiny.byte_level(), "byte-level-2k": lambda: tiny.byte_level(2000),
@@ -128,3 +138,43 @@ def test_free_text_stays_utf8(fmt: str) -> None:
 
 
 CALL_MARK = {"hermes": b"<tool_call>", "json": b"{"}
+
+
+@pytest.mark.parametrize("tok", ["byte-level-2k", "straddle", "sentencepiece"])
+def test_first_visits_from_a_lower_count_equal_the_walk(tok: str) -> None:
+    """Inside a string's character count a first visit follows from a lower count (``Period``);
+    with ``shift_min=1`` nearly every such visit does, and each equals the walk of every token."""
+    tokens = TokenBytes.of(vocab_from_tokenizer(TOKENIZERS[tok]()))
+    rng = random.Random(11)
+    for key in ["hermes", "json"]:
+        lang = TurnLanguage.build(TurnRule(True, frozenset(LONG), frozenset(LONG)), LONG, key)
+        assert lang.periods
+        index = TurnIndex(lang, tokens, shift_min=1)
+        assert len(index.periods) == len(lang.periods)  # every hint checks out here
+        inside = [s for p in index.periods for s in range(p.a, p.b)]
+        states = sorted(rng.sample(inside, 150)) + rng.sample(inside, 150)
+        for s in states:
+            assert np.array_equal(index.ends(s), index.walk_tokens(s)), (tok, key, s)
+        assert index.derived > 100
+
+
+def test_a_wrong_period_hint_is_refused() -> None:
+    lang = TurnLanguage.build(TurnRule(False, frozenset(LONG), frozenset()), LONG)
+    a, b, k = lang.periods[0]
+    src, dst = row_edges(lang.trans[:-1])
+    assert Period.check(lang, a, b, k, src, dst) is not None
+    assert Period.check(lang, a, b, k + 1, src, dst) is None
+    assert Period.check(lang, a, b, k - 1, src, dst) is None
+
+
+def test_tokens_that_leave_a_string_and_come_back_are_not_moved() -> None:
+    """Tokens that close an array item and open the next one (``a", "bc``) re-enter the same
+    string at a low count: their ends must not move with the count (the period's threshold)."""
+    pieces = [bytes([b]) for b in range(256)] + [b'a", "bc', b'", "ab', b'x", "', b'", "abcd', b"abcdefgh",
+                                                 b'ab"]}', b'a"], "tags": ["xy']
+    tokens = TokenBytes.of(vocab_from_bytes([*pieces, None], eos_ids=[len(pieces)]))
+    lang = TurnLanguage.build(TurnRule(False, frozenset(LONG), frozenset()), LONG, "json")
+    index = TurnIndex(lang, tokens, shift_min=1)
+    for s in [s for p in index.periods for s in range(p.a, p.b)]:  # every state, counts rising
+        assert np.array_equal(index.ends(s), index.walk_tokens(s)), s
+    assert index.derived > 100

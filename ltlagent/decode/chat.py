@@ -28,10 +28,10 @@ from ltlagent.chat.events import BLANK
 from ltlagent.decode.machine import UTF8, UTF8_BAD
 from ltlagent.decode.trie import VocabTrie, ranges, trie_of
 from ltlagent.decode.vocab import Vocab
-from ltlagent.text.bytetable import ByteTable, distance_to
+from ltlagent.text.bytetable import ByteTable, Periods, distance_to, row_edges
 from ltlagent.text.toolcall import FORMATS, call_table
 
-__all__ = ["TurnRule", "TurnLanguage", "TokenBytes", "TurnIndex", "TurnCursor", "CALL_MARKERS"]
+__all__ = ["TurnRule", "TurnLanguage", "TokenBytes", "TurnIndex", "TurnCursor", "Period", "CALL_MARKERS"]
 
 #: The text that begins a call in each format (``json``: a ``{`` as the turn's first byte).
 CALL_MARKERS = {"hermes": "<tool_call>", "json": "{"}
@@ -63,6 +63,8 @@ class TurnLanguage:
     call_start: tuple[int, int]  # first state of each call DFA (-1: no such DFA)
     rule: TurnRule
     format: str
+    #: ranges of states that repeat with a period (strings' character counts; ``ByteTable.periods``)
+    periods: Periods = ()
 
     @property
     def dead(self) -> int:
@@ -76,6 +78,16 @@ class TurnLanguage:
         far = np.iinfo(np.int32).max // 2
         dist = distance_to(self.trans[:-1], self.accepting[:-1])
         return np.concatenate([np.where(dist >= 0, dist, far), [far]]).astype(np.int64)
+
+    @functools.cached_property
+    def checked_periods(self) -> tuple[Period, ...]:
+        """The hinted periods whose rows do repeat (:meth:`Period.check`), shared by the indexes
+        of every vocabulary."""
+        if not self.periods:
+            return ()
+        src, dst = row_edges(self.trans[:-1])
+        found = (Period.check(self, a, b, k, src, dst) for a, b, k in self.periods)
+        return tuple(p for p in found if p is not None)
 
     @property
     def initial(self) -> int:
@@ -93,7 +105,8 @@ class TurnLanguage:
         trans[:n] = np.where(table.trans >= 0, table.trans, n)
         acc = np.zeros(n + 1, dtype=bool)
         acc[:n] = table.accepting
-        return TurnLanguage(trans, acc, (0, -1), TurnRule(False, frozenset(), frozenset()), format)
+        return TurnLanguage(trans, acc, (0, -1), TurnRule(False, frozenset(), frozenset()), format,
+                            table.periods)
 
     @staticmethod
     def build(rule: TurnRule, schemas: Mapping[str, Mapping[str, object]], format: str = "hermes",
@@ -172,7 +185,9 @@ class TurnLanguage:
                     u2 = UTF8[0][b] if utf8 and j == 0 else 0  # b is text (the marker is ASCII)
                     if u2 != UTF8_BAD:
                         trans[s, b] = text(int(now_seen), j, u2)
-        return TurnLanguage(trans, acc, (starts[0], starts[1]), rule, format)
+        periods = tuple((a + base, b + base, k) for c, base in zip(calls, starts) if c is not None
+                        for a, b, k in c.periods)
+        return TurnLanguage(trans, acc, (starts[0], starts[1]), rule, format, periods)
 
 
 def _feed(table: ByteTable, data: bytes) -> int:
@@ -229,18 +244,114 @@ class TokenBytes:
         return trie_of(self.vocab)
 
 
+@dataclass(frozen=True)
+class Period:
+    """States ``a … b-1`` of a turn language whose rows repeat with period ``k``, checked: for ``s``
+    in ``a … b-k-1`` the row of ``s + k`` is that of ``s`` with targets inside the range moved by
+    ``k`` and the others kept (a string's character count: the same template states at the next
+    count). ``jump``/``back``: the furthest one byte moves forward/backward inside the range;
+    ``entry``: the highest state of the range entered from outside (``a - 1``: none).
+
+    Then a token of at most ``n`` bytes from ``s`` ends where it ends from ``s - d`` (``d`` a
+    multiple of ``k``), moved by ``d`` when that end is in ``threshold(n) … b-1``, for every ``n``
+    up to :meth:`longest` (paths from ``s - d`` stay at or above the threshold and below
+    ``b - d``; paths that leave the range and come back end below the threshold, as they do from
+    ``s``)."""
+
+    a: int
+    b: int
+    k: int
+    jump: int
+    back: int
+    entry: int
+
+    def threshold(self, n: int) -> int:
+        return self.entry + n * self.jump + 1
+
+    def longest(self, s: int, base: int) -> int:
+        """The longest token (bytes) whose end from ``s`` follows from its end from ``base``."""
+        if not (self.a <= base < s < self.b) or (s - base) % self.k:
+            return 0
+        return max(0, min((base - self.entry - 1) // (self.back + self.jump), (self.b - s - 1) // self.jump))
+
+    @staticmethod
+    def check(lang: TurnLanguage, a: int, b: int, k: int, src: np.ndarray, dst: np.ndarray) -> Period | None:
+        """The period ``(a, b, k)`` of ``lang`` if its rows do repeat (None otherwise); ``src``/``dst``
+        are the language's edges (:func:`ltlagent.text.bytetable.row_edges`)."""
+        if not (0 <= a and a + 2 * k <= b <= lang.dead and k > 0):
+            return None
+        r1, r2 = lang.trans[a:b - k], lang.trans[a + k:b]
+        inside = (r1 >= a) & (r1 < b)
+        if not np.where(inside, r2 == r1 + k, r2 == r1).all():
+            return None
+        inner = (src >= a) & (src < b) & (dst >= a) & (dst < b)
+        step = dst[inner] - src[inner]
+        into = (dst >= a) & (dst < b) & ~((src >= a) & (src < b))
+        return Period(a, b, k, max(1, int(step.max(initial=0))), max(0, int((-step).max(initial=0))),
+                      int(dst[into].max()) if into.any() else a - 1)
+
+
 class TurnIndex:
     """A turn language compiled for a vocabulary: token masks per DFA state, computed on first
-    visit (every token walked at once) and kept."""
+    visit and kept. A first visit walks the vocabulary's byte trie from the state; inside a
+    string's character count (:class:`Period`) the end states follow from those of the same
+    position at a lower count already computed (one array operation), and only tokens longer than
+    that argument covers are walked. ``shift_min``: the shortest such cover worth using."""
 
-    def __init__(self, lang: TurnLanguage, tokens: TokenBytes) -> None:
+    def __init__(self, lang: TurnLanguage, tokens: TokenBytes, *, shift_min: int = 16) -> None:
         self.lang = lang
         self.tokens = tokens
         self.vocab = tokens.vocab
+        self.shift_min = shift_min
         self._eos = tokens.eos
         self._masks: dict[int, np.ndarray] = {}
         self._ends: dict[int, np.ndarray] = {}
         self._worst: dict[int, int] = {}
+        self.derived = 0  # first visits answered from a lower count (for benchmarks and tests)
+        self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
+
+    @property
+    def periods(self) -> tuple[Period, ...]:
+        return self.lang.checked_periods
+
+    def ends(self, s: int) -> np.ndarray:
+        """The state after each token from ``s`` (``dead`` where it dies), computed once."""
+        e = self._ends.get(s)
+        if e is None:
+            e = self._ends[s] = self._derive(s)
+        return e
+
+    def _derive(self, s: int) -> np.ndarray:
+        """:meth:`ends` of a state not seen before: from a lower count when a period allows."""
+        for p in self.periods:
+            if not p.a < s < p.b:
+                continue
+            for base in range(s - p.k, p.a - 1, -p.k):  # the nearest known state at a lower count
+                if base in self._ends:
+                    n = p.longest(s, base)
+                    if n >= self.shift_min:
+                        return self._shifted(s, base, n, p)
+                    break
+        return self._walk(s)
+
+    def _shifted(self, s: int, base: int, n: int, p: Period) -> np.ndarray:
+        low = self._ends[base]
+        e = np.where((low >= p.threshold(n)) & (low < p.b), low + (s - base), low).astype(np.int32)
+        cols = self.tokens.columns
+        if n < len(cols):  # tokens longer than n bytes: walked from s
+            rows = cols[n]
+            cur = np.full(rows.size, s, dtype=np.int32)
+            lens = self.vocab.lengths[rows]
+            trans, mat, dead = self.lang.trans, self.tokens.matrix, self.lang.dead
+            live = np.arange(rows.size)
+            for j in range(len(cols)):
+                live = live[(lens[live] > j) & (cur[live] != dead)]
+                if not live.size:
+                    break
+                cur[live] = trans[cur[live], mat[rows[live], j]]
+            e[rows] = np.where(self.tokens.text[rows], cur, dead)
+        self.derived += 1
+        return e
 
     def _walk(self, s: int) -> np.ndarray:
         """The DFA state after each token from ``s`` (``dead`` where it dies), by walking the
@@ -282,9 +393,7 @@ class TurnIndex:
         the turn may end)."""
         mask = self._masks.get(s)
         if mask is None:
-            ends = self._walk(s)
-            self._ends[s] = ends
-            mask = ends != self.lang.dead
+            mask = self.ends(s) != self.lang.dead
             if self.lang.accepting[s] and self._eos.size:
                 mask[self._eos] = True
             self._masks[s] = mask
@@ -299,13 +408,12 @@ class TurnIndex:
             return mask
         worst = self._worst.get(s)
         if worst is None:  # the most tokens any allowed token leaves to the end of the turn
-            ends = self._ends[s]
+            ends = self.ends(s)
             need = self.lang.distance[ends[ends != self.lang.dead]]
             worst = self._worst[s] = int(need.max()) if need.size else 0
         if worst <= budget - 2:
             return mask  # every allowed token leaves enough (most steps: no pass over the vocabulary)
-        ends = self._ends[s]
-        ok = mask & (self.lang.distance[ends] <= budget - 2)
+        ok = mask & (self.lang.distance[self.ends(s)] <= budget - 2)
         if self.lang.accepting[s] and self._eos.size:
             ok[self._eos] = True
         return ok if ok.any() else mask
@@ -315,9 +423,7 @@ class TurnIndex:
         keeps the state)."""
         if token in self.vocab.eos_ids:
             return s if self.lang.accepting[s] else self.lang.dead
-        if s not in self._ends:
-            self.allowed(s)
-        return int(self._ends[s][token])
+        return int(self.ends(s)[token])
 
     @property
     def states_visited(self) -> int:

@@ -22,7 +22,10 @@ import numpy as np
 from ltlagent.errors import UsageError
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA
 
-__all__ = ["ByteTable", "Glue", "trim", "runs", "distance_to"]
+__all__ = ["ByteTable", "Glue", "Periods", "trim", "runs", "distance_to", "row_edges"]
+
+#: ``(a, b, k)`` ranges of states that repeat with period ``k`` (see :attr:`ByteTable.periods`)
+Periods = tuple[tuple[int, int, int], ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,6 +37,9 @@ class ByteTable:
     trans: np.ndarray = field(repr=False)  # int32 [n, 256]
     accepting: np.ndarray = field(repr=False)  # bool [n]
     source: str = ""
+    #: hints for token walks: ``(a, b, k)`` where the rows of states ``s + k`` look like those of
+    #: ``s`` shifted by ``k`` (a string's character count; checked by whoever relies on it)
+    periods: Periods = ()
 
     def __post_init__(self) -> None:
         self.trans.setflags(write=False)
@@ -55,10 +61,11 @@ class ByteTable:
                           frozenset(np.nonzero(self.accepting)[0].tolist()), live, self.source)
 
     @staticmethod
-    def build(trans: np.ndarray, accepting: np.ndarray, source: str = "") -> ByteTable:
-        """The trimmed table of any DFA (state 0 the start)."""
-        t, a = trim(trans, accepting)
-        return ByteTable(t, a, source)
+    def build(trans: np.ndarray, accepting: np.ndarray, source: str = "", periods: Periods = ()
+              ) -> ByteTable:
+        """The trimmed table of any DFA (state 0 the start); ``periods`` in ``trans``'s numbering."""
+        t, a, p = _trim(trans, accepting, periods)
+        return ByteTable(t, a, source, p)
 
 
 def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +103,7 @@ def _levels(ptr: np.ndarray, adj: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     return dist
 
 
-def _edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def row_edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The edges of a table as (source, target) arrays, one per run of equal successors in a row
     (a row has a few runs, not 256 edges)."""
     first = np.ones(trans.shape, dtype=bool)
@@ -109,23 +116,37 @@ def distance_to(trans: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Fewest bytes from each state of ``trans`` to one where ``targets`` (bool) holds; -1 where none
     is reachable. Entries of ``trans`` outside ``[0, n)`` are dead."""
     n = int(trans.shape[0])
-    src, dst = _edges(np.where((trans >= 0) & (trans < n), trans, DEAD))
+    src, dst = row_edges(np.where((trans >= 0) & (trans < n), trans, DEAD))
     return _levels(*_csr(dst, src, n), np.nonzero(targets)[0].astype(np.int64))
+
+
+def _kept(trans: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """The states reachable from 0 that can reach acceptance."""
+    n = int(trans.shape[0])
+    src, dst = row_edges(trans)
+    fwd = _levels(*_csr(src, dst, n), np.zeros(1, dtype=np.int64)) >= 0
+    bwd = _levels(*_csr(dst, src, n), np.nonzero(accepting)[0].astype(np.int64)) >= 0
+    return fwd & bwd
 
 
 def trim(trans: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``trans``/``accepting`` restricted to the states reachable from 0 that can reach acceptance,
     renumbered in order (state 0 stays the start); edges into removed states become ``-1``."""
+    t, a, _p = _trim(trans, accepting, ())
+    return t, a
+
+
+def _trim(trans: np.ndarray, accepting: np.ndarray, periods: Periods
+          ) -> tuple[np.ndarray, np.ndarray, Periods]:
+    """:func:`trim`, and the periods that survive it whole, renumbered."""
     n = int(trans.shape[0])
-    src, dst = _edges(trans)
-    fwd = _levels(*_csr(src, dst, n), np.zeros(1, dtype=np.int64)) >= 0
-    bwd = _levels(*_csr(dst, src, n), np.nonzero(accepting)[0].astype(np.int64)) >= 0
-    keep = fwd & bwd
+    keep = _kept(trans, accepting)
     if not keep[0]:
-        return np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool)
+        return np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool), ()
     new = np.full(n + 1, DEAD, dtype=np.int32)  # the last entry serves DEAD (-1)
     new[:n][keep] = np.arange(int(keep.sum()), dtype=np.int32)
-    return new[trans[keep]], accepting[keep].copy()
+    kept = tuple((int(new[a]), int(new[a]) + b - a, k) for a, b, k in periods if keep[a:b].all())
+    return new[trans[keep]], accepting[keep].copy(), kept
 
 
 def runs(row: list[int]) -> list[tuple[int, int, int]]:
@@ -265,4 +286,6 @@ class Glue:
         for rid in accepting:
             acc[rid if rid < virt else rid - virt + n_gen] = True
         trans = np.where(trans >= virt, trans - virt + n_gen, trans).astype(np.int32)
-        return ByteTable.build(trans, acc, what)
+        periods = tuple((a + n_gen + b0, b + n_gen + b0, k) for j, b0 in base.items()
+                        for a, b, k in blocks[j][0].periods)
+        return ByteTable.build(trans, acc, what, periods)

@@ -452,7 +452,18 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         trans[idmap[c, r]] = out
     acc = np.zeros(total, dtype=bool)
     acc[final] = True
-    return ByteTable.build(trans.astype(np.int32), acc, "json string")
+    # runs of counts with the same reachable template states, the minimum reached, below the cap:
+    # their rows repeat with the period of one count (a hint for token walks, checked there)
+    periods = []
+    c = max(lo, 1)
+    while c < cap:
+        e = c
+        while e + 1 < cap and reach[e + 1] is reach[c]:
+            e += 1
+        if e - c >= 3:
+            periods.append((int(idmap[c, reach[c]][0]), int(idmap[e, reach[e]][-1]) + 1, sizes[c]))
+        c = e + 1
+    return ByteTable.build(trans.astype(np.int32), acc, "json string", tuple(periods))
 
 
 _RAW_CUTS = (0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0x100)

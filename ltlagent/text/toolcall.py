@@ -117,7 +117,7 @@ def _call_table(tools: tuple[tuple[str, JsonType], ...], format: str, limit: int
     names = ", ".join(name for name, _t in tools)
     table = glue.determinize(start, final, limit, f"the {format} tool calls of {names}",
                              "fewer tools or simpler argument schemas")
-    return ByteTable(table.trans, table.accepting, f"{format} calls: {names}")
+    return ByteTable(table.trans, table.accepting, f"{format} calls: {names}", table.periods)
 
 
 def _from_object(body: str) -> ToolCall:
