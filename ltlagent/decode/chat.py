@@ -298,7 +298,7 @@ class TurnIndex:
     position at a lower count already computed (one array operation), and only tokens longer than
     that argument covers are walked. ``shift_min``: the shortest such cover worth using."""
 
-    def __init__(self, lang: TurnLanguage, tokens: TokenBytes, *, shift_min: int = 16) -> None:
+    def __init__(self, lang: TurnLanguage, tokens: TokenBytes, *, shift_min: int = 8) -> None:
         self.lang = lang
         self.tokens = tokens
         self.vocab = tokens.vocab
