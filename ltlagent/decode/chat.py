@@ -235,13 +235,18 @@ class TokenBytes:
             mat[rows, j] = flat[vocab.offsets[rows] + j]
         eos = np.array([e for e in vocab.eos_ids if 0 <= e < vocab.size], dtype=np.int64)
         tb = TokenBytes(vocab, mat, columns, vocab.is_text & (lens > 0), eos)
-        tb.trie  # noqa: B018 - built now, with the vocabulary, not on the first decoding step
+        tb.token_nodes  # noqa: B018 - the trie built now, with the vocabulary, not on a decoding step
         return tb
 
     @functools.cached_property
     def trie(self) -> VocabTrie:
         """The vocabulary's byte trie (built once per vocabulary, shared with the spec monitors)."""
         return trie_of(self.vocab)
+
+    @functools.cached_property
+    def token_nodes(self) -> tuple[np.ndarray, ...]:
+        """Per trie level, the node each of its tokens ends at (in the order of ``tokens``)."""
+        return tuple(np.repeat(np.arange(lv.parent.size), lv.tok_hi - lv.tok_lo) for lv in self.trie.levels)
 
 
 @dataclass(frozen=True)
@@ -298,7 +303,7 @@ class TurnIndex:
     position at a lower count already computed (one array operation), and only tokens longer than
     that argument covers are walked. ``shift_min``: the shortest such cover worth using."""
 
-    def __init__(self, lang: TurnLanguage, tokens: TokenBytes, *, shift_min: int = 8) -> None:
+    def __init__(self, lang: TurnLanguage, tokens: TokenBytes, *, shift_min: int = 16) -> None:
         self.lang = lang
         self.tokens = tokens
         self.vocab = tokens.vocab
@@ -355,21 +360,34 @@ class TurnIndex:
 
     def _walk(self, s: int) -> np.ndarray:
         """The DFA state after each token from ``s`` (``dead`` where it dies), by walking the
-        vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`): a prefix the DFA
-        rejects prunes every token below it, and in a JSON call most bytes are rejected in most
-        states, so a first visit touches a few trie nodes instead of every token's bytes."""
+        vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`). While many nodes of a
+        level are alive (free text, a string's characters) every node of the next level is stepped
+        at once (dead stays dead: the sink row); once few are, only the children of the live ones
+        (a rejected prefix prunes every token below it: in a JSON call most bytes are rejected in
+        most states, and a first visit touches a few trie nodes)."""
         trans, dead = self.lang.trans, self.lang.dead
         ends = np.full(self.vocab.size, dead, dtype=np.int32)
         levels = self.tokens.trie.levels
         if not levels:
             return ends
-        nodes = np.arange(levels[0].parent.size, dtype=np.int64)
-        cur = trans[s, levels[0].byte]
+        owners = self.tokens.token_nodes
+        cur = trans[s, levels[0].byte]  # every node of the level (dense) or the live ones (sparse)
+        nodes: np.ndarray | None = None  # sparse: which nodes ``cur`` is about
         for d, lv in enumerate(levels):
-            if d:
+            if d and nodes is None:
+                cur = trans[cur[lv.parent], lv.byte]
+            elif d:
                 above = levels[d - 1]
                 nodes, owner = ranges(above.child_lo[nodes], above.child_hi[nodes])
                 cur = trans[cur[owner], lv.byte[nodes]]
+            if nodes is None:
+                live = np.flatnonzero(cur != dead)
+                if not live.size:
+                    break
+                ends[lv.tokens] = cur[owners[d]]
+                if 4 * live.size < cur.size:  # few live nodes: only their children from here
+                    nodes, cur = live, cur[live]
+                continue
             alive = cur != dead
             nodes, cur = nodes[alive], cur[alive]
             if not nodes.size:
