@@ -61,10 +61,11 @@ class ByteTable:
                           frozenset(np.nonzero(self.accepting)[0].tolist()), live, self.source)
 
     @staticmethod
-    def build(trans: np.ndarray, accepting: np.ndarray, source: str = "", periods: Periods = ()
-              ) -> ByteTable:
-        """The trimmed table of any DFA (state 0 the start); ``periods`` in ``trans``'s numbering."""
-        t, a, p = _trim(trans, accepting, periods)
+    def build(trans: np.ndarray, accepting: np.ndarray, source: str = "", periods: Periods = (), *,
+              reachable: bool = False) -> ByteTable:
+        """The trimmed table of any DFA (state 0 the start); ``periods`` in ``trans``'s numbering;
+        ``reachable``: every state is known to be reachable (only the dead ones are removed)."""
+        t, a, p = _trim(trans, accepting, periods, reachable)
         return ByteTable(t, a, source, p)
 
 
@@ -120,13 +121,14 @@ def distance_to(trans: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return _levels(*_csr(dst, src, n), np.nonzero(targets)[0].astype(np.int64))
 
 
-def _kept(trans: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """The states reachable from 0 that can reach acceptance."""
+def _kept(trans: np.ndarray, accepting: np.ndarray, reachable: bool = False) -> np.ndarray:
+    """The states reachable from 0 (all, if ``reachable``) that can reach acceptance."""
     n = int(trans.shape[0])
     src, dst = row_edges(trans)
-    fwd = _levels(*_csr(src, dst, n), np.zeros(1, dtype=np.int64)) >= 0
     bwd = _levels(*_csr(dst, src, n), np.nonzero(accepting)[0].astype(np.int64)) >= 0
-    return fwd & bwd
+    if reachable:
+        return bwd
+    return bwd & (_levels(*_csr(src, dst, n), np.zeros(1, dtype=np.int64)) >= 0)
 
 
 def trim(trans: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -136,11 +138,11 @@ def trim(trans: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return t, a
 
 
-def _trim(trans: np.ndarray, accepting: np.ndarray, periods: Periods
+def _trim(trans: np.ndarray, accepting: np.ndarray, periods: Periods, reachable: bool = False
           ) -> tuple[np.ndarray, np.ndarray, Periods]:
     """:func:`trim`, and the periods that survive it whole, renumbered."""
     n = int(trans.shape[0])
-    keep = _kept(trans, accepting)
+    keep = _kept(trans, accepting, reachable)
     if not keep[0]:
         return np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool), ()
     new = np.full(n + 1, DEAD, dtype=np.int32)  # the last entry serves DEAD (-1)
@@ -275,17 +277,19 @@ class Glue:
             rows[rid] = row
         n_gen = len(order)
         total = n_gen + size[0]
-        trans = np.full((total, 256), DEAD, dtype=np.int64)
+        trans = np.full((total, 256), DEAD, dtype=np.int32)
         acc = np.zeros(total, dtype=bool)
-        for k, b0 in base.items():
+        for k, b0 in base.items():  # the blocks' own rows, moved to their place at once
             t = rows_of[k]
             lo = n_gen + b0
-            trans[lo:lo + t.shape[0]] = np.where(t >= 0, t.astype(np.int64) + virt + b0, DEAD)
-        for rid, row in rows.items():
-            trans[rid if rid < virt else rid - virt + n_gen] = row
+            trans[lo:lo + t.shape[0]] = np.where(t >= 0, t + lo, DEAD)
+        if rows:  # the rows built here (general subsets, blocks' accepting states)
+            at = np.array(list(rows), dtype=np.int64)
+            got = np.array(list(rows.values()), dtype=np.int64)
+            moved = np.where(got >= virt, got - virt + n_gen, got)
+            trans[np.where(at >= virt, at - virt + n_gen, at)] = moved
         for rid in accepting:
             acc[rid if rid < virt else rid - virt + n_gen] = True
-        trans = np.where(trans >= virt, trans - virt + n_gen, trans).astype(np.int32)
         periods = tuple((a + n_gen + b0, b + n_gen + b0, k) for j, b0 in base.items()
                         for a, b, k in blocks[j][0].periods)
         return ByteTable.build(trans, acc, what, periods)

@@ -438,7 +438,12 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         at += sizes[c]
     trans = np.full((total, 256), DEAD, dtype=np.int64)
     trans[0, 0x22] = 1  # the opening quote; (count 0, template start) is state 1
-    for c, r in enumerate(reach):
+    c = 0
+    while c <= cap:
+        r = reach[c]
+        if not sizes[c]:  # nothing reaches this count (nor any later one)
+            c += 1
+            continue
         rows, ups = tgt[r], inc[r]
         out = np.full(rows.shape, DEAD, dtype=np.int64)
         keep = (rows >= 0) & (ups == 0)
@@ -449,7 +454,18 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
             out[step] = idmap[up_to][rows[step]]
         if c >= lo:
             out[rows == _EXIT] = final
-        trans[idmap[c, r]] = out
+        # the next counts with the same states, and the same after them, on the same side of the
+        # minimum, below the cap: the same rows, moved by whole counts (one numpy operation)
+        e = c
+        while (e + 1 < cap and reach[e + 1] is r and reach[e + 2] is reach[c + 1]
+               and (e + 1 >= lo) == (c >= lo)):
+            e += 1
+        moved = (out >= 0) & (out != final)
+        shift = (np.arange(e - c + 1, dtype=np.int64) * sizes[c])[:, None, None]
+        block = np.where(moved[None], out[None] + shift, out[None])
+        start = int(idmap[c, r][0])
+        trans[start:start + (e - c + 1) * sizes[c]] = block.reshape(-1, 256)
+        c = e + 1
     acc = np.zeros(total, dtype=bool)
     acc[final] = True
     # runs of counts with the same reachable template states, the minimum reached, below the cap:
@@ -460,10 +476,10 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         e = c
         while e + 1 < cap and reach[e + 1] is reach[c]:
             e += 1
-        if e - c >= 3:
+        if e - c >= 3 and sizes[c]:
             periods.append((int(idmap[c, reach[c]][0]), int(idmap[e, reach[e]][-1]) + 1, sizes[c]))
         c = e + 1
-    return ByteTable.build(trans.astype(np.int32), acc, "json string", tuple(periods))
+    return ByteTable.build(trans.astype(np.int32), acc, "json string", tuple(periods), reachable=True)
 
 
 _RAW_CUTS = (0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0x100)
