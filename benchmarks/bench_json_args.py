@@ -187,9 +187,11 @@ class Llg:
     def __init__(self, lltok: object, grammar: str) -> None:
         import llguidance
 
-        t0 = time.perf_counter()
-        self.matcher = llguidance.LLMatcher(lltok, grammar, log_level=0)
-        self.compile_s = time.perf_counter() - t0
+        self.compile_s = float("inf")
+        for _ in range(3):  # best of 3, as ours
+            t0 = time.perf_counter()
+            self.matcher = llguidance.LLMatcher(lltok, grammar, log_level=0)
+            self.compile_s = min(self.compile_s, time.perf_counter() - t0)
         if self.matcher.is_error():
             raise RuntimeError(f"llguidance rejected the grammar: {self.matcher.get_error()}")
         self.lltok = lltok
@@ -269,15 +271,10 @@ def run(size: int, reps: int) -> list[str]:
     t0 = time.perf_counter()
     tokens = TokenBytes.of(vocab_from_tokenizer(tok))
     vocab_s = time.perf_counter() - t0
-    clear_caches()
-    t0 = time.perf_counter()
-    langs = {"args": TurnLanguage.of_table(schema_table(TOOLS["book"])),
-             "call": TurnLanguage.build(CALL_RULE, TOOLS)}
-    ours_compile = {"args": 0.0, "call": time.perf_counter() - t0}
-    clear_caches()
-    t0 = time.perf_counter()
-    TurnLanguage.of_table(schema_table(TOOLS["book"]))
-    ours_compile["args"] = time.perf_counter() - t0
+    args_s, args_lang = timed(lambda: TurnLanguage.of_table(schema_table(TOOLS["book"])))
+    call_s, call_lang = timed(lambda: TurnLanguage.build(CALL_RULE, TOOLS))
+    langs: dict[str, TurnLanguage] = {"args": args_lang, "call": call_lang}  # type: ignore[dict-item]
+    ours_compile = {"args": args_s, "call": call_s}  # best of 3, caches cleared
     engines: dict[str, Llg] = {}
     llg_version = None
     try:
