@@ -1,4 +1,4 @@
-"""Constrained decoding of one assistant turn of a tool-calling chat (issue 18; docs/design.md §13).
+"""Constrained decoding of one assistant turn of a tool-calling chat (issue 18; docs/design.md §14).
 
 A turn is free text, or free text followed by one tool call in the model's call format, then the
 end of the turn. Which of these the policy allows *now* is a :class:`TurnRule`: may the turn be
@@ -7,13 +7,14 @@ call and which after some text (a text step moves the policy, so the two can dif
 becomes one byte DFA (:class:`TurnLanguage`): a text phase that watches for the call marker
 (``<tool_call>`` for ``hermes``; a ``{`` at the very start for ``json``) with a
 Knuth–Morris–Pratt failure function, then the DFA of the allowed calls (names and argument
-schemas, :func:`ltlagent.text.toolcall.call_dfa`). Text that would complete the marker while no
+schemas, :func:`ltlagent.text.toolcall.call_table`). Text that would complete the marker while no
 tool may be called is impossible, so is a call to a tool the policy forbids now, and so are
-arguments outside the tool's schema.
+arguments outside the tool's schema; by default the text stays valid UTF-8.
 
 :class:`TurnIndex` compiles a language for a vocabulary: per DFA state (lazily, cached) the tokens
-whose bytes keep the DFA alive, found by walking all tokens at once over a padded byte matrix
-(numpy), and EOS where the turn may end. :class:`TurnCursor` is the per-turn runtime.
+whose bytes keep the DFA alive, found by walking the vocabulary's byte trie from the state (or, in
+a string's character count, from the same position at a lower count: :class:`Period`), and EOS
+where the turn may end. :class:`TurnCursor` is the per-turn runtime.
 """
 
 from __future__ import annotations
