@@ -90,7 +90,7 @@ def call_table(tools: Mapping[str, Mapping[str, object] | JsonType], format: str
     return _call_table(tuple(parsed), format, limit)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)  # a 5-tool call table is ~11 MB
 def _call_table(tools: tuple[tuple[str, JsonType], ...], format: str, limit: int) -> ByteTable:
     """The call table of parsed tools (a pure function of frozen descriptions, hence cached)."""
     before, after = _format(format)
