@@ -1,4 +1,4 @@
-"""Constrained decoding of one assistant turn of a tool-calling chat (issue 18; docs/design.md §13).
+"""Constrained decoding of one assistant turn of a tool-calling chat (issue 18; docs/design.md §14).
 
 A turn is free text, or free text followed by one tool call in the model's call format, then the
 end of the turn. Which of these the policy allows *now* is a :class:`TurnRule`: may the turn be
@@ -7,30 +7,32 @@ call and which after some text (a text step moves the policy, so the two can dif
 becomes one byte DFA (:class:`TurnLanguage`): a text phase that watches for the call marker
 (``<tool_call>`` for ``hermes``; a ``{`` at the very start for ``json``) with a
 Knuth–Morris–Pratt failure function, then the DFA of the allowed calls (names and argument
-schemas, :func:`ltlagent.text.toolcall.call_dfa`). Text that would complete the marker while no
+schemas, :func:`ltlagent.text.toolcall.call_table`). Text that would complete the marker while no
 tool may be called is impossible, so is a call to a tool the policy forbids now, and so are
-arguments outside the tool's schema.
+arguments outside the tool's schema; by default the text stays valid UTF-8.
 
 :class:`TurnIndex` compiles a language for a vocabulary: per DFA state (lazily, cached) the tokens
-whose bytes keep the DFA alive, found by walking all tokens at once over a padded byte matrix
-(numpy), and EOS where the turn may end. :class:`TurnCursor` is the per-turn runtime.
+whose bytes keep the DFA alive, found by walking the vocabulary's byte trie from the state (or, in
+a string's character count, from the same position at a lower count: :class:`Period`), and EOS
+where the turn may end. :class:`TurnCursor` is the per-turn runtime.
 """
 
 from __future__ import annotations
 
 import functools
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ltlagent.chat.events import BLANK
+from ltlagent.decode.machine import UTF8, UTF8_BAD
+from ltlagent.decode.trie import VocabTrie, ranges, trie_of
 from ltlagent.decode.vocab import Vocab
-from ltlagent.text.content import ContentDFA
-from ltlagent.text.toolcall import FORMATS, call_dfa
+from ltlagent.text.bytetable import ByteTable, Periods, distance_to, row_edges
+from ltlagent.text.toolcall import FORMATS, call_table
 
-__all__ = ["TurnRule", "TurnLanguage", "TokenBytes", "TurnIndex", "TurnCursor", "CALL_MARKERS"]
+__all__ = ["TurnRule", "TurnLanguage", "TokenBytes", "TurnIndex", "TurnCursor", "Period", "CALL_MARKERS"]
 
 #: The text that begins a call in each format (``json``: a ``{`` as the turn's first byte).
 CALL_MARKERS = {"hermes": "<tool_call>", "json": "{"}
@@ -51,8 +53,10 @@ class TurnRule:
 class TurnLanguage:
     """One turn as a byte DFA: ``trans[s, b]`` (``dead`` is the sink row), ``accepting[s]``.
 
-    States ``0 … 2m-1`` are the text phase (``k`` marker bytes matched, text seen or not),
-    then the states of the call DFA for ``tools_first``, then those for ``tools_after_text``.
+    States ``0 … 2m-1`` are the text phase between characters (``k`` marker bytes matched, text
+    seen or not), then (with UTF-8 checked) the text inside a multi-byte character, 7 states per
+    "seen" (:data:`ltlagent.decode.machine.UTF8`), then the states of the call DFA for
+    ``tools_first``, then those for ``tools_after_text``.
     """
 
     trans: np.ndarray = field(repr=False)  # int32 [n + 1, 256]
@@ -60,6 +64,8 @@ class TurnLanguage:
     call_start: tuple[int, int]  # first state of each call DFA (-1: no such DFA)
     rule: TurnRule
     format: str
+    #: ranges of states that repeat with a period (strings' character counts; ``ByteTable.periods``)
+    periods: Periods = ()
 
     @property
     def dead(self) -> int:
@@ -68,24 +74,21 @@ class TurnLanguage:
     @functools.cached_property
     def distance(self) -> np.ndarray:
         """Fewest bytes from each state to an accepting one (a large number where none is
-        reachable): budget steering keeps a turn completable in the tokens left."""
-        n = self.trans.shape[0]
+        reachable): budget steering keeps a turn completable in the tokens left. One vectorised
+        backward breadth-first search (:func:`ltlagent.text.bytetable.distance_to`)."""
         far = np.iinfo(np.int32).max // 2
-        dist = np.full(n, far, dtype=np.int64)
-        dist[self.accepting] = 0
-        rev: list[set[int]] = [set() for _ in range(n)]
-        for q in range(n - 1):
-            for r in set(self.trans[q].tolist()):
-                rev[r].add(q)
-        todo = deque(int(q) for q in np.nonzero(self.accepting)[0])
-        while todo:
-            r = todo.popleft()
-            for q in rev[r]:
-                if dist[q] == far:
-                    dist[q] = dist[r] + 1
-                    todo.append(q)
-        dist[self.dead] = far
-        return dist
+        dist = distance_to(self.trans[:-1], self.accepting[:-1])
+        return np.concatenate([np.where(dist >= 0, dist, far), [far]]).astype(np.int64)
+
+    @functools.cached_property
+    def checked_periods(self) -> tuple[Period, ...]:
+        """The hinted periods whose rows do repeat (:meth:`Period.check`), shared by the indexes
+        of every vocabulary."""
+        if not self.periods:
+            return ()
+        src, dst = row_edges(self.trans[:-1])
+        found = (Period.check(self, a, b, k, src, dst) for a, b, k in self.periods)
+        return tuple(p for p in found if p is not None)
 
     @property
     def initial(self) -> int:
@@ -95,23 +98,41 @@ class TurnLanguage:
         return s >= min(x for x in (*self.call_start, self.dead) if x >= 0)
 
     @staticmethod
+    def of_table(table: ByteTable, format: str = "json") -> TurnLanguage:
+        """A turn that is exactly one text of ``table`` and nothing else (a JSON document such as a
+        tool's arguments or a response format; :func:`ltlagent.text.jsonschema.schema_table`)."""
+        n = table.num_states
+        trans = np.full((n + 1, 256), n, dtype=np.int32)
+        trans[:n] = np.where(table.trans >= 0, table.trans, n)
+        acc = np.zeros(n + 1, dtype=bool)
+        acc[:n] = table.accepting
+        return TurnLanguage(trans, acc, (0, -1), TurnRule(False, frozenset(), frozenset()), format,
+                            table.periods)
+
+    @staticmethod
     def build(rule: TurnRule, schemas: Mapping[str, Mapping[str, object]], format: str = "hermes",
-              fields: Mapping[str, Mapping[str, str]] | None = None) -> TurnLanguage:
+              fields: Mapping[str, Mapping[str, str]] | None = None, *,
+              utf8: bool = True) -> TurnLanguage:
         """The DFA of one turn under ``rule``; ``schemas`` maps every tool to its argument schema,
-        ``fields`` narrows string arguments by regex (``(:args …)``)."""
+        ``fields`` narrows string arguments by regex (``(:args …)``). With ``utf8`` (the default)
+        the text must stay valid UTF-8: a byte no UTF-8 text can have next (a lone continuation
+        byte, an overlong form, a surrogate) is refused, and the turn cannot end or begin a call
+        inside a character (as ``build_index(utf8=True)`` does for spec monitors)."""
         if format not in FORMATS:
             raise ValueError(f"unknown tool-call format {format!r}")
         marker = CALL_MARKERS[format].encode()
         m = len(marker)
-        calls: list[ContentDFA | None] = []
+        calls: list[ByteTable | None] = []
         for phase, tools in enumerate((rule.tools_first, rule.tools_after_text)):
             chosen = {t: schemas[t] for t in sorted(tools) if t in schemas}
             narrow = {t: dict(f) for t, f in (fields or {}).items() if t in chosen}
             for tool, pairs in (rule.narrow[phase] if phase < len(rule.narrow) else ()):
                 if tool in chosen and pairs:
                     narrow.setdefault(tool, {}).update(dict(pairs))
-            calls.append(call_dfa(chosen, format, narrow) if chosen else None)
-        n_text = 2 * m
+            table = call_table(chosen, format, narrow) if chosen else None
+            calls.append(table if table is not None and not table.empty else None)
+        n_mid = UTF8_BAD - 1 if utf8 else 0  # UTF-8 states inside a character
+        n_text = 2 * m + 2 * n_mid
         starts: list[int] = []
         n = n_text
         for c in calls:
@@ -123,22 +144,28 @@ class TurnLanguage:
         for c, base in zip(calls, starts):
             if c is None:
                 continue
-            t = np.array(c.trans, dtype=np.int32)
-            live = np.zeros(c.num_states + 1, dtype=bool)
-            live[list(c.live)] = True
-            t = np.where((t >= 0) & live[t], t + base, dead)
-            trans[base:base + c.num_states] = t
-            for a in c.accepting:
-                acc[base + a] = True
+            trans[base:base + c.num_states] = np.where(c.trans >= 0, c.trans + base, dead)
+            acc[base:base + c.num_states] = c.accepting
         fail = _kmp(marker)
         ws = np.zeros(256, dtype=bool)
         ws[[ord(c) for c in BLANK]] = True
+
+        def text(seen: int, k: int, u: int) -> int:
+            """The text state: ``k`` marker bytes pending, UTF-8 state ``u`` (0 when ``k`` > 0)."""
+            return seen * m + k if u == 0 else 2 * m + seen * n_mid + u - 1
+
         for seen in (0, 1):
             call = calls[seen]
-            enter = call.feed(0, marker) if call is not None else -1
+            enter = _feed(call, marker) if call is not None else -1
             enter_state = starts[seen] + enter if enter >= 0 else dead
+            for u in range(1, n_mid + 1):  # inside a character: only its continuation bytes
+                s = text(seen, 0, u)
+                for b in range(256):
+                    u2 = UTF8[u][b]
+                    if u2 != UTF8_BAD and rule.text:
+                        trans[s, b] = text(1, 0, u2)
             for k in range(m):
-                s = seen * m + k
+                s = text(seen, k, 0)
                 # the turn may end in the text phase once there is text (pending bytes are text)
                 acc[s] = rule.text and bool(seen or k > 0)
                 for b in range(256):
@@ -156,8 +183,22 @@ class TurnLanguage:
                     while j > 0 and marker[j] != b:
                         j = fail[j - 1]
                     j = j + 1 if format != "json" and marker[j] == b else 0
-                    trans[s, b] = int(now_seen) * m + j
-        return TurnLanguage(trans, acc, (starts[0], starts[1]), rule, format)
+                    u2 = UTF8[0][b] if utf8 and j == 0 else 0  # b is text (the marker is ASCII)
+                    if u2 != UTF8_BAD:
+                        trans[s, b] = text(int(now_seen), j, u2)
+        periods = tuple((a + base, b + base, k) for c, base in zip(calls, starts) if c is not None
+                        for a, b, k in c.periods)
+        return TurnLanguage(trans, acc, (starts[0], starts[1]), rule, format, periods)
+
+
+def _feed(table: ByteTable, data: bytes) -> int:
+    """The state of ``table`` after ``data`` from its start (-1 once dead)."""
+    s = 0
+    for b in data:
+        s = int(table.trans[s, b])
+        if s < 0:
+            return -1
+    return s
 
 
 def _kmp(p: bytes) -> list[int]:
@@ -194,23 +235,171 @@ class TokenBytes:
         for j, rows in enumerate(columns):
             mat[rows, j] = flat[vocab.offsets[rows] + j]
         eos = np.array([e for e in vocab.eos_ids if 0 <= e < vocab.size], dtype=np.int64)
-        return TokenBytes(vocab, mat, columns, vocab.is_text & (lens > 0), eos)
+        tb = TokenBytes(vocab, mat, columns, vocab.is_text & (lens > 0), eos)
+        tb.token_nodes  # noqa: B018 - the trie built now, with the vocabulary, not on a decoding step
+        return tb
+
+    @functools.cached_property
+    def trie(self) -> VocabTrie:
+        """The vocabulary's byte trie (built once per vocabulary, shared with the spec monitors)."""
+        return trie_of(self.vocab)
+
+    @functools.cached_property
+    def token_nodes(self) -> tuple[np.ndarray, ...]:
+        """Per trie level, the node each of its tokens ends at (in the order of ``tokens``)."""
+        return tuple(np.repeat(np.arange(lv.parent.size), lv.tok_hi - lv.tok_lo) for lv in self.trie.levels)
+
+
+@dataclass(frozen=True)
+class Period:
+    """States ``a … b-1`` of a turn language whose rows repeat with period ``k``, checked: for ``s``
+    in ``a … b-k-1`` the row of ``s + k`` is that of ``s`` with targets inside the range moved by
+    ``k`` and the others kept (a string's character count: the same template states at the next
+    count). ``jump``/``back``: the furthest one byte moves forward/backward inside the range;
+    ``entry``: the highest state of the range entered from outside (``a - 1``: none).
+
+    Then a token of at most ``n`` bytes from ``s`` ends where it ends from ``s - d`` (``d`` a
+    multiple of ``k``), moved by ``d`` when that end is in ``threshold(n) … b-1``, for every ``n``
+    up to :meth:`longest` (paths from ``s - d`` stay at or above the threshold and below
+    ``b - d``; paths that leave the range and come back end below the threshold, as they do from
+    ``s``)."""
+
+    a: int
+    b: int
+    k: int
+    jump: int
+    back: int
+    entry: int
+
+    def threshold(self, n: int) -> int:
+        return self.entry + n * self.jump + 1
+
+    def longest(self, s: int, base: int) -> int:
+        """The longest token (bytes) whose end from ``s`` follows from its end from ``base``."""
+        if not (self.a <= base < s < self.b) or (s - base) % self.k:
+            return 0
+        return max(0, min((base - self.entry - 1) // (self.back + self.jump), (self.b - s - 1) // self.jump))
+
+    @staticmethod
+    def check(lang: TurnLanguage, a: int, b: int, k: int, src: np.ndarray, dst: np.ndarray) -> Period | None:
+        """The period ``(a, b, k)`` of ``lang`` if its rows do repeat (None otherwise); ``src``/``dst``
+        are the language's edges (:func:`ltlagent.text.bytetable.row_edges`)."""
+        if not (0 <= a and a + 2 * k <= b <= lang.dead and k > 0):
+            return None
+        r1, r2 = lang.trans[a:b - k], lang.trans[a + k:b]
+        inside = (r1 >= a) & (r1 < b)
+        if not np.where(inside, r2 == r1 + k, r2 == r1).all():
+            return None
+        inner = (src >= a) & (src < b) & (dst >= a) & (dst < b)
+        step = dst[inner] - src[inner]
+        into = (dst >= a) & (dst < b) & ~((src >= a) & (src < b))
+        return Period(a, b, k, max(1, int(step.max(initial=0))), max(0, int((-step).max(initial=0))),
+                      int(dst[into].max()) if into.any() else a - 1)
 
 
 class TurnIndex:
     """A turn language compiled for a vocabulary: token masks per DFA state, computed on first
-    visit (every token walked at once) and kept."""
+    visit and kept. A first visit walks the vocabulary's byte trie from the state; inside a
+    string's character count (:class:`Period`) the end states follow from those of the same
+    position at a lower count already computed (one array operation), and only tokens longer than
+    that argument covers are walked. ``shift_min``: the shortest such cover worth using."""
 
-    def __init__(self, lang: TurnLanguage, tokens: TokenBytes) -> None:
+    def __init__(self, lang: TurnLanguage, tokens: TokenBytes, *, shift_min: int = 16) -> None:
         self.lang = lang
         self.tokens = tokens
         self.vocab = tokens.vocab
+        self.shift_min = shift_min
         self._eos = tokens.eos
         self._masks: dict[int, np.ndarray] = {}
         self._ends: dict[int, np.ndarray] = {}
+        self._worst: dict[int, int] = {}
+        self.derived = 0  # first visits answered from a lower count (for benchmarks and tests)
+        self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
+
+    @property
+    def periods(self) -> tuple[Period, ...]:
+        return self.lang.checked_periods
+
+    def ends(self, s: int) -> np.ndarray:
+        """The state after each token from ``s`` (``dead`` where it dies), computed once."""
+        e = self._ends.get(s)
+        if e is None:
+            e = self._ends[s] = self._derive(s)
+        return e
+
+    def _derive(self, s: int) -> np.ndarray:
+        """:meth:`ends` of a state not seen before: from a lower count when a period allows."""
+        for p in self.periods:
+            if not p.a < s < p.b:
+                continue
+            for base in range(s - p.k, p.a - 1, -p.k):  # the nearest known state at a lower count
+                if base in self._ends:
+                    n = p.longest(s, base)
+                    if n >= self.shift_min:
+                        return self._shifted(s, base, n, p)
+                    break
+        return self._walk(s)
+
+    def _shifted(self, s: int, base: int, n: int, p: Period) -> np.ndarray:
+        low = self._ends[base]
+        e = np.where((low >= p.threshold(n)) & (low < p.b), low + (s - base), low).astype(np.int32)
+        cols = self.tokens.columns
+        if n < len(cols):  # tokens longer than n bytes: walked from s
+            rows = cols[n]
+            cur = np.full(rows.size, s, dtype=np.int32)
+            lens = self.vocab.lengths[rows]
+            trans, mat, dead = self.lang.trans, self.tokens.matrix, self.lang.dead
+            live = np.arange(rows.size)
+            for j in range(len(cols)):
+                live = live[(lens[live] > j) & (cur[live] != dead)]
+                if not live.size:
+                    break
+                cur[live] = trans[cur[live], mat[rows[live], j]]
+            e[rows] = np.where(self.tokens.text[rows], cur, dead)
+        self.derived += 1
+        return e
 
     def _walk(self, s: int) -> np.ndarray:
-        """The DFA state after each token from ``s`` (``dead`` where it dies)."""
+        """The DFA state after each token from ``s`` (``dead`` where it dies), by walking the
+        vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`). While many nodes of a
+        level are alive (free text, a string's characters) every node of the next level is stepped
+        at once (dead stays dead: the sink row); once few are, only the children of the live ones
+        (a rejected prefix prunes every token below it: in a JSON call most bytes are rejected in
+        most states, and a first visit touches a few trie nodes)."""
+        trans, dead = self.lang.trans, self.lang.dead
+        ends = np.full(self.vocab.size, dead, dtype=np.int32)
+        levels = self.tokens.trie.levels
+        if not levels:
+            return ends
+        owners = self.tokens.token_nodes
+        cur = trans[s, levels[0].byte]  # every node of the level (dense) or the live ones (sparse)
+        nodes: np.ndarray | None = None  # sparse: which nodes ``cur`` is about
+        for d, lv in enumerate(levels):
+            if d and nodes is None:
+                cur = trans[cur[lv.parent], lv.byte]
+            elif d:
+                above = levels[d - 1]
+                nodes, owner = ranges(above.child_lo[nodes], above.child_hi[nodes])
+                cur = trans[cur[owner], lv.byte[nodes]]
+            if nodes is None:
+                live = np.flatnonzero(cur != dead)
+                if not live.size:
+                    break
+                ends[lv.tokens] = cur[owners[d]]
+                if 4 * live.size < cur.size:  # few live nodes: only their children from here
+                    nodes, cur = live, cur[live]
+                continue
+            alive = cur != dead
+            nodes, cur = nodes[alive], cur[alive]
+            if not nodes.size:
+                break
+            tok, owner = ranges(lv.tok_lo[nodes], lv.tok_hi[nodes])
+            ends[lv.tokens[tok]] = cur[owner]
+        return ends
+
+    def walk_tokens(self, s: int) -> np.ndarray:
+        """:meth:`_walk` by the other method: every token's bytes at once over the padded byte
+        matrix (one gather per byte position). Kept to test that both give the same states."""
         cur = np.full(self.vocab.size, s, dtype=np.int32)
         trans, mat = self.lang.trans, self.tokens.matrix
         for j, rows in enumerate(self.tokens.columns):
@@ -223,9 +412,7 @@ class TurnIndex:
         the turn may end)."""
         mask = self._masks.get(s)
         if mask is None:
-            ends = self._walk(s)
-            self._ends[s] = ends
-            mask = ends != self.lang.dead
+            mask = self.ends(s) != self.lang.dead
             if self.lang.accepting[s] and self._eos.size:
                 mask[self._eos] = True
             self._masks[s] = mask
@@ -238,8 +425,14 @@ class TurnIndex:
         mask = self.allowed(s)
         if budget <= 0:
             return mask
-        ends = self._ends[s]
-        ok = mask & (self.lang.distance[ends] <= budget - 2)
+        worst = self._worst.get(s)
+        if worst is None:  # the most tokens any allowed token leaves to the end of the turn
+            ends = self.ends(s)
+            need = self.lang.distance[ends[ends != self.lang.dead]]
+            worst = self._worst[s] = int(need.max()) if need.size else 0
+        if worst <= budget - 2:
+            return mask  # every allowed token leaves enough (most steps: no pass over the vocabulary)
+        ok = mask & (self.lang.distance[self.ends(s)] <= budget - 2)
         if self.lang.accepting[s] and self._eos.size:
             ok[self._eos] = True
         return ok if ok.any() else mask
@@ -249,9 +442,7 @@ class TurnIndex:
         keeps the state)."""
         if token in self.vocab.eos_ids:
             return s if self.lang.accepting[s] else self.lang.dead
-        if s not in self._ends:
-            self.allowed(s)
-        return int(self._ends[s][token])
+        return int(self.ends(s)[token])
 
     @property
     def states_visited(self) -> int:

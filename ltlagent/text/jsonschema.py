@@ -36,7 +36,10 @@ import functools
 import itertools
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from ltlagent.errors import UsageError
+from ltlagent.text.bytetable import ByteTable, Glue
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa, intersect, minimize
 from ltlagent.text.jsontype import (
     MAX_DEPTH,
@@ -59,8 +62,8 @@ from ltlagent.text.jsontype import (
 __all__ = [
     "JsonConst", "JsonInteger", "JsonNumber", "JsonString", "JsonArray", "JsonProperty",
     "JsonObject", "JsonUnion", "JsonType", "parse_schema", "narrow", "emit", "schema_dfa",
-    "string_texts", "integer_regex", "clear_caches", "MAX_DEPTH", "MAX_ITEMS", "MAX_STRING_LENGTH",
-    "MAX_JSON_STATES",
+    "schema_table", "string_texts", "integer_regex", "clear_caches", "MAX_DEPTH", "MAX_ITEMS",
+    "MAX_STRING_LENGTH", "MAX_JSON_STATES",
 ]
 
 #: Largest automaton built for one schema or tool-call format.
@@ -76,6 +79,7 @@ def clear_caches() -> None:
     pattern_language.cache_clear()
     _string_language.cache_clear()
     _minimal.cache_clear()
+    _string_template.cache_clear()
 
 
 # --- integers as regexes ---------------------------------------------------------------------
@@ -180,9 +184,19 @@ _STEP_ESC, _STEP_U, _STEP_U0, _STEP_U00, _STEP_U000, _STEP_U001 = range(1, 7)
 
 
 class _Emitter:
-    def __init__(self, nfa: ByteNFA, limit: int) -> None:
-        self.nfa = nfa
+    """Writes a description into a glue NFA; strings, arrays and objects go in as whole tables
+    (blocks of a :class:`Glue`, or copied state by state into a plain :class:`ByteNFA`)."""
+
+    def __init__(self, glue: Glue | ByteNFA, limit: int) -> None:
+        self.glue = glue
+        self.nfa = glue.nfa if isinstance(glue, Glue) else glue
         self.limit = limit
+
+    def part(self, t: ByteTable, start: int, end: int) -> None:
+        if isinstance(self.glue, Glue):
+            self.glue.table(t, start, end)
+        else:
+            self.nfa.embed(t.content, start, end)
 
     def ws(self, start: int) -> int:
         """After a ``:`` or ``,``: nothing or one space; returns the node after it."""
@@ -211,8 +225,13 @@ class _Emitter:
             nfa.embed(pattern_language(integer_regex(t.lo, t.hi), search=False), start, end)
         elif isinstance(t, JsonNumber):
             nfa.embed(pattern_language(_NUMBER_RE, search=False), start, end)
-        elif isinstance(t, JsonString | JsonArray | JsonObject):
-            nfa.embed(_minimal(t, self.limit), start, end)
+        elif isinstance(t, JsonString) or (isinstance(t, JsonArray | JsonObject)
+                                           and isinstance(self.glue, Glue)):
+            self.part(_minimal(t, self.limit), start, end)
+        elif isinstance(t, JsonArray):  # a plain NFA: structures inline, Thompson-style
+            self.array(t, start, end)
+        elif isinstance(t, JsonObject):
+            self.object(t, start, end)
         elif t.exclusive:
             nfa.embed(_exactly_one([schema_dfa(b, limit=self.limit) for b in t.branches],
                                    self.limit), start, end)
@@ -282,70 +301,185 @@ class _Emitter:
         nfa.literal(b":", k, c)
         self.value(p.schema, self.ws(c), end)
 
-    def string(self, t: JsonString, start: int, end: int) -> None:
-        """The JSON string whose decoded text has the length and is in the language of ``t``: a
-        transducer stepping the decoded text's DFA on the bytes each escape stands for."""
-        nfa = self.nfa
-        pat = _string_language(t.pattern, t.fullmatch)
-        lo, hi = t.min_length, t.max_length
-        cap = hi if hi is not None else lo
-        nodes: dict[tuple[int, int, int], int] = {}
-        todo: list[tuple[int, int, int]] = []
+_EXIT = -2  # in a string template: the closing quote
 
-        def node(key: tuple[int, int, int]) -> int:
-            n = nodes.get(key)
-            if n is None:
-                n = nodes[key] = nfa.new()
-                todo.append(key)
-            return n
 
-        def inc(c: int) -> int | None:
-            if hi is None:
-                return min(c + 1, cap)
-            return c + 1 if c + 1 <= hi else None
+@functools.lru_cache(maxsize=64)
+def _string_template(pattern: str | None, fullmatch: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The transducer of a JSON string over the decoded text's DFA ``pat`` (:func:`_string_language`
+    of the arguments), without the count: states (pattern state, escape step), ``tgt[s, b]`` the
+    successor (-1 dead, :data:`_EXIT` the closing quote, allowed where ``pat`` accepts) and
+    ``inc[s, b]`` 1 where byte ``b`` begins a character (raw) or completes one (an escape).
+    Minimised as a Mealy machine (edges labelled by ``inc``)."""
+    pat = _string_language(pattern, fullmatch)
+    ranges = [_raw_ranges(pat, p) for p in range(pat.num_states)]
+    escapes = [any(pat.step(p, d) >= 0 for d in (*_SHORT_ESCAPES, *range(0x20)))
+               for p in range(pat.num_states)]  # not inside a multi-byte character
+    ids: dict[tuple[int, int], int] = {(0, 0): 0}
+    order = [(0, 0)]
+    tgt: list[list[int]] = []
+    inc: list[list[int]] = []
 
-        ranges = [_raw_ranges(pat, p) for p in range(pat.num_states)]
-        escapes = [any(pat.step(p, d) >= 0 for d in (*_SHORT_ESCAPES, *range(0x20)))
-                   for p in range(pat.num_states)]  # not inside a multi-byte character
-        nfa.literal(b'"', start, node((0, 0, 0)))
-        while todo:
-            key = todo.pop()
-            p, c, step = key
-            u = nodes[key]
-            edges = nfa.edges[u]
-            if step == 0:
-                if p in pat.accepting and c >= lo:
-                    edges.append((0x22, 0x22, end))
-                c1 = inc(c)
-                for b0, b1, p2 in ranges[p]:
-                    c2 = c if 0x80 <= b0 < 0xC0 else c1  # a continuation byte: no new character
-                    if c2 is not None:
-                        edges.append((b0, b1, node((p2, c2, 0))))
-                if c1 is not None and escapes[p]:
-                    edges.append((0x5C, 0x5C, node((p, c, _STEP_ESC))))
-                continue
-            c2 = inc(c)
-            if c2 is None:  # not reached: an escape begins only where a character fits
-                continue
-            if step == _STEP_ESC:
-                for dec, letter in _SHORT_ESCAPES.items():
-                    p2 = pat.step(p, dec)
-                    if p2 >= 0:
-                        edges.append((ord(letter), ord(letter), node((p2, c2, 0))))
-                edges.append((ord("u"), ord("u"), node((p, c, _STEP_U))))
-            elif step in (_STEP_U, _STEP_U0):
-                edges.append((0x30, 0x30, node((p, c, step + 1))))
-            elif step == _STEP_U00:
-                edges.append((0x30, 0x30, node((p, c, _STEP_U000))))
-                edges.append((0x31, 0x31, node((p, c, _STEP_U001))))
-            else:
-                base = 0 if step == _STEP_U000 else 16
-                for h in range(16):
-                    p2 = pat.step(p, base + h)
-                    if p2 < 0:
-                        continue
+    def to(key: tuple[int, int]) -> int:
+        j = ids.get(key)
+        if j is None:
+            j = ids[key] = len(order)
+            order.append(key)
+        return j
+
+    i = 0
+    while i < len(order):
+        p, step = order[i]
+        row, up = [DEAD] * 256, [0] * 256
+        if step == 0:
+            if p in pat.accepting:
+                row[0x22] = _EXIT
+            for b0, b1, p2 in ranges[p]:
+                row[b0:b1 + 1] = [to((p2, 0))] * (b1 + 1 - b0)
+                if not 0x80 <= b0 < 0xC0:  # a continuation byte adds no character
+                    up[b0:b1 + 1] = [1] * (b1 + 1 - b0)
+            if escapes[p]:
+                row[0x5C] = to((p, _STEP_ESC))
+        elif step == _STEP_ESC:
+            for dec, letter in _SHORT_ESCAPES.items():
+                p2 = pat.step(p, dec)
+                if p2 >= 0:
+                    row[ord(letter)], up[ord(letter)] = to((p2, 0)), 1
+            row[ord("u")] = to((p, _STEP_U))
+        elif step in (_STEP_U, _STEP_U0):
+            row[0x30] = to((p, step + 1))
+        elif step == _STEP_U00:
+            row[0x30], row[0x31] = to((p, _STEP_U000)), to((p, _STEP_U001))
+        else:
+            base = 0 if step == _STEP_U000 else 16
+            for h in range(16):
+                p2 = pat.step(p, base + h)
+                if p2 >= 0:
                     for ch in dict.fromkeys(f"{h:x}{h:X}"):
-                        edges.append((ord(ch), ord(ch), node((p2, c2, 0))))
+                        row[ord(ch)], up[ord(ch)] = to((p2, 0)), 1
+        tgt.append(row)
+        inc.append(up)
+        i += 1
+    return _mealy_minimal(np.array(tgt, dtype=np.int64), np.array(inc, dtype=np.int64))
+
+
+def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge the states of a template that no input tells apart (Moore's refinement; state 0 stays
+    the start)."""
+    block = np.zeros(tgt.shape[0], dtype=np.int64)
+    count = 1
+    while True:
+        mapped = np.where(tgt >= 0, block[np.maximum(tgt, 0)], tgt)
+        sig: dict[bytes, int] = {}
+        new = np.array([sig.setdefault(bytes(k), len(sig)) for k in
+                        np.concatenate([block[:, None], mapped, inc], axis=1)], dtype=np.int64)
+        if len(sig) == count:
+            break
+        block, count = new, len(sig)
+    # renumber blocks in order of first appearance (state 0's block first)
+    _, first = np.unique(block, return_index=True)
+    rank = np.empty(count, dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(count)
+    reps = np.sort(first)
+    t = tgt[reps]
+    return np.where(t >= 0, rank[block[np.maximum(t, 0)]], t), inc[reps]
+
+
+def _string_table(t: JsonString, limit: int) -> ByteTable:
+    """A JSON string with a decoded length in ``[min_length, max_length]`` and its decoded text in
+    the string's language: the template (:func:`_string_template`) times the character count, built
+    count by count with only the template states reachable at each count."""
+    tgt, inc = _string_template(t.pattern, t.fullmatch)
+    n_t = tgt.shape[0]
+    lo, hi = t.min_length, t.max_length
+    cap = hi if hi is not None else lo  # without a maximum, counts saturate at the minimum
+    same = np.where(inc == 0, tgt, DEAD)
+    same[same < 0] = DEAD
+    up = np.where((inc == 1) & (tgt >= 0), tgt, DEAD)
+
+    def close(seed: np.ndarray, edges: np.ndarray) -> np.ndarray:
+        r = seed.copy()
+        while True:
+            nxt = edges[r].ravel()
+            nxt = nxt[nxt >= 0]
+            grown = r.copy()
+            grown[nxt] = True
+            if (grown == r).all():
+                return r
+            r = grown
+
+    reach: list[np.ndarray] = []
+    entry = np.zeros(n_t, dtype=bool)
+    entry[0] = True
+    both = np.where(tgt >= 0, tgt, DEAD)
+    memo: dict[tuple[bytes, bool], tuple[np.ndarray, np.ndarray]] = {}
+    for c in range(cap + 1):
+        last = c == cap and hi is None
+        key = (entry.tobytes(), last)  # the counts in a run of equal entries repeat one step
+        got = memo.get(key)
+        if got is None:
+            r = close(entry, both if last else same)
+            nxt = np.zeros(n_t, dtype=bool)
+            targets = up[r].ravel()
+            nxt[targets[targets >= 0]] = True
+            got = memo[key] = (r, nxt)
+        r, entry = got
+        reach.append(r)
+    sizes = [int(r.sum()) for r in reach]
+    total = 2 + sum(sizes)
+    if total > limit:
+        raise UsageError(f"the JSON schema needs more than {limit} automaton states",
+                         hint="simplify the schema (fewer optional properties, shorter bounds)")
+    final = total - 1
+    idmap = np.full((cap + 1, n_t), DEAD, dtype=np.int64)
+    at = 1
+    for c, r in enumerate(reach):
+        idmap[c, r] = np.arange(at, at + sizes[c])
+        at += sizes[c]
+    trans = np.full((total, 256), DEAD, dtype=np.int64)
+    trans[0, 0x22] = 1  # the opening quote; (count 0, template start) is state 1
+    c = 0
+    while c <= cap:
+        r = reach[c]
+        if not sizes[c]:  # nothing reaches this count (nor any later one)
+            c += 1
+            continue
+        rows, ups = tgt[r], inc[r]
+        out = np.full(rows.shape, DEAD, dtype=np.int64)
+        keep = (rows >= 0) & (ups == 0)
+        out[keep] = idmap[c][rows[keep]]
+        up_to = c + 1 if c < cap else (cap if hi is None else None)
+        if up_to is not None:
+            step = (rows >= 0) & (ups == 1)
+            out[step] = idmap[up_to][rows[step]]
+        if c >= lo:
+            out[rows == _EXIT] = final
+        # the next counts with the same states, and the same after them, on the same side of the
+        # minimum, below the cap: the same rows, moved by whole counts (one numpy operation)
+        e = c
+        while (e + 1 < cap and reach[e + 1] is r and reach[e + 2] is reach[c + 1]
+               and (e + 1 >= lo) == (c >= lo)):
+            e += 1
+        moved = (out >= 0) & (out != final)
+        shift = (np.arange(e - c + 1, dtype=np.int64) * sizes[c])[:, None, None]
+        block = np.where(moved[None], out[None] + shift, out[None])
+        start = int(idmap[c, r][0])
+        trans[start:start + (e - c + 1) * sizes[c]] = block.reshape(-1, 256)
+        c = e + 1
+    acc = np.zeros(total, dtype=bool)
+    acc[final] = True
+    # runs of counts with the same reachable template states, the minimum reached, below the cap:
+    # their rows repeat with the period of one count (a hint for token walks, checked there)
+    periods = []
+    c = max(lo, 1)
+    while c < cap:
+        e = c
+        while e + 1 < cap and reach[e + 1] is reach[c]:
+            e += 1
+        if e - c >= 3 and sizes[c]:
+            periods.append((int(idmap[c, reach[c]][0]), int(idmap[e, reach[e]][-1]) + 1, sizes[c]))
+        c = e + 1
+    return ByteTable.build(trans.astype(np.int32), acc, "json string", tuple(periods), reachable=True)
 
 
 _RAW_CUTS = (0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0x100)
@@ -401,31 +535,45 @@ def _exactly_one(dfas: list[ContentDFA], limit: int) -> ContentDFA:
 
 
 @functools.lru_cache(maxsize=256)
-def _minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> ContentDFA:
-    """The DFA of a string, array or object, its parts embedded as DFAs built the same way, so the
-    NFA of a structure stays the size of its parts whatever their nesting. Strings are minimised
-    (their escapes and multi-byte characters leave equivalent states); arrays and objects, whose
-    parts are, only determinised: minimising them costs seconds (Hopcroft over a few hundred byte
-    classes) for a few per cent of states."""
-    nfa = ByteNFA()
-    start, final = nfa.new(), nfa.new()
-    em = _Emitter(nfa, limit)
+def _minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> ByteTable:
+    """The table of a string, array or object, its parts embedded as tables built the same way
+    (blocks of a :class:`Glue`, not copied into the NFA), so a structure costs the glue between its
+    parts whatever their nesting. Strings are built directly as a product (:func:`_string_table`);
+    arrays and objects are determinised, not minimised: their parts are minimal, and minimising the
+    whole costs far more than the few per cent of states it saves."""
     if isinstance(t, JsonString):
-        em.string(t, start, final)
-    elif isinstance(t, JsonArray):
+        return _string_table(t, limit)
+    glue = Glue()
+    start, final = glue.new(), glue.new()
+    em = _Emitter(glue, limit)
+    if isinstance(t, JsonArray):
         em.array(t, start, final)
     else:
         em.object(t, start, final)
-    trans, acc = nfa.determinize(start, final, limit, "the JSON schema",
-                                 "simplify the schema (fewer optional properties, shorter bounds)")
-    if isinstance(t, JsonString):
-        trans, acc = minimize(trans, acc)
-    return as_dfa(trans, acc, "json schema")
+    return glue.determinize(start, final, limit, "the JSON schema",
+                            "simplify the schema (fewer optional properties, shorter bounds)")
 
 
-def emit(nfa: ByteNFA, t: JsonType, start: int, end: int, limit: int = MAX_JSON_STATES) -> None:
-    """Write the texts of ``t`` into ``nfa`` between ``start`` and ``end``."""
+def emit(nfa: ByteNFA | Glue, t: JsonType, start: int, end: int, limit: int = MAX_JSON_STATES) -> None:
+    """Write the texts of ``t`` into ``nfa`` between ``start`` and ``end``: into a :class:`Glue`,
+    strings, arrays and objects go in as blocks (built once, cached); into a plain NFA, arrays and
+    objects are written inline and strings copied state by state (the reference construction)."""
     _Emitter(nfa, limit).value(t, start, end)
+
+
+def schema_table(schema: Mapping[str, object] | JsonType, fields: Mapping[str, str] | None = None,
+                 *, limit: int = MAX_JSON_STATES) -> ByteTable:
+    """:func:`schema_dfa` as a numpy :class:`ByteTable` (trimmed: every state live)."""
+    t = parse_schema(schema) if isinstance(schema, Mapping) else schema
+    if fields:
+        t = narrow(t, fields)
+    if isinstance(t, JsonString | JsonArray | JsonObject):
+        return _minimal(t, limit)
+    glue = Glue()
+    start, final = glue.new(), glue.new()
+    _Emitter(glue, limit).value(t, start, final)
+    return glue.determinize(start, final, limit, "the JSON schema",
+                            "simplify the schema (fewer optional properties, shorter bounds)")
 
 
 def schema_dfa(schema: Mapping[str, object] | JsonType, fields: Mapping[str, str] | None = None,
@@ -433,14 +581,4 @@ def schema_dfa(schema: Mapping[str, object] | JsonType, fields: Mapping[str, str
     """The DFA of the JSON texts of ``schema`` (a dict or a parsed description), with ``fields``
     narrowing top-level string properties (:func:`narrow`). Built from minimal parts (strings,
     scalars), not minimised as a whole (see :func:`_minimal`)."""
-    t = parse_schema(schema) if isinstance(schema, Mapping) else schema
-    if fields:
-        t = narrow(t, fields)
-    if isinstance(t, JsonString | JsonArray | JsonObject):
-        return _minimal(t, limit)
-    nfa = ByteNFA()
-    start, final = nfa.new(), nfa.new()
-    emit(nfa, t, start, final, limit)
-    trans, acc = nfa.determinize(start, final, limit, "the JSON schema",
-                                 "simplify the schema (fewer optional properties, shorter bounds)")
-    return as_dfa(trans, acc, "json schema")
+    return schema_table(schema, fields, limit=limit).content

@@ -16,16 +16,20 @@ reading what an unconstrained model wrote.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ltlagent.errors import LtlAgentError, UsageError
-from ltlagent.text.content import ByteNFA, ContentDFA, as_dfa
+from ltlagent.text import jsonschema
+from ltlagent.text.bytetable import ByteTable, Glue
+from ltlagent.text.content import ContentDFA
 from ltlagent.text.jsonschema import MAX_JSON_STATES, JsonConst, JsonType, emit, narrow, parse_schema
 
-__all__ = ["FORMATS", "ToolCall", "ToolCallError", "call_dfa", "parse_call", "find_calls", "render_call"]
+__all__ = ["FORMATS", "ToolCall", "ToolCallError", "call_dfa", "call_table", "clear_caches", "parse_call",
+           "find_calls", "render_call"]
 
 #: The call formats, each as (text before the JSON object, text after it).
 FORMATS: dict[str, tuple[str, str]] = {"hermes": ("<tool_call>\n", "\n</tool_call>"), "json": ("", "")}
@@ -50,20 +54,48 @@ def _format(name: str) -> tuple[str, str]:
     return FORMATS[name]
 
 
+def clear_caches() -> None:
+    """Forget the call tables and schema parts built so far (:func:`jsonschema.clear_caches`)."""
+    _call_table.cache_clear()
+    jsonschema.clear_caches()
+
+
 def call_dfa(tools: Mapping[str, Mapping[str, object] | JsonType], format: str = "hermes",
              fields: Mapping[str, Mapping[str, str]] | None = None, *,
              limit: int = MAX_JSON_STATES) -> ContentDFA:
     """The DFA of the calls, in ``format``, of the tools ``tools`` maps (name → argument
     schema, a JSON-schema dict or a parsed description); ``fields`` maps a tool name to its
     narrowing regexes (argument → regex the string value must fullmatch)."""
-    before, after = _format(format)
+    return call_table(tools, format, fields, limit=limit).content
+
+
+def call_table(tools: Mapping[str, Mapping[str, object] | JsonType], format: str = "hermes",
+               fields: Mapping[str, Mapping[str, str]] | None = None, *,
+               limit: int = MAX_JSON_STATES) -> ByteTable:
+    """:func:`call_dfa` as a numpy :class:`ByteTable`, built once per (tools, format, narrowing):
+    the schemas are read into frozen descriptions, and the table of those is cached."""
+    _format(format)
     if not tools:
         raise UsageError("a tool-call automaton needs at least one tool")
     for name in fields or {}:
         if name not in tools:
             raise UsageError(f"argument regexes for {name!r}, which is not among the tools "
                              f"{', '.join(tools)}")
-    nfa = ByteNFA()
+    parsed: list[tuple[str, JsonType]] = []
+    for name, schema in tools.items():
+        t = parse_schema(schema) if isinstance(schema, Mapping) else schema
+        if fields and name in fields:
+            t = narrow(t, fields[name])
+        parsed.append((name, t))
+    return _call_table(tuple(parsed), format, limit)
+
+
+@functools.lru_cache(maxsize=16)  # a 5-tool call table is ~11 MB
+def _call_table(tools: tuple[tuple[str, JsonType], ...], format: str, limit: int) -> ByteTable:
+    """The call table of parsed tools (a pure function of frozen descriptions, hence cached)."""
+    before, after = _format(format)
+    glue = Glue()
+    nfa = glue.nfa
     start, final = nfa.new(), nfa.new()
     head = nfa.new()
     nfa.literal(before.encode() + b'{"name":', start, head)
@@ -72,22 +104,20 @@ def call_dfa(tools: Mapping[str, Mapping[str, object] | JsonType], format: str =
     nfa.edges[head].append((0x20, 0x20, name_at))
     tail = nfa.new()
     nfa.literal(b"}" + after.encode(), tail, final)
-    for name, schema in tools.items():
-        t = parse_schema(schema) if isinstance(schema, Mapping) else schema
-        if fields and name in fields:
-            t = narrow(t, fields[name])
+    for name, t in tools:
         n, c, key, a, args = (nfa.new() for _ in range(5))
-        emit(nfa, JsonConst((name,)), name_at, n)
+        emit(glue, JsonConst((name,)), name_at, n)
         nfa.literal(b",", n, c)
         nfa.eps[c].append(key)
         nfa.edges[c].append((0x20, 0x20, key))
         nfa.literal(b'"arguments":', key, a)
         nfa.eps[a].append(args)
         nfa.edges[a].append((0x20, 0x20, args))
-        emit(nfa, t, args, tail, limit)
-    trans, acc = nfa.determinize(start, final, limit, f"the {format} tool calls of {', '.join(tools)}",
-                                 "fewer tools or simpler argument schemas")
-    return as_dfa(trans, acc, f"{format} calls: {', '.join(tools)}")  # parts minimal (jsonschema)
+        emit(glue, t, args, tail, limit)
+    names = ", ".join(name for name, _t in tools)
+    table = glue.determinize(start, final, limit, f"the {format} tool calls of {names}",
+                             "fewer tools or simpler argument schemas")
+    return ByteTable(table.trans, table.accepting, f"{format} calls: {names}", table.periods)
 
 
 def _from_object(body: str) -> ToolCall:
