@@ -1,13 +1,16 @@
 """Many :class:`~ltlagent.agent.chat.ChatAgent` conversations on one ``transformers`` model, their
 turns batched (issue 18's experiment on a CPU).
 
-A small model's decoding step on a CPU is bound by reading its weights, so 40 rows cost about what
-one does. :func:`run_conversations` runs each conversation in a thread of its own, unchanged
+A small model's decoding step on a CPU is bound by reading its weights and KV cache, so a batch of 40
+rows costs far less than 40 single rows. :func:`run_conversations` runs each conversation in a
+thread of its own, unchanged
 (``ChatAgent.run``: policy cursor, tools, scripted user), with the agent's ``generate`` replaced
 by :meth:`TurnBatcher.submit`; the batcher waits until every live conversation has asked for its
 next turn, then writes all those turns together: one left-padded prefill, then one forward pass
 per token for the rows still writing, each row masked by its own turn cursor, exactly as
-``ChatAgent.generate`` masks one. Turn-synchronous, so which rows share a batch is fixed by the
+``ChatAgent.generate`` masks one. The prompt prefix all rows share (system message, tools,
+examples: about 1,000 tokens) is prefilled once and its KV cache copied into each batch.
+Turn-synchronous, so which rows share a batch is fixed by the
 tasks, and reruns give the same transcripts. Greedy only.
 """
 
@@ -49,6 +52,8 @@ class TurnBatcher:
         self._pending: list[_Request] = []
         self._live = 0
         self.order: dict[int, int] = {}  # thread → conversation number
+        self._prefix_ids: tuple[int, ...] = ()
+        self._prefix_kv: list[Any] = []
         self.batches: list[int] = []  # rows per batch, for the record
 
     # -- the conversations' side
@@ -89,25 +94,56 @@ class TurnBatcher:
             with self._cond:
                 self._cond.notify_all()
 
+    def _prefix(self, ids: tuple[int, ...]) -> Any:
+        """The KV cache of a prefix every row of a batch shares (the system message, tools and
+        examples), computed once and kept: a turn then prefills only what follows it."""
+        import torch
+
+        if self._prefix_ids != ids:
+            with torch.no_grad():
+                res = self.model(input_ids=torch.tensor([ids]), use_cache=True)
+            cache = res.past_key_values
+            self._prefix_kv = [(cache.layers[i].keys, cache.layers[i].values)
+                               for i in range(len(cache.layers))]
+            self._prefix_ids = ids
+        return self._prefix_kv
+
     def _write(self, batch: list[_Request]) -> None:
         import torch
         from transformers import DynamicCache
 
         self.batches.append(len(batch))
-        width = max(len(r.ids) for r in batch)
+        common = min(len(r.ids) for r in batch) - 1  # every row keeps a token of its own
+        first = batch[0].ids
+        for r in batch[1:]:
+            k = 0
+            while k < common and r.ids[k] == first[k]:
+                k += 1
+            common = k
+        shared = tuple(first[:common])
+        prefix = self._prefix(shared) if common else []
+        width = max(len(r.ids) for r in batch) - common
         ids = torch.full((len(batch), width), self.pad, dtype=torch.long)
-        attn = torch.zeros((len(batch), width), dtype=torch.long)
+        attn = torch.zeros((len(batch), common + width), dtype=torch.long)
+        attn[:, :common] = 1
         for i, r in enumerate(batch):
-            ids[i, width - len(r.ids):] = torch.tensor(r.ids)
-            attn[i, width - len(r.ids):] = 1
-        pos = (attn.cumsum(1) - 1).clamp(min=0)
+            own = r.ids[common:]
+            ids[i, width - len(own):] = torch.tensor(own)
+            attn[i, common + width - len(own):] = 1
+        pos = (attn.cumsum(1) - 1).clamp(min=0)[:, common:]
         cursors = [_cursor(r.index) for r in batch]
         with torch.no_grad():
             logits_parts, caches = [], []
             for lo in range(0, len(batch), self.prefill_rows):
-                hi = lo + self.prefill_rows
+                hi = min(lo + self.prefill_rows, len(batch))
+                past = None
+                if prefix:
+                    past = DynamicCache()
+                    for layer, (k, v) in enumerate(prefix):
+                        past.update(k.expand(hi - lo, -1, -1, -1).contiguous(),
+                                    v.expand(hi - lo, -1, -1, -1).contiguous(), layer)
                 res = self.model(input_ids=ids[lo:hi], attention_mask=attn[lo:hi],
-                                 position_ids=pos[lo:hi], use_cache=True)
+                                 position_ids=pos[lo:hi], past_key_values=past, use_cache=True)
                 logits_parts.append(res.logits[:, -1].float())
                 caches.append(res.past_key_values)
             cache = caches[0]
