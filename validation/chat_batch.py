@@ -17,7 +17,9 @@ tasks, and reruns give the same transcripts. Greedy only.
 from __future__ import annotations
 
 import copy
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,13 +43,14 @@ class TurnBatcher:
     """Collects one turn request per live conversation and writes them as one batch."""
 
     def __init__(self, model: Any, tokenizer: Any, eos_ids: Sequence[int], *,
-                 prefill_rows: int = 8) -> None:
+                 prefill_rows: int = 8, log: Callable[[str], None] | None = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.eos = set(eos_ids)
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad = int(pad) if pad is not None else int(min(self.eos))
         self.prefill_rows = prefill_rows
+        self.log = log  # one line per batch: rows, tokens prefilled, steps, seconds
         self._cond = threading.Condition()
         self._pending: list[_Request] = []
         self._live = 0
@@ -113,6 +116,7 @@ class TurnBatcher:
         from transformers import DynamicCache
 
         self.batches.append(len(batch))
+        t0 = time.perf_counter()
         common = min(len(r.ids) for r in batch) - 1  # every row keeps a token of its own
         first = batch[0].ids
         for r in batch[1:]:
@@ -153,6 +157,8 @@ class TurnBatcher:
                     cache.update(torch.cat([c.layers[layer].keys for c in caches]),
                                  torch.cat([c.layers[layer].values for c in caches]), layer)
             logits = torch.cat(logits_parts)
+            t1 = time.perf_counter()
+            steps = 0
             rows = list(range(len(batch)))  # requests still writing, in cache order
             last = pos[:, -1]
             for n in range(max(r.max_new_tokens for r in batch)):
@@ -182,6 +188,7 @@ class TurnBatcher:
                         continue
                     keep.append(k)
                     picked.append(tok)
+                steps += 1
                 if not keep:
                     break
                 if len(keep) < len(rows):
@@ -199,6 +206,9 @@ class TurnBatcher:
         for r, cur in zip(batch, cursors):
             if r.result is None:
                 self._finish(r, cur, ended=False)
+        if self.log is not None:
+            self.log(f"batch {len(self.batches)}: {len(batch)} rows, {ids.numel()} tokens "
+                     f"prefilled after a shared prefix of {common} ({t1 - t0:.1f} s), {steps} steps ({time.perf_counter() - t1:.1f} s)")
 
     def _finish(self, r: _Request, cur: Any, *, ended: bool) -> None:
         text = self.tokenizer.decode(r.out, skip_special_tokens=True) if cur is None \
@@ -219,7 +229,8 @@ def run_conversations(agent: Any, jobs: Sequence[Callable[[Any], Any]],
     from ltlagent.agent.runner import eos_token_ids
 
     batcher = TurnBatcher(agent.model, agent.tokenizer,
-                          eos_token_ids(agent.model, agent.tokenizer) or [])
+                          eos_token_ids(agent.model, agent.tokenizer) or [],
+                          log=lambda line: print(line, file=sys.stderr, flush=True))
     results: list[Any] = [None] * len(jobs)
     errors: list[BaseException] = []
 
