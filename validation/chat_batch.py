@@ -208,7 +208,8 @@ class TurnBatcher:
                 self._finish(r, cur, ended=False)
         if self.log is not None:
             self.log(f"batch {len(self.batches)}: {len(batch)} rows, {ids.numel()} tokens "
-                     f"prefilled after a shared prefix of {common} ({t1 - t0:.1f} s), {steps} steps ({time.perf_counter() - t1:.1f} s)")
+                     f"prefilled after a shared prefix of {common} ({t1 - t0:.1f} s), "
+                     f"{steps} steps ({time.perf_counter() - t1:.1f} s)")
 
     def _finish(self, r: _Request, cur: Any, *, ended: bool) -> None:
         text = self.tokenizer.decode(r.out, skip_special_tokens=True) if cur is None \
