@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from ltlagent.decode.masks import Mask
     from ltlagent.decode.monitor import Monitor, TokenIndex
 
-__all__ = ["EXTRA_KEY", "RequestOptions", "TurnOptions", "MonitorBatch", "LtlLogitsProcessor"]
+__all__ = ["EXTRA_KEY", "RequestOptions", "TurnOptions", "MonitorBatch", "LtlLogitsProcessor",
+           "LtlLogitsProcessorV2"]
 
 #: The key of ``SamplingParams.extra_args`` that holds a request's ltlagent options.
 EXTRA_KEY = "ltlagent"
@@ -438,25 +439,31 @@ class MonitorBatch:
             hit = self._dense[key] = (mask, row.to(cast("torch.device", device)))  # keeps the mask alive
         return hit[1]
 
-    def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        """Set the forbidden logits of every constrained row to -inf, in place (one ``masked_fill_``)."""
+    def apply(self, logits: torch.Tensor, keys: Sequence[int] | None = None) -> torch.Tensor:
+        """Set the forbidden logits of every constrained row to -inf, in place (one ``masked_fill_``).
+        ``keys[r]``: the row key of logits row ``r`` (default: ``r``; Model Runner V2 keys rows by
+        request slot)."""
         if logits.dim() != 2:
             raise ValueError(f"expected logits of shape (batch, vocab), got {tuple(logits.shape)}")
         n, width = logits.shape
-        live = [i for i in self.rows if i < n]
-        if not live:
+        order = list(range(n)) if keys is None else [int(k) for k in keys]
+        if len(order) != n:
+            raise ValueError(f"expected {n} row keys, got {len(order)}")
+        if not any(k in self.rows for k in order):
             return logits
         import torch
 
         free = self._forbidden(None, width, logits.device)
         rows: dict[int, torch.Tensor] = {}
-        for i in live:
-            row = self.rows[i]
+        for i in order:
+            row = self.rows.get(i)
+            if row is None or i in rows:
+                continue
             if isinstance(row, _TurnRow):
                 rows[i] = torch.from_numpy(row.forbidden(width, self._turn_eos(row))).to(logits.device)
             else:
                 rows[i] = self._forbidden(self.mask_of(i), width, logits.device)
-        forb = torch.stack([rows.get(i, free) for i in range(n)])
+        forb = torch.stack([rows.get(i, free) for i in order])
         logits.masked_fill_(forb, float("-inf"))
         return logits
 
@@ -470,10 +477,24 @@ def _load_tokenizer(vllm_config: Any) -> object:
     return AutoTokenizer.from_pretrained(name, trust_remote_code=remote)
 
 
-try:  # the vLLM adapter exists where vLLM is installed
+try:  # the vLLM adapters exist where vLLM is installed
     from vllm.v1.sample.logits_processor import LogitsProcessor as _VllmLogitsProcessor
 except ImportError:  # pragma: no cover - depends on the install
     _VllmLogitsProcessor = object  # type: ignore[assignment,misc]
+try:  # Model Runner V2's interface (vLLM >= 0.32)
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as _VllmV2LogitsProcessor
+except ImportError:  # pragma: no cover - depends on the install
+    _VllmV2LogitsProcessor = object  # type: ignore[assignment,misc]
+
+
+def _validate(sampling_params: Any) -> None:
+    """Reject malformed ltlagent options and unknown or invalid specs (a ``ValueError``)."""
+    extra = getattr(sampling_params, "extra_args", None)
+    if TurnOptions.parse(extra) is not None:
+        return
+    opts = RequestOptions.parse(extra)
+    if opts is not None:
+        opts.check_spec()
 
 
 class LtlLogitsProcessor(_VllmLogitsProcessor):  # type: ignore[misc,valid-type]
@@ -486,12 +507,7 @@ class LtlLogitsProcessor(_VllmLogitsProcessor):  # type: ignore[misc,valid-type]
     def validate_params(cls, sampling_params: Any) -> None:
         """Reject malformed ltlagent options and unknown or invalid specs when the request arrives
         (a ``ValueError``: HTTP 400 when served)."""
-        extra = getattr(sampling_params, "extra_args", None)
-        if TurnOptions.parse(extra) is not None:
-            return
-        opts = RequestOptions.parse(extra)
-        if opts is not None:
-            opts.check_spec()
+        _validate(sampling_params)
 
     def is_argmax_invariant(self) -> bool:
         return False  # it changes which token greedy decoding picks
@@ -501,3 +517,57 @@ class LtlLogitsProcessor(_VllmLogitsProcessor):  # type: ignore[misc,valid-type]
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         return self.batch.apply(logits)
+
+
+class LtlLogitsProcessorV2(_VllmV2LogitsProcessor):  # type: ignore[misc,valid-type]
+    """The same processor for vLLM's Model Runner V2 (``vllm.v1.worker.gpu.sample.logits_processor``,
+    vLLM >= 0.32): rows are keyed by request slot; a request's prompt and sampled tokens are read
+    from the runner's per-slot token buffer (``req_states.all_token_ids`` up to ``total_len``).
+    Not with speculative decoding (a request's draft rows would share one mask)."""
+
+    def __init__(self, vllm_config: Any, req_states: Any) -> None:
+        self.batch = MonitorBatch(_load_tokenizer(vllm_config))
+        self.states = req_states
+        self.new: dict[int, Any] = {}  # slot → sampling params, its prompt not read yet
+        self.outputs: dict[int, tuple[int, list[int]]] = {}  # slot → (prompt length, output)
+
+    @classmethod
+    def validate_params(cls, sampling_params: Any) -> None:
+        """As :meth:`LtlLogitsProcessor.validate_params`."""
+        _validate(sampling_params)
+
+    def add_request(self, req_idx: int, sampling_params: Any) -> bool:
+        """A request enters slot ``req_idx``: whether it opts in (its row is built at the next
+        :meth:`apply`, once its tokens are in the runner's buffer)."""
+        self.batch.remove(req_idx)
+        self.new.pop(req_idx, None)
+        self.outputs.pop(req_idx, None)
+        extra = getattr(sampling_params, "extra_args", None)
+        if TurnOptions.parse(extra) is None and RequestOptions.parse(extra) is None:
+            return False
+        self.new[req_idx] = sampling_params
+        return True
+
+    def _sync(self, slot: int) -> None:
+        """Build slot's row on its first step; append the tokens sampled since the last one."""
+        st = self.states
+        params = self.new.pop(slot, None)
+        if params is not None:
+            plen = int(st.prompt_len.np[slot])
+            prompt = [int(t) for t in st.all_token_ids.gpu[slot, :plen].tolist()]
+            out: list[int] = []
+            self.outputs[slot] = (plen, out)
+            self.batch.add(slot, getattr(params, "extra_args", None), prompt, out,
+                           getattr(params, "max_tokens", None))
+        hit = self.outputs.get(slot)
+        if hit is not None:
+            plen, out = hit
+            total = int(st.total_len.gpu[slot])
+            if plen + len(out) < total:
+                out += [int(t) for t in st.all_token_ids.gpu[slot, plen + len(out):total].tolist()]
+
+    def apply(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
+        slots = [int(s) for s in ctx.expanded_idx_mapping.tolist()]
+        for slot in dict.fromkeys(slots):
+            self._sync(slot)
+        return self.batch.apply(logits, slots)
