@@ -24,7 +24,12 @@ text appended, ``env`` naming its range).
 only torch); :class:`LtlLogitsProcessor` adapts it to ``vllm.v1.sample.logits_processor``. Use it
 offline with ``vllm.LLM(model, logits_processors=[LtlLogitsProcessor])`` or with
 ``vllm serve MODEL --logits-processors ltlagent.decode.vllm_processor:LtlLogitsProcessor``. vLLM's Model
-Runner V2 has another interface: run with ``VLLM_USE_V2_MODEL_RUNNER=0``.
+Runner V2 (the default of vLLM >= 0.32 where Triton runs) loads only processors of its own
+interface: :class:`LtlLogitsProcessorV2` (or ``VLLM_USE_V2_MODEL_RUNNER=0`` and the v1 class).
+
+A chat turn of :class:`~ltlagent.agent.chat.ChatAgent` opts in with ``{"turn": {…}}`` instead
+(:class:`TurnOptions`): its row is a :class:`~ltlagent.decode.chat.TurnCursor`, masked as the
+transformers loop masks it.
 """
 
 from __future__ import annotations
