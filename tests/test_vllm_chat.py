@@ -25,6 +25,11 @@ from domain import TOOLS, Database  # noqa: E402
 
 #: The rendered booking tools take ~1,100 tokens of the tiny model; its RoPE positions go further.
 CONTEXT = 4096
+#: The booking policy, plus: after a user turn the assistant's first step is a tool call (as in
+#: tests/test_chat_decode.py), so that the tiny model, which writes text, is made to call tools.
+FORCING = (Path(__file__).resolve().parent.parent / "specs" / "booking-policy.sexp").read_text(
+    encoding="utf-8").replace("(:constraints", "(:constraints\n   (call-after-user (always (implies "
+                              "(or User Confirm) (weak-next (or Lookup Write Handoff Call)))))", 1)
 FIRSTS = ["Hi, I need a room.", "Please cancel booking b100 for Ann Lee.",
           "Book Oak on 2026-12-24 for 2 guests, I am Bo Chen."]
 
@@ -47,9 +52,12 @@ def _user(k: int) -> Callable[[Sequence[Mapping[str, object]]], str | None]:
     return user
 
 
-def _agent(model: object, tokenizer: object, mode: str) -> ChatAgent:
-    return ChatAgent(model, tokenizer, TOOLS, Database.fresh().call,
-                     policy="booking-policy" if mode != "none" else None, mode=mode)
+def _agent(model: object, tokenizer: object, mode: str, policy: str) -> ChatAgent:
+    from ltlagent.spec.syntax import parse_spec
+
+    pol = Policy.load(parse_spec(FORCING, "forcing.sexp")) if policy == "forcing" else \
+        Policy.load(policy) if mode != "none" else None
+    return ChatAgent(model, tokenizer, TOOLS, Database.fresh().call, policy=pol, mode=mode)
 
 
 def _transcript(r: ChatResult) -> tuple[object, ...]:
@@ -57,18 +65,20 @@ def _transcript(r: ChatResult) -> tuple[object, ...]:
             r.report.verdict if r.report else None)
 
 
-@pytest.mark.parametrize("mode", ["none", "format", "policy"])
-def test_greedy_chats_equal_the_transformers_backend(llm: object, mode: str) -> None:
+@pytest.mark.parametrize("mode, policy", [("none", "booking-policy"), ("format", "booking-policy"),
+                                          ("policy", "booking-policy"), ("policy", "forcing")])
+def test_greedy_chats_equal_the_transformers_backend(llm: object, mode: str, policy: str) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(BUNDLED_MODEL))
     model = AutoModelForCausalLM.from_pretrained(str(BUNDLED_MODEL)).eval()
-    kw = {"max_turns": 4, "max_new_tokens": 64}
+    kw = {"max_turns": 4, "max_new_tokens": 96 if policy == "forcing" else 64}
     chats = [(_user(k), first) for k, first in enumerate(FIRSTS)]
-    got = _agent(llm, llm.get_tokenizer(), mode).run_batch(chats, **kw)  # type: ignore[attr-defined]
-    want = [_agent(model, tok, mode).run(_user(k), first, **kw) for k, first in enumerate(FIRSTS)]
+    got = _agent(llm, llm.get_tokenizer(), mode, policy).run_batch(chats, **kw)  # type: ignore[attr-defined]
+    want = [_agent(model, tok, mode, policy).run(_user(k), first, **kw)
+            for k, first in enumerate(FIRSTS)]
     assert sum(r.turns for r in got) > len(FIRSTS)  # conversations went on past a first turn
-    if mode == "policy":
+    if policy == "forcing":
         assert sum(r.calls for r in got) > 0  # tool calls were written (and results read)
     for g, w in zip(got, want, strict=True):
         assert _transcript(g) == _transcript(w), (g.messages, w.messages)
