@@ -9,6 +9,11 @@ one run on one engine, so the ratios compare like with like.
   engine seed), every environment turn a new request on the same prefix;
 * unconstrained: N plain requests on the same prompts, no ltlagent arguments, each generating the
   constrained episodes' mean number of tokens (``ignore_eos``), in one ``generate`` call;
+* matched unconstrained: the same, each request generating exactly its episode's number of tokens
+  (so the batch thins out as the episodes' does: the cost of the constraint and the environment
+  turns, without the tail of episodes of different lengths);
+* each size ``--reps`` times (constrained, unconstrained, matched back to back): medians, and the
+  range of the per-rep ratios;
 * processor time: ``update_state`` + ``apply`` of the ltlagent processor, timed inside the engine,
   per engine step, for steps with at least 48 rows during the 64-episode run.
 """
@@ -54,8 +59,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=None, help="model path or name (default: the bundled model)")
     ap.add_argument("--sizes", default="1,8,64")
+    ap.add_argument("--reps", type=int, default=3,
+                    help="repetitions per size (medians reported; ratio: median of per-rep ratios)")
     ap.add_argument("--max-new-tokens", type=int, default=200)
     ap.add_argument("--device-memory", type=float, default=0.3, help="vLLM gpu_memory_utilization")
+    ap.add_argument("--block-size", type=int, default=None,
+                    help="KV-cache block size (prefix caching reuses whole blocks; vLLM's CPU "
+                         "default is 128)")
+    ap.add_argument("--no-prefix-caching", action="store_true",
+                    help="turn the engine's prefix caching off (to measure what it saves)")
     args = ap.parse_args()
 
     import vllm
@@ -69,40 +81,74 @@ def main() -> None:
     kw: dict[str, Any] = {}
     if args.model is None:  # the tiny model: eager float32 (no compile step; as in the tests)
         kw = {"kv_cache_memory_bytes": 512 << 20, "enforce_eager": True, "dtype": "float32"}
+    if args.block_size is not None:
+        kw["block_size"] = args.block_size
     llm = vllm.LLM(model=model, logits_processors=[proc], max_model_len=1024, max_num_seqs=64, seed=0,
-                   gpu_memory_utilization=args.device_memory, **kw)
+                   gpu_memory_utilization=args.device_memory,
+                   enable_prefix_caching=not args.no_prefix_caching, **kw)
+    cache = llm.llm_engine.vllm_config.cache_config
     agent = vllm_agent("react", llm, tools=[Calculator()])
-    agent.run_batch(TASKS[:2], max_new_tokens=20)  # warm-up: index built, engine warm
-    print(f"model: {model}; vllm {vllm.__version__}")
-    print("| concurrent episodes | constrained tok/s | requests | not rejected | "
-          "engine steps | ms per step | processor ms per step | unconstrained tok/s | "
-          "constrained / unconstrained |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    # warm-up: the index built and its states' first visits paid (steering distances: seconds
+    # each on this model), the engine warm; what follows is the steady state of a server
+    agent.run_batch(TASKS * 4, temperature=1.0, max_new_tokens=args.max_new_tokens, max_steps=12)
+    print(f"model: {model}; vllm {vllm.__version__}; prefix caching "
+          f"{'on' if cache.enable_prefix_caching else 'off'}, block size {cache.block_size}")
+    print("| concurrent episodes | constrained tok/s | requests | not rejected | prompt tokens "
+          "submitted | of them cached | engine steps | ms per step | processor ms per step | "
+          "unconstrained tok/s | constrained / unconstrained (min–max) | matched unconstrained tok/s | "
+          "constrained / matched (min–max) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     step_rows: list[float] = []
     for n in [int(x) for x in args.sizes.split(",")]:
         tasks = [TASKS[k % len(TASKS)] for k in range(n)]
-        log.clear()
-        t = time.perf_counter()
-        res = agent.run_batch(tasks, temperature=1.0, max_new_tokens=args.max_new_tokens,
-                              max_steps=12)
-        dt = time.perf_counter() - t
-        gen = sum(r.usage["generated_tokens"] for r in res)
-        reqs = sum(r.usage["forward_calls"] for r in res)
-        ok = sum(r.verdict != "rejected" for r in res)
-        steps = len(log)
-        proc_ms = sum(s for _, s in log) / max(steps, 1) * 1e3
-        if n >= 48:
-            step_rows = [s for rows, s in log if rows >= 48]
-        per = max(1, round(gen / n))
-        prompts = [{"prompt_token_ids": agent.encode(agent.prompt(task), special=True)} for task in tasks]
-        sp = vllm.SamplingParams(max_tokens=per, min_tokens=per, ignore_eos=True, temperature=1.0)
-        t = time.perf_counter()
-        outs = llm.generate(prompts, sp, use_tqdm=False)
-        du = time.perf_counter() - t
-        ugen = sum(len(o.outputs[0].token_ids) for o in outs)
-        c, u = gen / dt, ugen / du
-        print(f"| {n} | {c:,.0f} | {reqs} | {ok}/{n} | {steps} | {dt / max(steps, 1) * 1e3:.2f} | "
-              f"{proc_ms:.3f} | {u:,.0f} | {c / u:.2f} |")
+        cs, us, ms, ratios, mratios, steps_ms = [], [], [], [], [], []
+        reqs = sent = cached = ok = steps = 0
+        proc_s = 0.0
+        for _ in range(args.reps):  # constrained then unconstrained, back to back, each rep
+            log.clear()
+            t = time.perf_counter()
+            res = agent.run_batch(tasks, temperature=1.0, max_new_tokens=args.max_new_tokens,
+                                  max_steps=12)
+            dt = time.perf_counter() - t
+            gen = sum(r.usage["generated_tokens"] for r in res)
+            reqs += sum(r.usage["forward_calls"] for r in res)
+            sent += sum(r.usage["forward_tokens"] for r in res)
+            cached += sum(r.usage["cached_tokens"] for r in res)
+            ok += sum(r.verdict != "rejected" for r in res)
+            steps += len(log)
+            proc_s += sum(s for _, s in log)
+            steps_ms.append(dt / max(len(log), 1) * 1e3)
+            if n >= 48:
+                step_rows += [s for rows, s in log if rows >= 48]
+            per = max(1, round(gen / n))
+            prompts = [{"prompt_token_ids": agent.encode(agent.prompt(task), special=True)}
+                       for task in tasks]
+            sp = vllm.SamplingParams(max_tokens=per, min_tokens=per, ignore_eos=True, temperature=1.0)
+            t = time.perf_counter()
+            outs = llm.generate(prompts, sp, use_tqdm=False)
+            du = time.perf_counter() - t
+            ugen = sum(len(o.outputs[0].token_ids) for o in outs)
+            # matched: each request writes exactly as many tokens as its episode did, so both runs
+            # have the same tail (episodes of different lengths leave the batch at different times)
+            sps = [vllm.SamplingParams(max_tokens=max(1, g), min_tokens=max(1, g), ignore_eos=True,
+                                       temperature=1.0)
+                   for g in (r.usage["generated_tokens"] for r in res)]
+            t = time.perf_counter()
+            outs = llm.generate(prompts, sps, use_tqdm=False)
+            dm = time.perf_counter() - t
+            mgen = sum(len(o.outputs[0].token_ids) for o in outs)
+            cs.append(gen / dt)
+            us.append(ugen / du)
+            ms.append(mgen / dm)
+            ratios.append(cs[-1] / us[-1])
+            mratios.append(cs[-1] / ms[-1])
+        r = args.reps
+        print(f"| {n} | {statistics.median(cs):,.0f} | {reqs / r:.0f} | {ok}/{n * r} | {sent / r:,.0f} "
+              f"| {cached / max(sent, 1):.0%} | {steps / r:.0f} | {statistics.median(steps_ms):.2f} | "
+              f"{proc_s / max(steps, 1) * 1e3:.3f} | {statistics.median(us):,.0f} | "
+              f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f}) | "
+              f"{statistics.median(ms):,.0f} | "
+              f"{statistics.median(mratios):.2f} ({min(mratios):.2f}–{max(mratios):.2f}) |")
     if step_rows:
         med = statistics.median(step_rows) * 1e3
         print(f"\nprocessor time per engine step at batch >= 48 (update_state + apply): median {med:.3f} ms, "

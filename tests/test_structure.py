@@ -146,3 +146,15 @@ def test_old_compile_name_warns_and_still_works() -> None:
     assert g is ltlagent.compile_spec
     assert "compile" not in ltlagent.__all__  # the new name does not warn (warnings are errors)
     assert ltlagent.compile_spec("react").names
+
+
+def test_the_vllm_modules_import_without_vllm_or_torch() -> None:
+    """The vLLM adapters and the chat agent load where neither vLLM nor torch is installed (vLLM is
+    imported where a request is sent, torch where logits are touched)."""
+    code = ("import sys\n"
+            "sys.modules['vllm'] = None\nsys.modules['torch'] = None\n"
+            "import ltlagent.decode.vllm_processor as p, ltlagent.agent.vllm_chat, ltlagent.agent.chat\n"
+            "assert p.LtlLogitsProcessor.__mro__[1] is object\n"
+            "assert p.LtlLogitsProcessorV2.__mro__[1] is object\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

@@ -202,3 +202,128 @@ def test_a_spec_that_cannot_be_built_ends_the_request_not_the_engine() -> None:
     batch.update(Update(1, added=[(0, Params({"ltlagent": "no-such-spec"}), [1], [])]))
     logits = batch.apply(torch.zeros(1, len(tok) + 3))
     assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == [tok.eos_token_id]
+
+
+# --- chat turns (TurnOptions) and Model Runner V2 ----------------------------------------------
+
+def _booking() -> tuple[dict[str, Any], Any]:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "booking"))
+    from domain import TOOLS
+
+    return {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}, TOOLS
+
+
+def _turn_extra(tok: Any, rule: Any = None) -> dict[str, Any]:
+    from ltlagent.decode.chat import TurnRule
+    from ltlagent.decode.vllm_processor import TurnOptions
+
+    schemas, _ = _booking()
+    rule = rule or TurnRule(True, frozenset({"find_user"}), frozenset({"cancel_booking"}),
+                            ((("find_user", (("query", "[a-z]+"),)),), ()))
+    return {"ltlagent": TurnOptions.encode(rule, schemas, "hermes", None, [tok.eos_token_id])}
+
+
+def test_turn_options_round_trip_and_are_checked() -> None:
+    from ltlagent.decode.chat import TurnRule
+    from ltlagent.decode.vllm_processor import TurnOptions
+
+    tok = tiny.byte_level()
+    rule = TurnRule(False, frozenset({"book"}), frozenset(), ((("book", (("room", "Oak"),)),), ()))
+    extra = _turn_extra(tok, rule)
+    got = TurnOptions.parse(extra)
+    assert got is not None and got.rule == rule and got.eos == (tok.eos_token_id,)
+    import json
+
+    assert TurnOptions.parse({"ltlagent": json.dumps(extra["ltlagent"])}) == got  # vllm_xargs: JSON
+    assert TurnOptions.parse({"ltlagent": "react"}) is None and TurnOptions.parse(None) is None
+    schemas, _ = _booking()
+    for bad in ({"schemas": schemas, "first": ["nope"]}, {"schemas": schemas, "format": "xml"},
+                {"schemas": [1]}, {"schemas": schemas, "eos": [-1]}, {"schemas": schemas, "x": 1}):
+        with pytest.raises(UsageError):
+            TurnOptions.parse({"ltlagent": {"turn": bad}})
+
+
+def test_a_turn_row_masks_as_the_turn_cursor_with_its_budget() -> None:
+    """A chat-turn request: each step's allowed tokens are the TurnCursor's with the tokens left
+    (max_tokens - written) as budget, the transformers loop's; the turn ends as a valid turn."""
+    from ltlagent.decode.chat import TokenBytes, TurnCursor
+    from ltlagent.decode.vllm_processor import TurnOptions
+    from ltlagent.decode.vocab import vocab_from_tokenizer
+
+    tok = tiny.byte_level()
+    extra = _turn_extra(tok)
+    opts = TurnOptions.parse(extra)
+    assert opts is not None
+    batch = MonitorBatch(tok, cache=False)
+    out: list[int] = []
+    batch.update(Update(1, added=[(0, Params(extra, max_tokens=70), [1], out)]))
+    ref = TurnCursor(opts.build(TokenBytes.of(vocab_from_tokenizer(tok, [tok.eos_token_id]))))
+    rnd = random.Random(1)
+    width = len(tok) + 3
+    for n in range(70):
+        logits = _sample_step(batch, {0: out}, 1, rnd, width)
+        want = ref.allowed(budget=70 - n)
+        got = torch.isfinite(logits[0]).numpy()
+        assert got[:len(want)].tolist() == want.tolist() and not got[len(want):].any(), n
+        ref.advance(out[-1])
+        if ref.ended:
+            break
+    assert ref.ended and ref.can_end, bytes(ref.data)
+
+
+class _Buf:
+    """Stand-in of Model Runner V2's per-slot buffers (``.gpu`` tensor, ``.np`` array)."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.gpu = t
+        self.np = t.numpy()
+
+
+def test_the_v2_adapter_keys_rows_by_slot_and_reads_tokens_from_the_buffer() -> None:
+    """Model Runner V2's interface (stand-ins): requests in recycled slots, rows reordered every
+    step; each row's mask equals the V1 batch's for the same request and tokens."""
+    from ltlagent.decode.vllm_processor import LtlLogitsProcessorV2
+
+    tok = tiny.straddle()
+    width = len(tok) + 5
+    slots, ctx_len = 6, 400
+    all_ids = _Buf(torch.zeros(slots, ctx_len, dtype=torch.int32))
+    prompt_len = _Buf(torch.zeros(slots, dtype=torch.int32))
+    total_len = _Buf(torch.zeros(slots, dtype=torch.int32))
+    v2 = LtlLogitsProcessorV2.__new__(LtlLogitsProcessorV2)
+    v2.batch = MonitorBatch(tok, cache=False)
+    v2.states = type("S", (), {"all_token_ids": all_ids, "prompt_len": prompt_len,
+                               "total_len": total_len})()
+    v2.new, v2.outputs = {}, {}
+    ref = MonitorBatch(tok, cache=False)
+    rnd = random.Random(5)
+    live: dict[int, Params] = {}
+    outs: dict[int, list[int]] = {}
+    for step in range(40):
+        if step % 8 == 0:  # a request arrives in a (recycled) slot
+            slot = rnd.randrange(slots)
+            p = Params(_opts(rnd.choice(["react-tools", "chain-of-thought"])) if step % 16 else None)
+            prompt = [1, 2, 3][: 1 + step % 3]
+            all_ids.gpu[slot, :len(prompt)] = torch.tensor(prompt)
+            prompt_len.np[slot] = len(prompt)
+            total_len.gpu[slot] = len(prompt)
+            assert v2.add_request(slot, p) == (p.extra_args is not None)
+            live[slot], outs[slot] = p, []
+            ref.update(Update(slots, added=[(slot, p, prompt, outs[slot])]))
+        order = list(live)
+        rnd.shuffle(order)
+        logits = torch.randn(len(order), width)
+        want = logits.clone()
+        ctx = type("C", (), {"expanded_idx_mapping": torch.tensor(order)})()
+        v2.apply(logits, ctx)
+        ref.apply(want, order)
+        assert torch.equal(torch.isfinite(logits), torch.isfinite(want)), step
+        for r, slot in enumerate(order):  # sample, and commit as the runner does
+            ok = torch.nonzero(torch.isfinite(logits[r])).flatten().tolist()
+            t = rnd.choice(ok)
+            outs[slot].append(t)
+            all_ids.gpu[slot, int(total_len.gpu[slot])] = t
+            total_len.gpu[slot] += 1

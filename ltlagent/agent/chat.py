@@ -39,7 +39,7 @@ from ltlagent.errors import UsageError
 from ltlagent.logic.policy import ConversationReport, Policy, PolicyCursor
 from ltlagent.text.toolcall import ToolCall, ToolCallError, parse_call, render_call
 
-__all__ = ["ChatAgent", "ChatResult", "MODES", "UserFn", "ToolFn"]
+__all__ = ["ChatAgent", "ChatResult", "Conversation", "MODES", "UserFn", "ToolFn"]
 
 MODES = ("none", "format", "policy")
 #: The user: given the conversation so far, the next user message, or None to end it.
@@ -113,7 +113,13 @@ class ChatAgent:
         #: few-shot messages shown to the model after the system message; not in the transcript,
         #: so the policy never sees them
         self.examples = [dict(m) for m in examples]
-        self.vocab: Vocab = vocab_from_tokenizer(tokenizer, eos_token_ids(model, tokenizer))
+        if hasattr(model, "llm_engine"):  # a vllm.LLM (run_batch: ltlagent.agent.vllm_chat)
+            from ltlagent.agent.vllm_chat import engine_eos
+
+            eos = engine_eos(model, tokenizer)
+        else:
+            eos = eos_token_ids(model, tokenizer)
+        self.vocab: Vocab = vocab_from_tokenizer(tokenizer, eos)
         self.tokens = TokenBytes.of(self.vocab)  # shared by the turn indexes of every rule
         self._indexes: dict[TurnRule, TurnIndex] = {}
 
@@ -205,20 +211,6 @@ class ChatAgent:
             idx = self._indexes[rule] = TurnIndex(lang, self.tokens)
         return idx
 
-    def _push(self, cursor: PolicyCursor, messages: Sequence[Mapping[str, object]], start: int,
-              result: ChatResult) -> bool:
-        """Move the policy over the new messages; True (and a note) when one broke it. In mode
-        ``policy`` the model's own steps cannot, except through an assistant-text state with
-        ``:contains`` (decoding cannot see ahead what a text will contain); a user's or a tool's
-        message can, and ends the run."""
-        for k in range(start, len(messages)):
-            cursor.push_message(messages[k], k)
-            if cursor.is_dead:
-                result.notes.append(f"message {k} ({messages[k].get('role')}) broke the policy")
-                result.stop_reason = "dead"
-                return True
-        return False
-
     # -- generation
     def generate(self, prompt: str, index: TurnIndex | None, *, max_new_tokens: int,
                  temperature: float = 0.0, rng: Any = None) -> tuple[str, int, bool]:
@@ -267,81 +259,160 @@ class ChatAgent:
         at = text.find(marker)
         return (text, None) if at < 0 else (text[:at], text[at:])
 
+    # -- conversations
+    def start(self, user: UserFn, first: str) -> Conversation:
+        """A conversation begun by the user's ``first`` message, its first turn not yet written."""
+        return Conversation(self, user, first)
+
+    def turn_rule(self, conv: Conversation) -> TurnRule | None:
+        """The rule of ``conv``'s next turn (None: unconstrained, mode ``none``)."""
+        if self.mode == "policy":
+            return self.rule(conv.cursor)
+        if self.mode == "format":
+            return self.rule(None)
+        return None
+
+    def turn_text(self, tokens: Sequence[int], constrained: bool) -> str:
+        """A turn's text from its tokens (EOS left out): the detokenised text, or for a constrained
+        turn the tokens' bytes as the turn DFA read them."""
+        eos = set(self.vocab.eos_ids)
+        toks = [t for t in tokens if t not in eos]
+        if not constrained:
+            return str(self.tokenizer.decode(toks, skip_special_tokens=True))
+        return b"".join(self.vocab.token_bytes(t) for t in toks).decode("utf-8", errors="replace")
+
     def run(self, user: UserFn, first: str, *, max_turns: int = 12, max_new_tokens: int = 96,
             temperature: float = 0.0, seed: int = 0) -> ChatResult:
-        """One conversation, started by the user's ``first`` message."""
+        """One conversation, started by the user's ``first`` message (transformers, KV-cached; on
+        a ``vllm.LLM``, :meth:`run_batch` of one)."""
+        if hasattr(self.model, "llm_engine"):
+            return self.run_batch([(user, first)], max_turns=max_turns,
+                                  max_new_tokens=max_new_tokens, temperature=temperature,
+                                  seed=seed)[0]
         import torch
 
         rng = torch.Generator().manual_seed(seed)
-        t0 = time.perf_counter()
-        messages: list[dict[str, object]] = []
-        if self.system is not None:
-            messages.append({"role": "system", "content": self.system})
-        messages.append({"role": "user", "content": first})
-        result = ChatResult(messages, self.mode)
-        cursor = self.policy.cursor() if self.policy is not None else None
-        if cursor is not None:
-            cursor.push_messages(messages)
-        k = 0
-        while True:
-            if result.turns >= max_turns:
-                result.stop_reason = "max_turns"
-                break
-            index = None
-            if self.mode == "policy":
-                index = self.index(self.rule(cursor))
-            elif self.mode == "format":
-                index = self.index(self.rule(None))
-            text, used, ended = self.generate(self.render(messages), index,
+        conv = self.start(user, first)
+        while conv.wants_turn(max_turns):
+            rule = self.turn_rule(conv)
+            index = self.index(rule) if rule is not None else None
+            text, used, ended = self.generate(self.render(conv.messages), index,
                                               max_new_tokens=max_new_tokens,
                                               temperature=temperature, rng=rng)
-            result.turns += 1
-            result.tokens += used
-            if not ended:
-                result.notes.append(f"turn {result.turns}: cut at the token budget")
-            before, call_text = self.split(text)
-            msg: dict[str, object] = {"role": "assistant", "content": before if before.strip(BLANK)
-                                      or call_text is None else None}
-            call = None
-            error = None
-            if call_text is not None:
-                try:
-                    call = parse_call(call_text, self.format)
-                    if call.name not in self.schemas:
-                        error = f"unknown tool {call.name!r}"
-                except ToolCallError as e:
-                    error = str(e)
-            if call is not None and error is None:
-                k += 1
-                cid = f"call_{k}"
-                msg["tool_calls"] = [{"id": cid, "type": "function", "function": {
-                    "name": call.name, "arguments": json.dumps(call.arguments,
-                                                               ensure_ascii=False)}}]
-            elif error is not None:
-                msg["content"] = text  # what the model wrote, as text
-            start = len(messages)
-            messages.append(msg)
-            if call is not None and error is None:
-                result.calls += 1
-                out = self.call_tool(call.name, dict(call.arguments))
-                messages.append({"role": "tool", "tool_call_id": f"call_{k}", "content": out})
-            elif error is not None:
-                result.malformed += 1
-                messages.append({"role": "tool", "content": f"error: malformed tool call: {error}"})
-            else:
-                reply = user(messages)
-                if reply is None:
-                    result.stop_reason = "user"
-                    if cursor is not None:
-                        self._push(cursor, messages, start, result)
-                    break
-                messages.append({"role": "user", "content": reply})
-            if cursor is not None and self._push(cursor, messages, start, result):
-                break
-        result.seconds = time.perf_counter() - t0
-        if self.policy is not None:
-            result.report = self.policy.check(messages)
-        return result
+            conv.consume(text, used, ended)
+        return conv.finish()
+
+    def run_batch(self, chats: Sequence[tuple[UserFn, str]], *, max_turns: int = 12,
+                  max_new_tokens: int = 96, temperature: float = 0.0,
+                  seed: int | None = None) -> list[ChatResult]:
+        """Many conversations (user, first message): on a ``vllm.LLM`` all at once
+        (:func:`ltlagent.agent.vllm_chat.run_chats`), else one after the other with :meth:`run`."""
+        if hasattr(self.model, "llm_engine"):
+            from ltlagent.agent.vllm_chat import run_chats
+
+            return run_chats(self, chats, max_turns=max_turns, max_new_tokens=max_new_tokens,
+                             temperature=temperature, seed=seed)
+        return [self.run(u, f, max_turns=max_turns, max_new_tokens=max_new_tokens,
+                         temperature=temperature, seed=(seed or 0) + k)
+                for k, (u, f) in enumerate(chats)]
+
+
+class Conversation:
+    """One conversation between turns, whatever generates them: the messages, the policy cursor
+    carried across them, and what it cost; :meth:`consume` takes a finished assistant turn."""
+
+    def __init__(self, agent: ChatAgent, user: UserFn, first: str) -> None:
+        self.agent = agent
+        self.user = user
+        self.t0 = time.perf_counter()
+        self.messages: list[dict[str, object]] = []
+        if agent.system is not None:
+            self.messages.append({"role": "system", "content": agent.system})
+        self.messages.append({"role": "user", "content": first})
+        self.result = ChatResult(self.messages, agent.mode)
+        self.cursor = agent.policy.cursor() if agent.policy is not None else None
+        if self.cursor is not None:
+            self.cursor.push_messages(self.messages)
+        self.done = False
+        self._calls = 0
+
+    def wants_turn(self, max_turns: int) -> bool:
+        """Whether the assistant writes another turn (False: the conversation is over)."""
+        if not self.done and self.result.turns >= max_turns:
+            self.result.stop_reason = "max_turns"
+            self.done = True
+        return not self.done
+
+    def consume(self, text: str, used: int, ended: bool) -> bool:
+        """Take one assistant turn (its text, tokens, whether it ended on its own): split and parse
+        it, run the tool or ask the user, and move the policy. True when the conversation goes on."""
+        agent, result, messages = self.agent, self.result, self.messages
+        result.turns += 1
+        result.tokens += used
+        if not ended:
+            result.notes.append(f"turn {result.turns}: cut at the token budget")
+        before, call_text = agent.split(text)
+        msg: dict[str, object] = {"role": "assistant", "content": before if before.strip(BLANK)
+                                  or call_text is None else None}
+        call = None
+        error = None
+        if call_text is not None:
+            try:
+                call = parse_call(call_text, agent.format)
+                if call.name not in agent.schemas:
+                    error = f"unknown tool {call.name!r}"
+            except ToolCallError as e:
+                error = str(e)
+        if call is not None and error is None:
+            self._calls += 1
+            msg["tool_calls"] = [{"id": f"call_{self._calls}", "type": "function", "function": {
+                "name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}]
+        elif error is not None:
+            msg["content"] = text  # what the model wrote, as text
+        start = len(messages)
+        messages.append(msg)
+        if call is not None and error is None:
+            result.calls += 1
+            out = agent.call_tool(call.name, dict(call.arguments))
+            messages.append({"role": "tool", "tool_call_id": f"call_{self._calls}", "content": out})
+        elif error is not None:
+            result.malformed += 1
+            messages.append({"role": "tool", "content": f"error: malformed tool call: {error}"})
+        else:
+            reply = self.user(messages)
+            if reply is None:
+                result.stop_reason = "user"
+                self._push(start)
+                self.done = True
+                return False
+            messages.append({"role": "user", "content": reply})
+        if self._push(start):
+            self.done = True
+        return not self.done
+
+    def _push(self, start: int) -> bool:
+        """Move the policy over the new messages; True (and a note) when one broke it. In mode
+        ``policy`` the model's own steps cannot, except through an assistant-text state with
+        ``:contains`` (decoding cannot see ahead what a text will contain); a user's or a tool's
+        message can, and ends the run."""
+        cursor, messages = self.cursor, self.messages
+        if cursor is None:
+            return False
+        for k in range(start, len(messages)):
+            cursor.push_message(messages[k], k)
+            if cursor.is_dead:
+                self.result.notes.append(f"message {k} ({messages[k].get('role')}) broke the policy")
+                self.result.stop_reason = "dead"
+                return True
+        return False
+
+    def finish(self) -> ChatResult:
+        """The result, with the time taken and the policy's verdict on the transcript."""
+        self.done = True
+        self.result.seconds = time.perf_counter() - self.t0
+        if self.agent.policy is not None:
+            self.result.report = self.agent.policy.check(self.messages)
+        return self.result
 
 
 def _pick(logits: Any, temperature: float, rng: Any) -> int:

@@ -9,7 +9,8 @@ previous one ends. The logits processor
 submits the next turn as a new request on the same token prefix, naming the environment's token
 ranges so the processor replays the trace (vLLM's prefix caching keeps the shared prefix cheap).
 Results are :class:`~ltlagent.agent.runner.RunResult` s of the same shape as the transformers backend's; in
-``usage``, ``forward_calls`` counts requests and ``forward_tokens`` the prompt tokens submitted.
+``usage``, ``forward_calls`` counts requests, ``forward_tokens`` the prompt tokens submitted and
+``cached_tokens`` those the engine's prefix cache already held (not prefilled again).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class _Episode:
         self.log = StepLog(mon, agent.spec)
         self.stop: str | None = None
         self.env_tokens = self.eos_tokens = self.forced_tokens = self.requests = self.submitted = 0
+        self.cached = 0  # prompt tokens the engine's prefix cache already held
         self.t_env = 0.0
         self.t0 = time.perf_counter()
         self.t_end = 0.0
@@ -141,6 +143,7 @@ def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_ne
             if not out.finished or out.request_id not in pending:
                 continue
             k = pending.pop(out.request_id)
+            eps[k].cached += int(getattr(out, "num_cached_tokens", 0) or 0)
             if _consume(agent, eps[k], list(out.outputs[0].token_ids), eos, max_steps, n_ctx):
                 submit(k)  # the environment answered: the next turn, as soon as this one ended
             else:
@@ -223,7 +226,7 @@ def _result(agent: Agent, ep: _Episode, t_index: float, max_steps: int, max_new_
         spec=agent.spec.name,
         usage={"prompt_tokens": len(ep.prompt_ids), "generated_tokens": generated,
                "forced_tokens": ep.forced_tokens, "eos_tokens": ep.eos_tokens, "env_tokens": ep.env_tokens,
-               "forward_tokens": ep.submitted,
+               "forward_tokens": ep.submitted, "cached_tokens": ep.cached,
                "forward_calls": ep.requests},
         timing={"total_s": total, "index_s": t_index, "prefill_s": 0.0, "env_s": ep.t_env,
                 "decode_s": decode_s, "tokens_per_s": generated / decode_s},

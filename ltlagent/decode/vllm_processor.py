@@ -24,7 +24,12 @@ text appended, ``env`` naming its range).
 only torch); :class:`LtlLogitsProcessor` adapts it to ``vllm.v1.sample.logits_processor``. Use it
 offline with ``vllm.LLM(model, logits_processors=[LtlLogitsProcessor])`` or with
 ``vllm serve MODEL --logits-processors ltlagent.decode.vllm_processor:LtlLogitsProcessor``. vLLM's Model
-Runner V2 has another interface: run with ``VLLM_USE_V2_MODEL_RUNNER=0``.
+Runner V2 (the default of vLLM >= 0.32 where Triton runs) loads only processors of its own
+interface: :class:`LtlLogitsProcessorV2` (or ``VLLM_USE_V2_MODEL_RUNNER=0`` and the v1 class).
+
+A chat turn of :class:`~ltlagent.agent.chat.ChatAgent` opts in with ``{"turn": {…}}`` instead
+(:class:`TurnOptions`): its row is a :class:`~ltlagent.decode.chat.TurnCursor`, masked as the
+transformers loop masks it.
 """
 
 from __future__ import annotations
@@ -34,15 +39,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from ltlagent.decode.chat import TurnRule
 from ltlagent.errors import LtlAgentError, UsageError
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
+    from ltlagent.decode.chat import TokenBytes, TurnCursor, TurnIndex
     from ltlagent.decode.masks import Mask
     from ltlagent.decode.monitor import Monitor, TokenIndex
 
-__all__ = ["EXTRA_KEY", "RequestOptions", "MonitorBatch", "LtlLogitsProcessor"]
+__all__ = ["EXTRA_KEY", "RequestOptions", "TurnOptions", "MonitorBatch", "LtlLogitsProcessor",
+           "LtlLogitsProcessorV2"]
 
 #: The key of ``SamplingParams.extra_args`` that holds a request's ltlagent options.
 EXTRA_KEY = "ltlagent"
@@ -112,6 +121,92 @@ class RequestOptions:
             resolve_spec_path(self.spec)
 
 
+@dataclass(frozen=True)
+class TurnOptions:
+    """One chat turn's options, ``extra_args["ltlagent"] = {"turn": {…}}``: the turn rule, every
+    tool's argument schema, the call format, argument regexes and the EOS ids (docs/design.md §14).
+    The request's tokens are masked by the :class:`~ltlagent.decode.chat.TurnIndex` of the rule."""
+
+    key: str  # the options as canonical JSON: turn indexes are shared by equal keys
+    rule: TurnRule
+    schemas: Mapping[str, Mapping[str, object]]
+    format: str
+    fields: Mapping[str, Mapping[str, str]] | None
+    eos: tuple[int, ...]
+
+    @staticmethod
+    def encode(rule: TurnRule, schemas: Mapping[str, Mapping[str, object]], format: str,
+               fields: Mapping[str, Mapping[str, str]] | None, eos: Sequence[int]) -> dict[str, Any]:
+        """The JSON-able ``extra_args`` value of a turn (what :meth:`parse` reads back)."""
+        return {"turn": {"text": rule.text, "first": sorted(rule.tools_first),
+                         "after": sorted(rule.tools_after_text),
+                         "narrow": [[[t, [list(p) for p in pairs]] for t, pairs in phase]
+                                    for phase in rule.narrow],
+                         "schemas": {k: dict(v) for k, v in schemas.items()}, "format": format,
+                         "fields": {k: dict(v) for k, v in fields.items()} if fields else None,
+                         "eos": [int(e) for e in eos]}}
+
+    @classmethod
+    def parse(cls, extra_args: Mapping[str, Any] | None) -> TurnOptions | None:
+        """The turn options in ``extra_args`` (None when the request is not a chat turn)."""
+        raw = extra_args.get(EXTRA_KEY) if extra_args else None
+        if isinstance(raw, str) and raw.lstrip().startswith("{") and '"turn"' in raw:
+            try:
+                raw = json.loads(raw)
+            except ValueError as e:
+                raise UsageError(f"extra_args[{EXTRA_KEY!r}] is not valid JSON: {e}") from None
+        if not isinstance(raw, Mapping) or "turn" not in raw:
+            return None
+        what = f"extra_args[{EXTRA_KEY!r}]['turn']"
+        if len(raw) != 1 or not isinstance(raw["turn"], Mapping):
+            raise UsageError(f"{what} must be the only key, a mapping")
+        t = raw["turn"]
+        unknown = sorted(set(t) - {"text", "first", "after", "narrow", "schemas", "format", "fields",
+                                   "eos"})
+        if unknown:
+            raise UsageError(f"{what}: unknown key {unknown[0]!r}")
+        from ltlagent.text.toolcall import FORMATS
+
+        schemas, fmt = t.get("schemas"), t.get("format", "hermes")
+        if not isinstance(schemas, Mapping) or not all(isinstance(v, Mapping) for v in schemas.values()):
+            raise UsageError(f"{what}['schemas'] must map tool names to JSON schemas")
+        if fmt not in FORMATS:
+            raise UsageError(f"{what}['format'] must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        names = []
+        for key in ("first", "after"):
+            v = t.get(key) or []
+            if isinstance(v, str) or not all(isinstance(x, str) and x in schemas for x in v):
+                raise UsageError(f"{what}[{key!r}] must list tools of 'schemas', got {v!r}")
+            names.append(frozenset(v))
+        eos = t.get("eos") or []
+        if not all(isinstance(e, int) and not isinstance(e, bool) and e >= 0 for e in eos):
+            raise UsageError(f"{what}['eos'] must list token ids, got {eos!r}")
+        try:
+            narrow = tuple(tuple((str(tool), tuple((str(f), str(r)) for f, r in pairs))
+                                 for tool, pairs in phase) for phase in t.get("narrow") or ((), ()))
+        except (TypeError, ValueError):
+            raise UsageError(f"{what}['narrow'] must be [[tool, [[field, regex], …]], …] per phase"
+                             ) from None
+        fields = t.get("fields")
+        if fields is not None and not isinstance(fields, Mapping):
+            raise UsageError(f"{what}['fields'] must map tools to {{field: regex}}")
+        rule = TurnRule(bool(t.get("text", True)), names[0], names[1], narrow)
+        key = json.dumps(t, sort_keys=True)
+        return cls(key, rule, schemas, str(fmt), fields, tuple(int(e) for e in eos))
+
+    def build(self, tokens: TokenBytes) -> TurnIndex:
+        """The turn's index over ``tokens`` (a ``UsageError`` where a schema is refused)."""
+        from ltlagent.decode.chat import TurnIndex, TurnLanguage
+
+        try:
+            lang = TurnLanguage.build(self.rule, self.schemas, self.format, self.fields)
+        except LtlAgentError:
+            raise
+        except ValueError as e:
+            raise UsageError(f"extra_args[{EXTRA_KEY!r}]['turn']: {e}") from None
+        return TurnIndex(lang, tokens)
+
+
 class _Row:
     """One constrained request: its cursor (None: its spec could not be built) and the live list of
     its output tokens."""
@@ -122,6 +217,42 @@ class _Row:
         self.monitor = monitor
         self.output = output  # vLLM's running list (a reference: it grows as tokens are sampled)
         self.seen = 0
+
+
+class _TurnRow:
+    """One chat-turn request: its turn cursor (None: its options could not be built), vLLM's live
+    list of its output tokens, and its token budget."""
+
+    __slots__ = ("cursor", "max_tokens", "output", "seen")
+
+    def __init__(self, cursor: TurnCursor | None, output: list[int], max_tokens: int | None) -> None:
+        self.cursor = cursor
+        self.output = output
+        self.seen = 0
+        self.max_tokens = max_tokens
+
+    def forbidden(self, width: int, eos: np.ndarray) -> np.ndarray:
+        """The row's forbidden tokens (True) over ``width`` logits, after catching up with its
+        sampled tokens: what :meth:`TurnCursor.allowed` allows with the tokens left as budget, as
+        the transformers loop of :class:`~ltlagent.agent.chat.ChatAgent` asks; EOS only where
+        nothing is allowed."""
+        import numpy as np
+
+        cur = self.cursor
+        out = np.ones(width, dtype=bool)
+        if cur is not None:
+            while self.seen < len(self.output) and self.output[self.seen] >= 0 and not cur.is_dead:
+                cur.advance(self.output[self.seen])
+                self.seen += 1
+            if not cur.is_dead and not cur.ended:
+                left = (self.max_tokens - self.seen) if self.max_tokens is not None else 0
+                allowed = cur.allowed(budget=left)
+                k = min(len(allowed), width)
+                out[:k] = ~allowed[:k]
+                if not out.all():
+                    return out
+        out[eos[eos < width]] = False
+        return out
 
 
 class MonitorBatch:
@@ -135,10 +266,12 @@ class MonitorBatch:
     def __init__(self, tokenizer: object, *, cache: bool = True) -> None:
         self.tokenizer = tokenizer
         self.cache = cache
-        self.rows: dict[int, _Row] = {}
+        self.rows: dict[int, _Row | _TurnRow] = {}
         self._indexes: dict[tuple[str, tuple[str, ...] | None, bool], TokenIndex] = {}
         self._dense: dict[tuple[int, int, str], tuple[object, torch.Tensor]] = {}
         self._eos: Mask | None = None
+        self._turns: dict[str, TurnIndex] = {}
+        self._token_bytes: dict[tuple[int, ...], TokenBytes] = {}
 
     # -- indexes
     def index_for(self, opts: RequestOptions) -> TokenIndex:
@@ -156,11 +289,37 @@ class MonitorBatch:
             hit = self._indexes[key] = base.variant(opts.newline)
         return hit
 
+    def turn_index_for(self, opts: TurnOptions) -> TurnIndex:
+        """The turn index of ``opts`` (built once per distinct options, sharing the vocabulary's
+        token bytes between rules)."""
+        hit = self._turns.get(opts.key)
+        if hit is None:
+            tokens = self._token_bytes.get(opts.eos)
+            if tokens is None:
+                from ltlagent.decode.chat import TokenBytes
+                from ltlagent.decode.vocab import vocab_from_tokenizer
+
+                vocab = vocab_from_tokenizer(self.tokenizer, list(opts.eos) or None)
+                tokens = self._token_bytes[opts.eos] = TokenBytes.of(vocab)
+            hit = self._turns[opts.key] = opts.build(tokens)
+        return hit
+
     # -- batch bookkeeping
     def add(self, i: int, extra_args: Mapping[str, Any] | None, prompt_ids: Sequence[int] | None,
             output_ids: list[int], max_tokens: int | None = None) -> bool:
         """Row ``i`` now holds a new request; returns whether it is constrained. A row continuing a
-        trace replays the prompt's trace tokens (``prompt_tokens`` on, environment ranges fed as such)."""
+        trace replays the prompt's trace tokens (``prompt_tokens`` on, environment ranges fed as such).
+        A chat turn (:class:`TurnOptions`) gets a turn cursor instead of a monitor."""
+        turn = TurnOptions.parse(extra_args)
+        if turn is not None:
+            from ltlagent.decode.chat import TurnCursor
+
+            try:
+                cursor: TurnCursor | None = TurnCursor(self.turn_index_for(turn))
+            except LtlAgentError:  # end the request rather than the engine
+                cursor = None
+            self.rows[i] = _TurnRow(cursor, output_ids, max_tokens)
+            return True
         opts = RequestOptions.parse(extra_args)
         if opts is None:
             self.rows.pop(i, None)
@@ -237,6 +396,14 @@ class MonitorBatch:
             self._eos = Mask(len(reading.tokens), allowed=np.asarray(reading.eos, dtype=np.int64))
         return self._eos
 
+    def _turn_eos(self, row: _TurnRow) -> np.ndarray:
+        """A turn row's EOS ids (its vocabulary's, else the tokenizer's)."""
+        if row.cursor is not None:
+            return row.cursor.index.tokens.eos
+        import numpy as np
+
+        return np.asarray(self._eos_mask().allowed_ids(), dtype=np.int64)
+
     def _catch_up(self, row: _Row) -> None:
         """Advance the row's monitor over the tokens sampled since the last step (a token it cannot
         account for, e.g. after an EOS the engine ignored, leaves it dead: EOS only)."""
@@ -250,8 +417,10 @@ class MonitorBatch:
             row.seen += 1
 
     def mask_of(self, i: int) -> Mask:
-        """Row ``i``'s current mask (after catching up with its sampled tokens)."""
+        """Row ``i``'s current mask (after catching up with its sampled tokens); a monitor row."""
         row = self.rows[i]
+        if isinstance(row, _TurnRow):
+            raise UsageError(f"row {i} is a chat turn: its mask is a boolean row (apply)")
         mon = row.monitor
         if mon is None:
             return self._eos_mask()
@@ -275,20 +444,31 @@ class MonitorBatch:
             hit = self._dense[key] = (mask, row.to(cast("torch.device", device)))  # keeps the mask alive
         return hit[1]
 
-    def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        """Set the forbidden logits of every constrained row to -inf, in place (one ``masked_fill_``)."""
+    def apply(self, logits: torch.Tensor, keys: Sequence[int] | None = None) -> torch.Tensor:
+        """Set the forbidden logits of every constrained row to -inf, in place (one ``masked_fill_``).
+        ``keys[r]``: the row key of logits row ``r`` (default: ``r``; Model Runner V2 keys rows by
+        request slot)."""
         if logits.dim() != 2:
             raise ValueError(f"expected logits of shape (batch, vocab), got {tuple(logits.shape)}")
         n, width = logits.shape
-        live = [i for i in self.rows if i < n]
-        if not live:
+        order = list(range(n)) if keys is None else [int(k) for k in keys]
+        if len(order) != n:
+            raise ValueError(f"expected {n} row keys, got {len(order)}")
+        if not any(k in self.rows for k in order):
             return logits
         import torch
 
         free = self._forbidden(None, width, logits.device)
-        masks = {i: self.mask_of(i) for i in live}
-        forb = torch.stack([self._forbidden(masks[i], width, logits.device) if i in masks else free
-                            for i in range(n)])
+        rows: dict[int, torch.Tensor] = {}
+        for i in order:
+            row = self.rows.get(i)
+            if row is None or i in rows:
+                continue
+            if isinstance(row, _TurnRow):
+                rows[i] = torch.from_numpy(row.forbidden(width, self._turn_eos(row))).to(logits.device)
+            else:
+                rows[i] = self._forbidden(self.mask_of(i), width, logits.device)
+        forb = torch.stack([rows.get(i, free) for i in order])
         logits.masked_fill_(forb, float("-inf"))
         return logits
 
@@ -302,10 +482,24 @@ def _load_tokenizer(vllm_config: Any) -> object:
     return AutoTokenizer.from_pretrained(name, trust_remote_code=remote)
 
 
-try:  # the vLLM adapter exists where vLLM is installed
+try:  # the vLLM adapters exist where vLLM is installed
     from vllm.v1.sample.logits_processor import LogitsProcessor as _VllmLogitsProcessor
 except ImportError:  # pragma: no cover - depends on the install
     _VllmLogitsProcessor = object  # type: ignore[assignment,misc]
+try:  # Model Runner V2's interface (vLLM >= 0.32)
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as _VllmV2LogitsProcessor
+except ImportError:  # pragma: no cover - depends on the install
+    _VllmV2LogitsProcessor = object  # type: ignore[assignment,misc]
+
+
+def _validate(sampling_params: Any) -> None:
+    """Reject malformed ltlagent options and unknown or invalid specs (a ``ValueError``)."""
+    extra = getattr(sampling_params, "extra_args", None)
+    if TurnOptions.parse(extra) is not None:
+        return
+    opts = RequestOptions.parse(extra)
+    if opts is not None:
+        opts.check_spec()
 
 
 class LtlLogitsProcessor(_VllmLogitsProcessor):  # type: ignore[misc,valid-type]
@@ -318,9 +512,7 @@ class LtlLogitsProcessor(_VllmLogitsProcessor):  # type: ignore[misc,valid-type]
     def validate_params(cls, sampling_params: Any) -> None:
         """Reject malformed ltlagent options and unknown or invalid specs when the request arrives
         (a ``ValueError``: HTTP 400 when served)."""
-        opts = RequestOptions.parse(getattr(sampling_params, "extra_args", None))
-        if opts is not None:
-            opts.check_spec()
+        _validate(sampling_params)
 
     def is_argmax_invariant(self) -> bool:
         return False  # it changes which token greedy decoding picks
@@ -330,3 +522,57 @@ class LtlLogitsProcessor(_VllmLogitsProcessor):  # type: ignore[misc,valid-type]
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         return self.batch.apply(logits)
+
+
+class LtlLogitsProcessorV2(_VllmV2LogitsProcessor):  # type: ignore[misc,valid-type]
+    """The same processor for vLLM's Model Runner V2 (``vllm.v1.worker.gpu.sample.logits_processor``,
+    vLLM >= 0.32): rows are keyed by request slot; a request's prompt and sampled tokens are read
+    from the runner's per-slot token buffer (``req_states.all_token_ids`` up to ``total_len``).
+    Not with speculative decoding (a request's draft rows would share one mask)."""
+
+    def __init__(self, vllm_config: Any, req_states: Any) -> None:
+        self.batch = MonitorBatch(_load_tokenizer(vllm_config))
+        self.states = req_states
+        self.new: dict[int, Any] = {}  # slot → sampling params, its prompt not read yet
+        self.outputs: dict[int, tuple[int, list[int]]] = {}  # slot → (prompt length, output)
+
+    @classmethod
+    def validate_params(cls, sampling_params: Any) -> None:
+        """As :meth:`LtlLogitsProcessor.validate_params`."""
+        _validate(sampling_params)
+
+    def add_request(self, req_idx: int, sampling_params: Any) -> bool:
+        """A request enters slot ``req_idx``: whether it opts in (its row is built at the next
+        :meth:`apply`, once its tokens are in the runner's buffer)."""
+        self.batch.remove(req_idx)
+        self.new.pop(req_idx, None)
+        self.outputs.pop(req_idx, None)
+        extra = getattr(sampling_params, "extra_args", None)
+        if TurnOptions.parse(extra) is None and RequestOptions.parse(extra) is None:
+            return False
+        self.new[req_idx] = sampling_params
+        return True
+
+    def _sync(self, slot: int) -> None:
+        """Build slot's row on its first step; append the tokens sampled since the last one."""
+        st = self.states
+        params = self.new.pop(slot, None)
+        if params is not None:
+            plen = int(st.prompt_len.np[slot])
+            prompt = [int(t) for t in st.all_token_ids.gpu[slot, :plen].tolist()]
+            out: list[int] = []
+            self.outputs[slot] = (plen, out)
+            self.batch.add(slot, getattr(params, "extra_args", None), prompt, out,
+                           getattr(params, "max_tokens", None))
+        hit = self.outputs.get(slot)
+        if hit is not None:
+            plen, out = hit
+            total = int(st.total_len.gpu[slot])
+            if plen + len(out) < total:
+                out += [int(t) for t in st.all_token_ids.gpu[slot, plen + len(out):total].tolist()]
+
+    def apply(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
+        slots = [int(s) for s in ctx.expanded_idx_mapping.tolist()]
+        for slot in dict.fromkeys(slots):
+            self._sync(slot)
+        return self.batch.apply(logits, slots)
