@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from validation.chat_experiment import EXAMPLES, Task, main, make_tasks  # noqa: E402
+from validation.chat_experiment import EXAMPLES, Task, main, make_tasks
 
 
 def _episodes(out: Path) -> list[dict[str, object]]:
