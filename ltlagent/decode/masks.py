@@ -23,6 +23,8 @@ __all__ = ["Mask", "SPARSE_LIMIT", "ALLOWED_LIMIT", "apply_rows"]
 #: 4000 10 µs; fill + copy of 10 ids 19 µs, of 1000 15 µs; add_ of a bias 12 µs; masked_fill_ 47 µs).
 SPARSE_LIMIT = 4096
 ALLOWED_LIMIT = 1024
+#: :meth:`Mask.allows` keeps the ids in a set up to this many, and searches the sorted array beyond.
+SET_LIMIT = 256
 
 
 def _complement(ids: np.ndarray, size: int) -> np.ndarray:
@@ -83,9 +85,15 @@ class Mask:
     def allows(self, tok: int) -> bool:
         if tok < 0 or tok >= self.size:
             return False
-        if self._set is None:
-            self._set = frozenset((self._allowed if self._allowed is not None else self._forbidden).tolist())
-        return (tok in self._set) == (self._allowed is not None)
+        s = self._set
+        if s is None:
+            ids = self._allowed if self._allowed is not None else self._forbidden
+            assert ids is not None
+            if ids.size > SET_LIMIT:  # a binary search: no set of thousands of ids built mid-decoding
+                j = int(np.searchsorted(ids, tok))
+                return (j < ids.size and int(ids[j]) == tok) == (self._allowed is not None)
+            s = self._set = frozenset(ids.tolist())
+        return (tok in s) == (self._allowed is not None)
 
     def _bias(self, dtype: object, device: object, width: int) -> torch.Tensor:
         """A cached 0/-inf row of ``width`` logits (ids beyond the vocabulary: -inf)."""

@@ -12,13 +12,17 @@ from __future__ import annotations
 from ltlagent.decode.machine import ByteEvent, Machine
 from ltlagent.decode.masks import Mask
 
-__all__ = ["IndexMemo", "Move", "TokenStep"]
+__all__ = ["FastStep", "IndexMemo", "Move", "TokenStep"]
 
 #: A text token fed from a machine state: (next state or -1, events with the byte offset after each).
 TokenStep = tuple[int, tuple[tuple[ByteEvent, int], ...]]
 #: What a cursor needs of a token in a state, whatever its count: (next state, events, whether a
 #: state is entered, why the text ended, the ``:max-tokens`` of the free text it leads to).
 Move = tuple[int, tuple[tuple[ByteEvent, int], ...], bool, "str | None", "int | None"]
+#: A token a cursor without budget may take in one dict lookup (nothing but text happens: no event,
+#: no ``:max-tokens``, complete UTF-8): (next state, the token's bytes, its text, the next state's
+#: base mask or None if not computed yet, the next state's row of fast steps).
+FastStep = tuple[int, bytes, str, "Mask | None", "dict[int, FastStep]"]
 
 
 class IndexMemo:
@@ -36,3 +40,6 @@ class IndexMemo:
         self.disk_key: str | None = None  # the index's cache key, when masks persist (ltlagent.decode.warm)
         self.warm: tuple[str, int] | None = None  # (masks entry, masks loaded or last saved)
         self.precomputed = False  # every reachable state's mask was computed (TokenIndex.precompute)
+        #: eos_ends_text -> state -> token -> fast step (learnt by cursors on their slow steps)
+        self.fast: dict[bool, dict[int, dict[int, FastStep]]] = {False: {}, True: {}}
+        self.fast_steps = True  # cursors learn and take fast steps (off: every step the slow way; tests)
