@@ -550,6 +550,7 @@ class Monitor:
         self._fast = self.index._memo.fast[self._ets]
         self._row: Mapping[int, FastStep] = _NO_STEPS
         self._mk: Mask | None = None
+        self._halt = False  # dead, waiting for the environment or finished: follow() ignores tokens
         self.reset()
 
     # budgets and EOS handling are attributes that keep the cached fast-step row and mask in step
@@ -590,6 +591,7 @@ class Monitor:
         UTF-8 bytes held back)."""
         plain = self._max_new is None and self._max_steps is None
         self._mk = self.index._memo.masks.get((self._sid, self._ets)) if plain else None
+        self._halt = self._dead or self.index._memo.machine.keys[self._sid].mode >= ENV
         if plain and not self._dead and not self._held and self.index._memo.fast_steps:
             row = self._fast.get(self._sid)
             if row is None:
@@ -749,6 +751,39 @@ class Monitor:
         elif mode >= ENV:
             return
         self._consume(tok, False, masked)
+
+    @staticmethod
+    def follow_rows(monitors: Sequence[Monitor], tokens: Sequence[int]) -> list[int]:
+        """:meth:`follow` (unmasked) ``tokens[i]`` on ``monitors[i]`` for every row of a batch (distinct
+        cursors); the rows whose cursor has just entered an ``:env-input`` state. A row whose
+        (state, token) pair was seen before costs one dict lookup."""
+        paused = []
+        for i, (mon, tok) in enumerate(zip(monitors, tokens)):
+            hit = mon._row.get(tok)
+            if hit is not None:  # a fast step: as in advance (never enters a state)
+                mon._sid, data, _text, mon._mk, mon._row = hit
+                mon._count += 1
+                mon._ngen += 1
+                mon._ntok += 1
+                mon._buf += data
+                mon._settled += len(data)
+                continue
+            if mon._halt:  # stopped: what follows is padding
+                continue
+            mon.follow(tok)
+            if mon.waiting_for_env:
+                paused.append(i)
+        return paused
+
+    @staticmethod
+    def stopped_of(monitors: Sequence[Monitor]) -> list[bool]:
+        """:attr:`is_stopped` of every cursor of a batch."""
+        return [mon._halt or mon._nothing_more() for mon in monitors]
+
+    @staticmethod
+    def masks_of(monitors: Sequence[Monitor]) -> list[Mask]:
+        """:meth:`current_mask` of every cursor of a batch."""
+        return [mon._mk if mon._mk is not None and not mon._dead else mon.current_mask() for mon in monitors]
 
     def abandon(self) -> None:
         """Give up on this trace: the cursor is dead from now on (EOS only), e.g. when a caller
