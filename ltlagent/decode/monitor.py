@@ -48,7 +48,7 @@ from ltlagent.decode.machine import (
     decode_event,
 )
 from ltlagent.decode.masks import Mask
-from ltlagent.decode.memo import FastStep, IndexMemo, Move, TokenStep
+from ltlagent.decode.memo import FastEnter, FastStep, IndexMemo, Move, TokenStep
 from ltlagent.decode.steering import Steering
 from ltlagent.decode.vocab import (
     FirstByteIndex,
@@ -363,7 +363,19 @@ class TokenIndex:
             # the objects just made would otherwise trigger a full collection during the first
             # decoding steps (a 40 ms pause measured at 128k tokens): take it now, at build time
             gc.collect()
+            self._warm_up()
         return n
+
+    def _warm_up(self) -> None:
+        """Take one step from the start now, at build time: the first step on a fresh index
+        otherwise pays 0.1-0.3 ms (measured at 128k tokens) for memory and tables touched first."""
+        start = self._memo.machine.start
+        for ets in (False, True):
+            mk = self.mask(start, ets)
+            ids = mk.allowed_ids()
+            if ids.size:
+                mk.allows(int(ids[0]))
+                self.advance(start, 0, int(ids[0]), ets)
 
     def _live_bytes(self, sid: int) -> np.ndarray:
         """bool[256]: the bytes the machine accepts in ``sid``."""
@@ -698,14 +710,19 @@ class Monitor:
         finished, or waits for the environment)."""
         hit = self._row.get(token_id)
         if hit is not None:  # a fast step (FastStep; the same bookkeeping as in follow, inlined)
-            self._sid, data, text, self._mk, self._row = hit
-            self._count += 1
+            self._sid, data, text, self._mk, self._row, enter = hit
             self._ngen += 1
             self._ntok += 1
             at = self._settled
-            self._buf += data
             self._settled = at + len(data)
-            return [Event("text", None, False, None, text, at)]
+            if enter is None:
+                self._count += 1
+                self._buf += data
+                return [Event("text", None, False, None, text, at)]
+            self._count = 0
+            self._enter(len(self._buf), enter)
+            self._buf += data
+            return [Event("text", None, False, None, text, at), enter[4]]
         tok = int(token_id)
         mode = self.index._memo.machine.keys[self._sid].mode
         if mode == ENV:
@@ -731,10 +748,14 @@ class Monitor:
         (:meth:`current_mask`) and ignores everything after."""
         hit = self._row.get(token_id)
         if hit is not None:  # a fast step: as in advance
-            self._sid, data, _text, self._mk, self._row = hit
-            self._count += 1
+            self._sid, data, _text, self._mk, self._row, enter = hit
             self._ngen += 1
             self._ntok += 1
+            if enter is None:
+                self._count += 1
+            else:
+                self._count = 0
+                self._enter(len(self._buf), enter)
             self._buf += data
             self._settled += len(data)
             return
@@ -760,11 +781,15 @@ class Monitor:
         paused = []
         for i, (mon, tok) in enumerate(zip(monitors, tokens)):
             hit = mon._row.get(tok)
-            if hit is not None:  # a fast step: as in advance (never enters a state)
-                mon._sid, data, _text, mon._mk, mon._row = hit
-                mon._count += 1
+            if hit is not None:  # a fast step: as in follow (never enters an :env-input state)
+                mon._sid, data, _text, mon._mk, mon._row, enter = hit
                 mon._ngen += 1
                 mon._ntok += 1
+                if enter is None:
+                    mon._count += 1
+                else:
+                    mon._count = 0
+                    mon._enter(len(mon._buf), enter)
                 mon._buf += data
                 mon._settled += len(data)
                 continue
@@ -829,8 +854,9 @@ class Monitor:
         base = len(self._buf)
         self._buf += data
         delta, at = self._decode(data)
-        if not evs and reason is None and not held0 and not self._held and delta and idx._memo.fast_steps:
-            self._learn(s0, tok, sid, data, delta, checked)
+        if (reason is None and len(evs) <= 1 and not held0 and not self._held and delta
+                and idx._memo.fast_steps):
+            self._learn(s0, tok, sid, data, delta, checked, evs)
         if delta and report:
             out.append(Event("text", text=delta, at=at))
         tables = idx.tables
@@ -862,18 +888,28 @@ class Monitor:
                     out.append(Event("end", state=self.state, reason=reason))
         return out
 
-    def _learn(self, s0: int, tok: int, s2: int, data: bytes, text: str, checked: bool) -> None:
-        """Keep ``tok`` in ``s0`` (a step with nothing but text) as a fast step, when it is one for
-        every cursor without budget: allowed by the base mask, no ``:max-tokens`` after it, and its
-        bytes complete UTF-8 text by themselves."""
+    def _learn(self, s0: int, tok: int, s2: int, data: bytes, text: str, checked: bool,
+               evs: tuple[tuple[ByteEvent, int], ...]) -> None:
+        """Keep ``tok`` in ``s0`` (a step with text and at most a state entered, not an
+        ``:env-input`` one) as a fast step, when it is one for every cursor without budget: allowed
+        by the base mask, no ``:max-tokens`` after it, and its bytes complete UTF-8 text by themselves."""
         idx = self.index
+        enter: FastEnter | None = None
+        if evs:
+            ev, off = evs[0]
+            k = ev.arg
+            if ev.kind != EventKind.ENTER or idx.tables.env[k]:
+                return
+            enter = (k, off - idx.tables.kw_len[k], off, ev.forced,
+                     Event("enter", state=idx.tables.names[k], forced=ev.forced))
         memo = idx._memo
         m = memo.machine
         if m.keys[s0].mode not in (FREE, END) or (not idx.vocab.eos_ids and m.complete(s0)
                                                   and not m.allowed_next(s0)):
             return  # a cursor there is finished or waits: advance raises
         move = memo.moves.get((s0, tok))
-        if move is None or move[4] is not None or text.encode("utf-8") != data:
+        mt = move[4] if move is not None else None  # after a state entered the count starts at 0
+        if move is None or (mt is not None and (enter is None or mt <= 0)) or text.encode("utf-8") != data:
             return
         if not checked and not idx.mask(s0, self._ets).allows(tok):
             return
@@ -884,7 +920,16 @@ class Monitor:
         src = fast.get(s0)
         if src is None:
             src = fast[s0] = {}
-        src[tok] = (s2, data, text, memo.masks.get((s2, self._ets)), row)
+        src[tok] = (s2, data, text, memo.masks.get((s2, self._ets)), row, enter)
+
+    def _enter(self, base: int, enter: FastEnter) -> None:
+        """The record of a fast step that enters a state (as :meth:`_step` keeps it); ``base``: the
+        text's length before the token."""
+        k, prompt, start, forced, _ev = enter
+        segs = self._segs
+        if segs and segs[-1].end is None:
+            segs[-1] = segs[-1]._replace(end=base + prompt)
+        segs.append(Segment(k, base + start, base + prompt, self._ntok - 1, forced))
 
     def _decode(self, data: bytes) -> tuple[str, int]:
         """Decode ``data`` just appended: (the text now complete, its byte offset in the text)."""
