@@ -160,15 +160,17 @@ def test_strict_mode_reports_an_overridden_mask() -> None:
 
 
 @pytest.mark.parametrize("extra", [0, 7])
-def test_apply_rows_equals_row_by_row(extra: int) -> None:
+@pytest.mark.parametrize("size", [6000, 3000])
+def test_apply_rows_equals_row_by_row(extra: int, size: int) -> None:
     """The batched application gives exactly the row-by-row result, for every kind of mask (few
-    allowed, few forbidden, dense bias), shared masks, and logits wider than the vocabulary."""
+    allowed, few forbidden, dense bias), shared masks, and logits wider than the vocabulary; with
+    3000 logits the 15 rows take the stacked boolean rows (``DENSE_LIMIT``), with 6000 the sparse
+    operations."""
     import numpy as np
     import torch
 
     from ltlagent.decode.masks import Mask, apply_rows
 
-    size = 6000
     rng = np.random.default_rng(0)
     masks = [Mask(size, allowed=np.asarray([5])), Mask(size, allowed=rng.choice(size, 900, replace=False)),
              Mask(size, forbidden=rng.choice(size, 300, replace=False)),

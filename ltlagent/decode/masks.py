@@ -16,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Mask", "SPARSE_LIMIT", "ALLOWED_LIMIT", "apply_rows"]
+__all__ = ["Mask", "SPARSE_LIMIT", "ALLOWED_LIMIT", "DENSE_LIMIT", "apply_rows"]
 
 #: Up to this many forbidden ids ``index_fill_`` beats a dense bias, up to this many allowed ids
 #: -inf plus a copy does (measured here on 128k float32 logits: index_fill_ of 1000 ids 3.4 µs, of
@@ -25,6 +25,10 @@ SPARSE_LIMIT = 4096
 ALLOWED_LIMIT = 1024
 #: :meth:`Mask.allows` keeps the ids in a set up to this many, and searches the sorted array beyond.
 SET_LIMIT = 256
+#: :func:`apply_rows` on at most this many logits stacks cached boolean rows and makes one
+#: ``masked_fill_`` (measured at 3072 logits: 7 µs against 12 µs sparse at 1 row, 43 against 71 µs
+#: at 8 rows; from 64 rows on the sparse operations win, and at 128k logits already at 1 row).
+DENSE_LIMIT = 1 << 16
 
 
 def _complement(ids: np.ndarray, size: int) -> np.ndarray:
@@ -95,6 +99,20 @@ class Mask:
             s = self._set = frozenset(ids.tolist())
         return (tok in s) == (self._allowed is not None)
 
+    def forbidden_row(self, device: object, width: int) -> torch.Tensor:
+        """A cached boolean row of ``width``: True where the token is forbidden (ids beyond the
+        vocabulary too)."""
+        import torch
+
+        key = ("m", device, width)
+        row = self._tensors.get(key)
+        if row is None:
+            r = torch.ones(width, dtype=torch.bool, device=device)  # type: ignore[arg-type]
+            a = self.allowed_ids()
+            r[torch.as_tensor(a[a < width], device=device)] = False  # type: ignore[arg-type]
+            row = self._tensors[key] = r
+        return row  # type: ignore[return-value]
+
     def _bias(self, dtype: object, device: object, width: int) -> torch.Tensor:
         """A cached 0/-inf row of ``width`` logits (ids beyond the vocabulary: -inf)."""
         import torch
@@ -163,6 +181,12 @@ def apply_rows(masks: Sequence[Mask], scores: torch.Tensor) -> None:
         raise ValueError("expected contiguous scores (a view of the flattened rows is filled in place)")
     width = scores.shape[1]
     dev = scores.device
+    if len(masks) * width <= DENSE_LIMIT:  # small: one masked_fill_ of cached boolean rows
+        if len(masks) == 1:
+            scores.masked_fill_(masks[0].forbidden_row(dev, width), float("-inf"))
+        else:
+            scores.masked_fill_(torch.stack([mk.forbidden_row(dev, width) for mk in masks]), float("-inf"))
+        return
     if len(masks) == 1:
         masks[0].apply(scores[0])
         return
