@@ -236,3 +236,21 @@ def test_rows_stepped_in_place_equal_cursors_that_follow_each_row(budget: int | 
                                      tuple(mon.segments), mon.is_dead)
         assert torch.equal(got, want)
         assert proc.stopping(x, scores).tolist() == [mon.is_stopped for mon in ref]
+
+
+def test_mask_allows_as_a_set_and_as_packed_bits() -> None:
+    """``Mask.allows`` answers from a set of the smaller side, or from packed bits when that side
+    is large (``SET_LIMIT``): the same answers as the allowed ids."""
+    import numpy as np
+
+    from ltlagent.decode.masks import SET_LIMIT, Mask
+
+    rng = np.random.default_rng(0)
+    size = 5000
+    for n in (5, SET_LIMIT + 1, 900, size // 2 + 7):
+        for kind in ("allowed", "forbidden"):
+            mk = Mask(size, **{kind: rng.choice(size, n, replace=False)})
+            want = np.zeros(size, dtype=bool)
+            want[mk.allowed_ids()] = True
+            assert [mk.allows(t) for t in range(size)] == want.tolist()
+            assert not mk.allows(-1) and not mk.allows(size)

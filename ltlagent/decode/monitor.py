@@ -364,6 +364,7 @@ class TokenIndex:
             # decoding steps (a 40 ms pause measured at 128k tokens): take it now, at build time
             gc.collect()
             self._warm_up()
+            m.reserve(2 * len(m.keys) + 256)  # states first met mid-decoding (inside quiet tokens)
         return n
 
     def _warm_up(self) -> None:
