@@ -87,19 +87,27 @@ class Mask:
             return self._allowed
         return _complement(self._forbidden, self.size)  # type: ignore[arg-type]
 
-    def allows(self, tok: int) -> bool:
-        if tok < 0 or tok >= self.size:
-            return False
+    def prepare(self) -> frozenset[int] | bytes:
+        """Build the lookup :meth:`allows` uses (done on first use; precomputed indexes do it at
+        build time: a 128k-token row of bits cost up to ms of fresh memory mid-decoding)."""
         s = self._set
         if s is None:
             ids = self._allowed if self._allowed is not None else self._forbidden
             assert ids is not None
-            if ids.size > SET_LIMIT:  # packed bits: no set of thousands of ids built mid-decoding
+            if ids.size > SET_LIMIT:  # packed bits: no set of thousands of ids
                 bits = np.zeros(self.size, dtype=bool)
                 bits[ids] = True
                 s = self._set = np.packbits(bits, bitorder="little").tobytes()
             else:
                 s = self._set = frozenset(ids.tolist())
+        return s
+
+    def allows(self, tok: int) -> bool:
+        if tok < 0 or tok >= self.size:
+            return False
+        s = self._set
+        if s is None:
+            s = self.prepare()
         if isinstance(s, bytes):
             return bool(s[tok >> 3] >> (tok & 7) & 1) == (self._allowed is not None)
         return (tok in s) == (self._allowed is not None)

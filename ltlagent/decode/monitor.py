@@ -359,6 +359,8 @@ class TokenIndex:
                     self.mask(sid, et)
                     n += 1
         self._memo.precomputed = True
+        for mk in masks.values():  # their membership lookups too (allows: the first step of a token)
+            mk.prepare()
         if n:
             # the objects just made would otherwise trigger a full collection during the first
             # decoding steps (a 40 ms pause measured at 128k tokens): take it now, at build time
