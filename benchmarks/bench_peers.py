@@ -11,7 +11,9 @@ sets are compared at every step of the timed sequences (differences are counted 
 Per step: the engine's mask for the current state into its own form (ltlagent: the cached
 :class:`~ltlagent.decode.masks.Mask`; the engines: a 32-bit-word bitmask) + consuming the sampled token.
 Masks are not applied to logits here (``bench_monitor.py`` reports ``Mask.apply``). One thread.
-Figures are printed, never asserted.
+The first pass is also timed in the thread's CPU time (a step's wall time less the time the process
+was preempted), and the garbage collections during ltlagent's timed passes are listed (a gc
+callback). Figures are printed, never asserted.
 """
 
 from __future__ import annotations
