@@ -858,7 +858,7 @@ class Monitor:
         self._buf += data
         delta, at = self._decode(data)
         if (reason is None and len(evs) <= 1 and not held0 and not self._held and delta
-                and idx._memo.fast_steps):
+                and self._max_new is None and self._max_steps is None and idx._memo.fast_steps):
             self._learn(s0, tok, sid, data, delta, checked, evs)
         if delta and report:
             out.append(Event("text", text=delta, at=at))
