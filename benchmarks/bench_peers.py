@@ -11,13 +11,16 @@ sets are compared at every step of the timed sequences (differences are counted 
 Per step: the engine's mask for the current state into its own form (ltlagent: the cached
 :class:`~ltlagent.decode.masks.Mask`; the engines: a 32-bit-word bitmask) + consuming the sampled token.
 Masks are not applied to logits here (``bench_monitor.py`` reports ``Mask.apply``). One thread.
-Figures are printed, never asserted.
+The first pass is also timed in the thread's CPU time (a step's wall time less the time the process
+was preempted), and the garbage collections during ltlagent's timed passes are listed (a gc
+callback). Figures are printed, never asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import codecs
+import gc
 import os
 import statistics
 import sys
@@ -160,21 +163,28 @@ def our_tokens(index: object, text: str) -> list[int]:
 
 # --- the timed steps ------------------------------------------------------------------------------
 
-def ours_steps(index: object, ids: list[int], reps: int) -> tuple[list[list[float]], list[np.ndarray]]:
+def ours_steps(index: object, ids: list[int], reps: int, cpu_passes: list[list[float]],
+               ) -> tuple[list[list[float]], list[np.ndarray]]:
     """ltlagent: per pass, the seconds of each step (pass 0 on a fresh index computes the masks),
-    and the allowed ids before each token and after the last (an untimed pass)."""
+    and the allowed ids before each token and after the last (an untimed pass); the CPU seconds of
+    the thread per step are appended to ``cpu_passes`` (a step's wall time less the time the
+    process was preempted)."""
     from ltlagent.decode.monitor import Monitor
 
     passes: list[list[float]] = []
     for _ in range(reps):
         mon = Monitor(index, eos_ends_text=False)  # type: ignore[arg-type]
         times = []
+        cpu = []
         for t in ids:
+            c0 = time.thread_time_ns()
             t0 = time.perf_counter_ns()
             mon._mask().forced  # noqa: B018 - the mask (and forced token) for this step
             mon.advance(t)
             times.append((time.perf_counter_ns() - t0) / 1e9)
+            cpu.append((time.thread_time_ns() - c0) / 1e9)
         passes.append(times)
+        cpu_passes.append(cpu)
     mon = Monitor(index, eos_ends_text=False)  # type: ignore[arg-type]
     allowed = []
     for t in ids:
@@ -184,7 +194,8 @@ def ours_steps(index: object, ids: list[int], reps: int) -> tuple[list[list[floa
     return passes, allowed
 
 
-def llg_steps(eng: Llg, ids: list[int], reps: int, size: int) -> tuple[list[list[float]], list[np.ndarray]]:
+def llg_steps(eng: Llg, ids: list[int], reps: int, size: int, cpu_passes: list[list[float]],
+              ) -> tuple[list[list[float]], list[np.ndarray]]:
     """llguidance: per pass, the seconds of each step (pass 0: a fresh copy of the compiled matcher;
     later passes: the same matcher ``reset()``); and the allowed ids per step (an untimed pass)."""
     import torch
@@ -197,14 +208,18 @@ def llg_steps(eng: Llg, ids: list[int], reps: int, size: int) -> tuple[list[list
         if r:
             m.reset()  # type: ignore[attr-defined]  # same matcher: what it learnt is kept
         times = []
+        cpu = []
         for t in ids:
+            c0 = time.thread_time_ns()
             t0 = time.perf_counter_ns()
             m.unsafe_compute_mask_ptr(ptr, nbytes)  # type: ignore[attr-defined]
             ok = m.consume_token(t)  # type: ignore[attr-defined]
             times.append((time.perf_counter_ns() - t0) / 1e9)
+            cpu.append((time.thread_time_ns() - c0) / 1e9)
             if not ok:
                 raise RuntimeError(f"llguidance refused token {t}: {m.get_error()}")  # type: ignore[attr-defined]
         passes.append(times)
+        cpu_passes.append(cpu)
     m = eng.fresh()
     allowed = []
     for t in ids:
@@ -214,7 +229,8 @@ def llg_steps(eng: Llg, ids: list[int], reps: int, size: int) -> tuple[list[list
     return passes, allowed
 
 
-def xgr_steps(eng: Xgr, ids: list[int], reps: int, size: int) -> tuple[list[list[float]], list[np.ndarray]]:
+def xgr_steps(eng: Xgr, ids: list[int], reps: int, size: int, cpu_passes: list[list[float]],
+              ) -> tuple[list[list[float]], list[np.ndarray]]:
     """XGrammar: as :func:`llg_steps` (pass 0 a fresh ``GrammarMatcher``, then ``reset()``)."""
     bm = eng.xgr.allocate_token_bitmask(1, eng.info.vocab_size)
     passes: list[list[float]] = []
@@ -223,14 +239,18 @@ def xgr_steps(eng: Xgr, ids: list[int], reps: int, size: int) -> tuple[list[list
         if r:
             m.reset()  # type: ignore[attr-defined]
         times = []
+        cpu = []
         for t in ids:
+            c0 = time.thread_time_ns()
             t0 = time.perf_counter_ns()
             m.fill_next_token_bitmask(bm)  # type: ignore[attr-defined]
             ok = m.accept_token(t)  # type: ignore[attr-defined]
             times.append((time.perf_counter_ns() - t0) / 1e9)
+            cpu.append((time.thread_time_ns() - c0) / 1e9)
             if not ok:
                 raise RuntimeError(f"XGrammar refused token {t}")
         passes.append(times)
+        cpu_passes.append(cpu)
     m = eng.fresh()
     allowed = []
     for t in ids:
@@ -274,13 +294,40 @@ def classify(ours: list[np.ndarray], theirs: list[np.ndarray], before: list[byte
     return out
 
 
-def summary(passes: list[list[float]]) -> dict[str, float]:
-    """Pass 0 (first), the later passes, and the first step of each later pass, in µs."""
+class GcLog:
+    """The garbage collections while installed (``with``): (generation, ms) each."""
+
+    def __init__(self) -> None:
+        self.done: list[tuple[int, float]] = []
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.done.append((info["generation"], 1e3 * (time.perf_counter() - self._began)))
+
+    def __enter__(self) -> GcLog:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
+def summary(passes: list[list[float]], cpu: list[list[float]] | None = None) -> dict[str, float]:
+    """Pass 0 (first), the later passes, and the first step of each later pass, in µs; with
+    ``cpu`` (the same passes in thread CPU time) the first pass's p99 and max in CPU time too."""
     later = [t for p in passes[1:] for t in p]
     firsts = [p[0] for p in passes[1:]]
-    return {"cold_med_us": 1e6 * statistics.median(passes[0]), "cold_p99_us": 1e6 * pct(passes[0], 99),
-            "med_us": 1e6 * statistics.median(later), "p99_us": 1e6 * pct(later, 99),
-            "step0_us": 1e6 * statistics.median(firsts)}
+    out = {"cold_med_us": 1e6 * statistics.median(passes[0]), "cold_p99_us": 1e6 * pct(passes[0], 99),
+           "cold_max_us": 1e6 * max(passes[0]),
+           "med_us": 1e6 * statistics.median(later), "p99_us": 1e6 * pct(later, 99),
+           "step0_us": 1e6 * statistics.median(firsts)}
+    if cpu is not None:
+        out["cold_cpu_p99_us"] = 1e6 * pct(cpu[0], 99)
+        out["cold_cpu_max_us"] = 1e6 * max(cpu[0])
+    return out
 
 
 def run(size: int, reps: int, precompute: bool = True) -> dict[str, object]:
@@ -316,27 +363,34 @@ def run(size: int, reps: int, precompute: bool = True) -> dict[str, object]:
         our_compile = time.perf_counter() - t0
         ours_first: list[float] = []
         ours_rest: list[list[float]] = []
+        cpu_first: list[float] = []
         allowed_here: list[np.ndarray] = []
-        for ids in seqs:
-            ps, a = ours_steps(timed, ids, reps + 1)
-            ours_first += ps[0]
-            ours_rest += ps[1:]
-            allowed_here += a
+        with GcLog() as gcs:  # collections during the timed passes
+            for ids in seqs:
+                cpu: list[list[float]] = []
+                ps, a = ours_steps(timed, ids, reps + 1, cpu)
+                ours_first += ps[0]
+                ours_rest += ps[1:]
+                cpu_first += cpu[0]
+                allowed_here += a
         ours_allowed = ours_allowed or allowed_here
-        res[label] = {"compile_s": our_compile, **summary([ours_first, *ours_rest])}
+        res[label] = {"compile_s": our_compile, **summary([ours_first, *ours_rest], [cpu_first]),
+                      "gc": gcs.done}
     for name, eng in engines.items():
         fn = llg_steps if name == "llguidance" else xgr_steps
         passes: list[list[float]] = []
+        cpus: list[list[float]] = []
         allowed: list[np.ndarray] = []
         for ids in seqs:
-            ps, a = fn(eng, ids, reps + 1, index.vocab_size)  # type: ignore[operator]
+            ps, a = fn(eng, ids, reps + 1, index.vocab_size, cpus)  # type: ignore[operator]
             passes += ps  # each sequence's passes: pass 0 of both sequences counted as first passes
             allowed += a
         firsts = [p for i, p in enumerate(passes) if i % (reps + 1) == 0]
         rest = [p for i, p in enumerate(passes) if i % (reps + 1) != 0]
+        cpu_firsts = [t for i, p in enumerate(cpus) if i % (reps + 1) == 0 for t in p]
         res[name] = {"version": package_version(name), "tok_s": eng.tok_s,  # type: ignore[attr-defined]
                      "compile_s": eng.compile_s,  # type: ignore[attr-defined]
-                     **summary([[t for p in firsts for t in p], *rest]),
+                     **summary([[t for p in firsts for t in p], *rest], [cpu_firsts]),
                      "masks": classify(ours_allowed, allowed, before, v, name)}
     return res
 
@@ -380,7 +434,21 @@ def table(results: list[dict[str, object]]) -> str:
             m: dict[str, int] = e["masks"]  # type: ignore[assignment]
             masks.append(f"| {r['size']} | {name} | {m['steps']} | {m['equal']} | {m['utf8']} | "
                          f"{m['forced']} | {m['other']} |")
-    return "\n".join(out) + "\n\n" + "\n".join(masks)
+    first = ["| vocab | engine | first pass per step: p99, max (wall) | p99, max (thread CPU time) | "
+             "garbage collections during the timed passes |", "|---|---|---|---|---|"]
+    for r in results:
+        for name, label in (("ltlagent", "ltlagent"), ("llguidance", "llguidance"), ("xgrammar", "XGrammar")):
+            entry = r.get(name)
+            if entry is None:
+                continue
+            d: dict[str, object] = entry  # type: ignore[assignment]
+            gcs = d.get("gc")
+            gcs_s = "–" if gcs is None else (", ".join(f"gen {g}: {ms:.2f} ms" for g, ms in gcs)  # type: ignore[attr-defined]
+                                             or "none")
+            out_first = (f"| {r['size']} | {label} | {d['cold_p99_us']:.0f} µs, {d['cold_max_us']:.0f} µs | "
+                         f"{d['cold_cpu_p99_us']:.0f} µs, {d['cold_cpu_max_us']:.0f} µs | {gcs_s} |")
+            first.append(out_first)
+    return "\n".join(out) + "\n\n" + "\n".join(masks) + "\n\n" + "\n".join(first)
 
 
 def main() -> int:

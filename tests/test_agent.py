@@ -144,7 +144,7 @@ def test_reflexion_loops_until_finish(tiny: tuple[Any, Any]) -> None:
 
     agent = Agent.from_spec("reflexion", model, tok, tools=[Calculator()], evaluator=evaluator)
     rounds = []
-    for seed in range(8):
+    for seed in range(4, 12):  # eight runs; with UTF-8 checked (issue 19) seeds 9 and 10 loop twice
         seen.clear()
         r = agent.run("What is 2 + 2?", **SAMPLE, seed=seed, max_new_tokens=200)
         assert r.accepted and r.trace[-1] == "Finish" and r.stop_reason == "complete"

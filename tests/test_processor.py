@@ -160,15 +160,17 @@ def test_strict_mode_reports_an_overridden_mask() -> None:
 
 
 @pytest.mark.parametrize("extra", [0, 7])
-def test_apply_rows_equals_row_by_row(extra: int) -> None:
+@pytest.mark.parametrize("size", [6000, 3000])
+def test_apply_rows_equals_row_by_row(extra: int, size: int) -> None:
     """The batched application gives exactly the row-by-row result, for every kind of mask (few
-    allowed, few forbidden, dense bias), shared masks, and logits wider than the vocabulary."""
+    allowed, few forbidden, dense bias), shared masks, and logits wider than the vocabulary; with
+    3000 logits the 15 rows take the stacked boolean rows (``DENSE_LIMIT``), with 6000 the sparse
+    operations."""
     import numpy as np
     import torch
 
     from ltlagent.decode.masks import Mask, apply_rows
 
-    size = 6000
     rng = np.random.default_rng(0)
     masks = [Mask(size, allowed=np.asarray([5])), Mask(size, allowed=rng.choice(size, 900, replace=False)),
              Mask(size, forbidden=rng.choice(size, 300, replace=False)),
@@ -185,3 +187,70 @@ def test_apply_rows_equals_row_by_row(extra: int) -> None:
         r = torch.zeros(1, size + extra)
         apply_rows([mk], r)
         assert torch.isfinite(r[0]).nonzero().flatten().tolist() == mk.allowed_ids().tolist()
+
+
+@pytest.mark.parametrize("budget", [None, 30])
+def test_rows_stepped_in_place_equal_cursors_that_follow_each_row(budget: int | None) -> None:
+    """Issue 19: a call whose rows each grow by one token steps every cursor in place (fast steps
+    where it can); the masked scores and the cursors equal those of a cursor per row that follows
+    its tokens. Rows start equal (num_return_sequences) and part later; some stop (EOS,
+    Observation) and go on with padding."""
+    import random
+
+    from ltlagent.decode.monitor import Monitor
+
+    tok = tiny.TOKENIZERS["straddle"]()
+    index = build_index(compile_spec("react-tools"), tok, tool_names=["Search", "Lookup"], cache=False)
+    prompt = tok.encode("Question: x\n")
+    eos = index.eos_token_ids[0]
+    rows: list[list[int]] = []
+    for r in range(6):  # the tokens a sampler would pick under each row's mask
+        rnd = random.Random(0 if r < 2 else r)  # rows 0 and 1 begin alike
+        mon = Monitor(index, eos_ends_text=False, max_new_tokens=budget)
+        row: list[int] = []
+        for k in range(40):
+            if mon.is_stopped or (budget is not None and k >= budget):
+                row.append(eos)
+                continue
+            ids = mon.allowed_token_ids()
+            rnd = random.Random(r) if k == 4 else rnd
+            tok_id = int(rnd.choice(ids[:-1] if ids.size > 1 and rnd.random() < 0.95 else ids))
+            mon.follow(tok_id)
+            row.append(tok_id)
+        rows.append(row)
+    ids = torch.tensor([prompt + row for row in rows])
+    proc = LtlLogitsProcessor(index, max_new_tokens=budget)
+    scores = torch.randn(len(rows), index.vocab_size + 3)
+    ref = [Monitor(index, eos_ends_text=False, max_new_tokens=budget) for _ in rows]
+    for k in range(len(prompt), ids.shape[1] + 1):
+        x = ids[:, :k]
+        got = proc(x, scores.clone())
+        want = scores.clone()
+        for i, mon in enumerate(ref):
+            if k > len(prompt):
+                mon.follow(int(x[i, -1]))
+            mon.current_mask().apply(want[i])
+            cur = proc.row_monitor(x[i])
+            assert (cur.machine_state, cur.tokens_generated, cur.text_bytes, tuple(cur.segments),
+                    cur.is_dead) == (mon.machine_state, mon.tokens_generated, mon.text_bytes,
+                                     tuple(mon.segments), mon.is_dead)
+        assert torch.equal(got, want)
+        assert proc.stopping(x, scores).tolist() == [mon.is_stopped for mon in ref]
+
+
+def test_mask_allows_as_a_set_and_as_packed_bits() -> None:
+    """``Mask.allows`` answers from a set of the smaller side, or from packed bits when that side
+    is large (``SET_LIMIT``): the same answers as the allowed ids."""
+    import numpy as np
+
+    from ltlagent.decode.masks import SET_LIMIT, Mask
+
+    rng = np.random.default_rng(0)
+    size = 5000
+    for n in (5, SET_LIMIT + 1, 900, size // 2 + 7):
+        for kind in ("allowed", "forbidden"):
+            mk = Mask(size, **{kind: rng.choice(size, n, replace=False)})
+            want = np.zeros(size, dtype=bool)
+            want[mk.allowed_ids()] = True
+            assert [mk.allows(t) for t in range(size)] == want.tolist()
+            assert not mk.allows(-1) and not mk.allows(size)

@@ -91,21 +91,28 @@ class ChatAgent:
 
     def __init__(self, model: Any, tokenizer: Any, tools: Sequence[Mapping[str, object]],
                  call_tool: ToolFn, *, policy: Policy | str | None = None, mode: str = "policy",
-                 format: str = "hermes", system: str | None = None,
+                 format: str | None = None, system: str | None = None,
                  fields: Mapping[str, Mapping[str, str]] | None = None,
                  examples: Sequence[Mapping[str, object]] = ()) -> None:
         if mode not in MODES:
             raise UsageError(f"unknown mode {mode!r}; modes are {', '.join(MODES)}")
+        self.policy = Policy.load(policy) if isinstance(policy, str) else policy
+        if mode == "policy" and self.policy is None:
+            raise UsageError("mode 'policy' needs a policy")
+        # the call format: as given, else the spec's (:format …), else hermes
+        said = self.policy.spec.call_format if self.policy is not None else None
+        if format is not None and said is not None and format != said:
+            raise UsageError(f"format {format!r} given, but the policy's spec says "
+                             f"(:format {said})")
+        format = format or said or "hermes"
         if format not in CALL_MARKERS:
-            raise UsageError(f"unknown tool-call format {format!r}")
+            raise UsageError(f"unknown tool-call format {format!r}",
+                             hint=f"use one of {', '.join(CALL_MARKERS)}")
         self.model = model
         self.tokenizer = tokenizer
         self.tools = [dict(t) for t in tools]
         self.schemas = _schemas(tools)
         self.call_tool = call_tool
-        self.policy = Policy.load(policy) if isinstance(policy, str) else policy
-        if mode == "policy" and self.policy is None:
-            raise UsageError("mode 'policy' needs a policy")
         self.mode = mode
         self.format = format
         self.system = system

@@ -460,10 +460,8 @@ class Agent:
             self._index = build_index(self.compiled, self.tokenizer, tool_names=list(self.tools) or None,
                                       eos_token_ids=eos_token_ids(self.model, self.tokenizer),
                                       context_labels=self.context_labels,
-                                      # its cursors end texts on EOS: masks on first visit; UTF-8
-                                      # not checked yet: with budget steering it costs 2-3x per run
-                                      # (issue 19, benchmarks/README.md)
-                                      precompute=False, utf8=False)
+                                      # its cursors end texts on EOS: masks on first visit
+                                      precompute=False)
             self.index_seconds = time.perf_counter() - t
         return self._index
 

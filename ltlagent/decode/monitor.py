@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import codecs
 import gc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -47,7 +48,7 @@ from ltlagent.decode.machine import (
     decode_event,
 )
 from ltlagent.decode.masks import Mask
-from ltlagent.decode.memo import IndexMemo, Move, TokenStep
+from ltlagent.decode.memo import FastEnter, FastStep, IndexMemo, Move, TokenStep
 from ltlagent.decode.steering import Steering
 from ltlagent.decode.vocab import (
     FirstByteIndex,
@@ -72,8 +73,7 @@ __all__ = ["PRECOMPUTE_LIMIT", "Event", "StateText", "Segment", "TokenIndex", "M
 PRECOMPUTE_LIMIT = 4096
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     """Something that happened while consuming a token or environment text.
 
     ``kind`` is one of:
@@ -92,6 +92,8 @@ class Event:
       UTF-8 sequences are held back until complete); ``at`` is the byte offset in
       :attr:`Monitor.text_bytes` where it starts.
     * ``"finished"``: the trace is complete and EOS was consumed.
+
+    A named tuple (built at every token: a frozen dataclass cost 5× as much to create).
     """
 
     kind: str
@@ -357,11 +359,26 @@ class TokenIndex:
                     self.mask(sid, et)
                     n += 1
         self._memo.precomputed = True
+        for mk in masks.values():  # their membership lookups too (allows: the first step of a token)
+            mk.prepare()
         if n:
             # the objects just made would otherwise trigger a full collection during the first
             # decoding steps (a 40 ms pause measured at 128k tokens): take it now, at build time
             gc.collect()
+            self._warm_up()
+            m.reserve(2 * len(m.keys) + 256)  # states first met mid-decoding (inside quiet tokens)
         return n
+
+    def _warm_up(self) -> None:
+        """Take one step from the start now, at build time: the first step on a fresh index
+        otherwise pays 0.1-0.3 ms (measured at 128k tokens) for memory and tables touched first."""
+        start = self._memo.machine.start
+        for ets in (False, True):
+            mk = self.mask(start, ets)
+            ids = mk.allowed_ids()
+            if ids.size:
+                mk.allows(int(ids[0]))
+                self.advance(start, 0, int(ids[0]), ets)
 
     def _live_bytes(self, sid: int) -> np.ndarray:
         """bool[256]: the bytes the machine accepts in ``sid``."""
@@ -515,6 +532,8 @@ def build_index(compiled: CompiledSpec | Spec | str | Path, tokenizer: object, *
 
 
 _UTF8 = codecs.getincrementaldecoder("utf-8")
+#: The fast-step row of a cursor that may take none (read-only).
+_NO_STEPS: Mapping[int, FastStep] = MappingProxyType({})
 
 
 class Monitor:
@@ -540,10 +559,61 @@ class Monitor:
                  eos_ends_text: bool = True, max_steps: int | None = None,
                  newline: bool | None = None) -> None:
         self.index = index if newline is None else index.variant(newline)
-        self.max_new_tokens = max_new_tokens
-        self.max_steps = max_steps
-        self.eos_ends_text = eos_ends_text
+        self._max_new = max_new_tokens
+        self._max_steps = max_steps
+        self._ets = bool(eos_ends_text)
+        self._fast = self.index._memo.fast[self._ets]
+        self._row: Mapping[int, FastStep] = _NO_STEPS
+        self._mk: Mask | None = None
+        self._halt = False  # dead, waiting for the environment or finished: follow() ignores tokens
         self.reset()
+
+    # budgets and EOS handling are attributes that keep the cached fast-step row and mask in step
+    @property
+    def max_new_tokens(self) -> int | None:
+        """The most tokens the model may generate in this trace (None: no budget)."""
+        return self._max_new
+
+    @max_new_tokens.setter
+    def max_new_tokens(self, n: int | None) -> None:
+        self._max_new = n
+        self._sync()
+
+    @property
+    def max_steps(self) -> int | None:
+        """The most states the trace may visit (None: no limit)."""
+        return self._max_steps
+
+    @max_steps.setter
+    def max_steps(self, n: int | None) -> None:
+        self._max_steps = n
+        self._sync()
+
+    @property
+    def eos_ends_text(self) -> bool:
+        """EOS in a state that is not complete ends that state's text (see the class docstring)."""
+        return self._ets
+
+    @eos_ends_text.setter
+    def eos_ends_text(self, on: bool) -> None:
+        self._ets = bool(on)
+        self._fast = self.index._memo.fast[self._ets]
+        self._sync()
+
+    def _sync(self) -> None:
+        """After a slow step (or a change of budget): the cached base mask of the current state and
+        the row of fast steps the cursor may take from it (none with a budget, a dead cursor, or
+        UTF-8 bytes held back)."""
+        plain = self._max_new is None and self._max_steps is None
+        self._mk = self.index._memo.masks.get((self._sid, self._ets)) if plain else None
+        self._halt = self._dead or self.index._memo.machine.keys[self._sid].mode >= ENV
+        if plain and not self._dead and not self._held and self.index._memo.fast_steps:
+            row = self._fast.get(self._sid)
+            if row is None:
+                row = self._fast[self._sid] = {}
+            self._row = row
+        else:
+            self._row = _NO_STEPS
 
     def reset(self) -> None:
         """Start a new trace (same index and budget)."""
@@ -557,6 +627,7 @@ class Monitor:
         self._dec = _UTF8("replace")
         self._held = 0  # bytes at the end of the text that the UTF-8 decoder holds back
         self._settled = 0  # bytes of the text reported in "text" events
+        self._sync()
 
     def fork(self) -> Monitor:
         """An independent copy of this cursor (same index, budget and record so far): for a beam
@@ -571,12 +642,14 @@ class Monitor:
 
     # -- what may come next
     def _mask(self) -> Mask:
-        if self.max_new_tokens is None and self.max_steps is None:  # the common case: one lookup
-            hit = self.index._memo.masks.get((self._sid, self.eos_ends_text))
-            if hit is not None:
-                return hit
-        steps = None if self.max_steps is None else self.max_steps - len(self._segs)
-        return self.index.mask(self._sid, self.eos_ends_text, self.remaining_tokens, steps, self._count)
+        mk = self._mk  # the base mask, cached while there is no budget
+        if mk is not None:
+            return mk
+        steps = None if self._max_steps is None else self._max_steps - len(self._segs)
+        mk = self.index.mask(self._sid, self._ets, self.remaining_tokens, steps, self._count)
+        if self._max_new is None and self._max_steps is None:
+            self._mk = mk
+        return mk
 
     @property
     def remaining_tokens(self) -> int | None:
@@ -638,6 +711,21 @@ class Monitor:
     def advance(self, token_id: int) -> list[Event]:
         """Consume one generated token; raises ``UsageError`` if it is not allowed (or the trace is
         finished, or waits for the environment)."""
+        hit = self._row.get(token_id)
+        if hit is not None:  # a fast step (FastStep; the same bookkeeping as in follow, inlined)
+            self._sid, data, text, self._mk, self._row, enter = hit
+            self._ngen += 1
+            self._ntok += 1
+            at = self._settled
+            self._settled = at + len(data)
+            if enter is None:
+                self._count += 1
+                self._buf += data
+                return [Event("text", None, False, None, text, at)]
+            self._count = 0
+            self._enter(len(self._buf), enter)
+            self._buf += data
+            return [Event("text", None, False, None, text, at), enter[4]]
         tok = int(token_id)
         mode = self.index._memo.machine.keys[self._sid].mode
         if mode == ENV:
@@ -650,7 +738,7 @@ class Monitor:
             idx = self.index
             raise UsageError(f"token {tok} ({idx.vocab.token_bytes(tok)!r}) is not allowed here "
                              f"({idx.machine.describe(self._sid)})")
-        return self._consume(tok, True)
+        return self._consume(tok, True, True)
 
     def follow(self, token_id: int, *, masked: bool = False) -> None:
         """Consume a token chosen outside the monitor (a logits processor's row); never raises.
@@ -661,28 +749,88 @@ class Monitor:
         token the byte machine refuses makes it dead, and tokens after a stop (EOS consumed,
         waiting for the environment) are padding and ignored. A dead cursor allows EOS only
         (:meth:`current_mask`) and ignores everything after."""
+        hit = self._row.get(token_id)
+        if hit is not None:  # a fast step: as in advance
+            self._sid, data, _text, self._mk, self._row, enter = hit
+            self._ngen += 1
+            self._ntok += 1
+            if enter is None:
+                self._count += 1
+            else:
+                self._count = 0
+                self._enter(len(self._buf), enter)
+            self._buf += data
+            self._settled += len(data)
+            return
         if self._dead:
             return
         tok = int(token_id)
         mode = self.index._memo.machine.keys[self._sid].mode
         if masked:
-            if mode >= ENV or (self.max_new_tokens is not None and self._ngen >= self.max_new_tokens) \
+            if mode >= ENV or (self._max_new is not None and self._ngen >= self._max_new) \
                     or self._nothing_more() or not self._mask().allows(tok):  # finished, waiting, forbidden
                 self._dead = True
+                self._sync()
                 return
         elif mode >= ENV:
             return
-        self._consume(tok, False)
+        self._consume(tok, False, masked)
+
+    @staticmethod
+    def follow_rows(monitors: Sequence[Monitor], tokens: Sequence[int]) -> list[int]:
+        """:meth:`follow` (unmasked) ``tokens[i]`` on ``monitors[i]`` for every row of a batch (distinct
+        cursors); the rows whose cursor has just entered an ``:env-input`` state. A row whose
+        (state, token) pair was seen before costs one dict lookup."""
+        paused = []
+        for i, (mon, tok) in enumerate(zip(monitors, tokens)):
+            hit = mon._row.get(tok)
+            if hit is not None:  # a fast step: as in follow (never enters an :env-input state)
+                mon._sid, data, _text, mon._mk, mon._row, enter = hit
+                mon._ngen += 1
+                mon._ntok += 1
+                if enter is None:
+                    mon._count += 1
+                else:
+                    mon._count = 0
+                    mon._enter(len(mon._buf), enter)
+                mon._buf += data
+                mon._settled += len(data)
+                continue
+            if mon._halt:  # stopped: what follows is padding
+                continue
+            mon.follow(tok)
+            if mon.waiting_for_env:
+                paused.append(i)
+        return paused
+
+    @staticmethod
+    def stopped_of(monitors: Sequence[Monitor]) -> list[bool]:
+        """:attr:`is_stopped` of every cursor of a batch."""
+        return [mon._halt or mon._nothing_more() for mon in monitors]
+
+    @staticmethod
+    def masks_of(monitors: Sequence[Monitor]) -> list[Mask]:
+        """:meth:`current_mask` of every cursor of a batch."""
+        return [mon._mk if mon._mk is not None and not mon._dead else mon.current_mask() for mon in monitors]
 
     def abandon(self) -> None:
         """Give up on this trace: the cursor is dead from now on (EOS only), e.g. when a caller
         cannot replay the tokens it was asked to continue."""
         self._dead = True
+        self._sync()
 
-    def _consume(self, tok: int, report: bool) -> list[Event]:
-        """Step over ``tok`` and record it; the events when ``report``."""
+    def _consume(self, tok: int, report: bool, checked: bool) -> list[Event]:
+        """Step over ``tok`` and record it; the events when ``report``. ``checked``: the cursor's
+        mask allowed ``tok`` (else it is checked before the step is learnt as a fast step)."""
+        try:
+            return self._step(tok, report, checked)
+        finally:
+            self._sync()
+
+    def _step(self, tok: int, report: bool, checked: bool) -> list[Event]:
         idx = self.index
-        sid, count, evs, reason = idx.advance(self._sid, self._count, tok, self.eos_ends_text)
+        s0, held0 = self._sid, self._held
+        sid, count, evs, reason = idx.advance(s0, self._count, tok, self._ets)
         if sid < 0:
             self._dead = True
             return []
@@ -709,6 +857,9 @@ class Monitor:
         base = len(self._buf)
         self._buf += data
         delta, at = self._decode(data)
+        if (reason is None and len(evs) <= 1 and not held0 and not self._held and delta
+                and self._max_new is None and self._max_steps is None and idx._memo.fast_steps):
+            self._learn(s0, tok, sid, data, delta, checked, evs)
         if delta and report:
             out.append(Event("text", text=delta, at=at))
         tables = idx.tables
@@ -739,6 +890,49 @@ class Monitor:
                 else:
                     out.append(Event("end", state=self.state, reason=reason))
         return out
+
+    def _learn(self, s0: int, tok: int, s2: int, data: bytes, text: str, checked: bool,
+               evs: tuple[tuple[ByteEvent, int], ...]) -> None:
+        """Keep ``tok`` in ``s0`` (a step with text and at most a state entered, not an
+        ``:env-input`` one) as a fast step, when it is one for every cursor without budget: allowed
+        by the base mask, no ``:max-tokens`` after it, and its bytes complete UTF-8 text by themselves."""
+        idx = self.index
+        enter: FastEnter | None = None
+        if evs:
+            ev, off = evs[0]
+            k = ev.arg
+            if ev.kind != EventKind.ENTER or idx.tables.env[k]:
+                return
+            enter = (k, off - idx.tables.kw_len[k], off, ev.forced,
+                     Event("enter", state=idx.tables.names[k], forced=ev.forced))
+        memo = idx._memo
+        m = memo.machine
+        if m.keys[s0].mode not in (FREE, END) or (not idx.vocab.eos_ids and m.complete(s0)
+                                                  and not m.allowed_next(s0)):
+            return  # a cursor there is finished or waits: advance raises
+        move = memo.moves.get((s0, tok))
+        mt = move[4] if move is not None else None  # after a state entered the count starts at 0
+        if move is None or (mt is not None and (enter is None or mt <= 0)) or text.encode("utf-8") != data:
+            return
+        if not checked and not idx.mask(s0, self._ets).allows(tok):
+            return
+        fast = self._fast
+        row = fast.get(s2)
+        if row is None:
+            row = fast[s2] = {}
+        src = fast.get(s0)
+        if src is None:
+            src = fast[s0] = {}
+        src[tok] = (s2, data, text, memo.masks.get((s2, self._ets)), row, enter)
+
+    def _enter(self, base: int, enter: FastEnter) -> None:
+        """The record of a fast step that enters a state (as :meth:`_step` keeps it); ``base``: the
+        text's length before the token."""
+        k, prompt, start, forced, _ev = enter
+        segs = self._segs
+        if segs and segs[-1].end is None:
+            segs[-1] = segs[-1]._replace(end=base + prompt)
+        segs.append(Segment(k, base + start, base + prompt, self._ntok - 1, forced))
 
     def _decode(self, data: bytes) -> tuple[str, int]:
         """Decode ``data`` just appended: (the text now complete, its byte offset in the text)."""
@@ -781,11 +975,13 @@ class Monitor:
             ntok = len(text_or_token_ids)
         self._sid = self.index.machine.after_env(self._sid, data)
         self._count = 0
+        self._sync()
         self._ntok += ntok
         if self._segs:
             self._segs[-1] = self._segs[-1]._replace(by_env=True)
         self._buf += data
         delta, at = self._decode(data)
+        self._sync()
         return [Event("text", state=self.state, text=delta, at=at)] if delta else []
 
     # -- where we are

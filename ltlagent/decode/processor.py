@@ -70,6 +70,50 @@ class LtlLogitsProcessor(LogitsProcessor):
         self._start: int | None = None
         self._last_len = -1
         self._states: dict[bytes, Monitor] = {}
+        # the rows of the last call and their cursors: a call whose rows are the same, or each one
+        # token longer (no beam reordering), steps every cursor in place (_continue)
+        self._last: np.ndarray | None = None
+        self._mons: list[Monitor] = []
+        self._distinct = False  # the cursors of _mons are distinct objects (no two rows share one)
+        self._stale = False  # _states lags behind _last/_mons (rebuilt when the slow path needs it)
+
+    def _continue(self, ids: np.ndarray) -> list[Monitor] | None:
+        """The cursors of ``ids`` when its rows are those of the last call, or each one token longer
+        (the common case: no beams, or beams in place): every cursor follows its row's new token,
+        taking a fast step where it can; else None (the rows are found by prefix)."""
+        last = self._last
+        if last is None or ids.shape[0] != last.shape[0]:
+            return None
+        n = last.shape[1]
+        if ids.shape[1] == n:
+            return self._mons if ids.tobytes() == last.tobytes() else None
+        if ids.shape[1] != n + 1 or ids[:, :n].tobytes() != last.tobytes():
+            return None
+        mons = self._mons
+        if not self._distinct:  # equal rows share a cursor: each gets its own before they part
+            seen: set[int] = set()
+            for i, mon in enumerate(mons):
+                if id(mon) in seen:
+                    mons[i] = mon.fork()
+                seen.add(id(mon))
+            self._distinct = True
+        for i in Monitor.follow_rows(mons, ids[:, n].tolist()):
+            self._pause(ids[i], mons[i])
+        self._last = ids
+        self._stale = True
+        return mons
+
+    def _remember(self, ids: np.ndarray, mons: list[Monitor]) -> None:
+        self._last, self._mons = ids, mons
+        self._distinct = len({id(m) for m in mons}) == len(mons)
+
+    def _state_map(self) -> dict[bytes, Monitor]:
+        """The cursors by their rows' token prefixes (rebuilt after steps taken in place)."""
+        if self._stale and self._last is not None:
+            last = self._last
+            self._states = {last[i].tobytes(): mon for i, mon in enumerate(self._mons)}
+            self._stale = False
+        return self._states
 
     # -- per-row cursors
     def _strip(self, row: np.ndarray) -> np.ndarray:
@@ -105,7 +149,7 @@ class LtlLogitsProcessor(LogitsProcessor):
         continues a fork of its parent's cursor (a beam's parent may have several children), or,
         when the caller knows it is its parent's ``sole`` child, takes the parent's cursor over."""
         assert self._start is not None
-        states = self._states
+        states = self._state_map()
         full = row.tobytes()  # row[:j].tobytes() is full[:8 * j] (int64 ids)
         mon = states.get(full)
         if mon is not None:
@@ -136,10 +180,16 @@ class LtlLogitsProcessor(LogitsProcessor):
     def _monitors(self, ids: np.ndarray) -> list[Monitor]:
         """The cursors of all rows of ``ids`` (a row that is its parent's only child in the batch
         takes the parent's cursor over)."""
+        mons = self._continue(ids)
+        if mons is not None:
+            return mons
         if ids.shape[0] == 1:
-            return [self._monitor(ids[0], True)]
-        parents = Counter(ids[i, :-1].tobytes() for i in range(ids.shape[0]))
-        return [self._monitor(ids[i], parents[ids[i, :-1].tobytes()] == 1) for i in range(ids.shape[0])]
+            mons = [self._monitor(ids[0], True)]
+        else:
+            parents = Counter(ids[i, :-1].tobytes() for i in range(ids.shape[0]))
+            mons = [self._monitor(ids[i], parents[ids[i, :-1].tobytes()] == 1) for i in range(ids.shape[0])]
+        self._remember(ids, mons)
+        return mons
 
     def _pause(self, seq: np.ndarray, mon: Monitor) -> None:
         if len(self._paused) >= _MAX_PAUSED:
@@ -156,16 +206,20 @@ class LtlLogitsProcessor(LogitsProcessor):
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         ids = self._rows(input_ids)
         length = ids.shape[1]
-        new_call = self._start is None or length != self._last_len + 1 or any(
-            ids[i, :-1].tobytes() not in self._states and ids[i].tobytes() not in self._states
-            for i in range(ids.shape[0]))
-        if new_call:
-            self._start = length
-            self._states = {}
-        self._last_len = length
         if scores.dim() != 2 or scores.shape[0] != ids.shape[0]:
             raise ValueError(f"expected scores of shape ({ids.shape[0]}, vocab), got {tuple(scores.shape)}")
-        monitors = self._monitors(ids)
+        monitors = self._continue(ids) if length == self._last_len + 1 else None
+        if monitors is None:
+            states = self._state_map()
+            new_call = self._start is None or length != self._last_len + 1 or any(
+                ids[i, :-1].tobytes() not in states and ids[i].tobytes() not in states
+                for i in range(ids.shape[0]))
+            if new_call:
+                self._start = length
+                self._states = {}
+                self._last = None
+            monitors = self._monitors(ids)
+        self._last_len = length
         if self.strict:
             # a token the mask forbids: beam search keeps -inf candidates when too few are allowed;
             # anything else means another logits processor overrode the mask
@@ -173,14 +227,14 @@ class LtlLogitsProcessor(LogitsProcessor):
             if dead is not None:
                 raise UsageError(f"row {dead} holds a token the monitor forbids; another logits "
                                  "processor may have overridden the mask")
-        masks = [mon.current_mask() for mon in monitors]
+        masks = Monitor.masks_of(monitors)
         if scores.is_contiguous():
             apply_rows(masks, scores)  # all rows in a fixed number of tensor operations
         else:
             for i, mk in enumerate(masks):
                 mk.apply(scores[i])
         # keep only the current rows (their children are looked up next step)
-        self._states = {ids[i].tobytes(): mon for i, mon in enumerate(monitors)}
+        self._last, self._stale = ids, True
         return scores
 
     def row_monitor(self, row_ids: torch.Tensor | np.ndarray) -> Monitor:
@@ -206,7 +260,7 @@ class LtlStoppingCriteria(StoppingCriteria):
         if p._start is None:
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         ids = p._rows(input_ids)
-        done = [mon.is_stopped for mon in p._monitors(ids)]
+        done = Monitor.stopped_of(p._monitors(ids))
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 

@@ -54,8 +54,8 @@ class Steering:
         self._after: dict[tuple[int, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._metric: dict[tuple[int, bool, bool], tuple[np.ndarray, np.ndarray]] = {}
         self._step_max: dict[tuple[int, bool], int] = {}
-        self._quiet: dict[tuple[int, int, bool], np.ndarray] = {}
-        self._quiet_sids: dict[tuple[int, int], np.ndarray] = {}
+        self._quiet: dict[tuple[int, bool], np.ndarray] = {}
+        self._quiet_dest: dict[int, np.ndarray] = {}
         self._dfa_final: dict[object, np.ndarray] = {}
         self._by_length: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._utf8_bad: dict[int, np.ndarray] = {}
@@ -240,9 +240,8 @@ class Steering:
             if self.tables.utf8:
                 quiet &= ~self.utf8_breaking(key.u)
             qids = np.nonzero(quiet)[0].astype(np.int64)
-            where = self._quiet_where(key, qids)
             ids = np.concatenate([ids, qids])
-            ends = np.concatenate([ends, self._quiet_sids_of(key.q, key.cur)[where]])
+            ends = np.concatenate([ends, self._quiet_sids(key, self._quiet_where(key, qids))])
             ent = np.concatenate([ent, np.zeros(qids.size, dtype=np.int64)])
         else:
             ids, ends, ent = self.walk(sid, allowed[~is_eos])
@@ -277,19 +276,17 @@ class Steering:
         if not base.quiet:
             return mx
         # a free-text mask: the candidates' bound, and every state a quiet token can lead to
-        key = self.machine.keys[sid]
-        return max(mx, int(self._quiet_needs(key.q, key.cur).max()))
+        return max(mx, int(self._quiet_needs(sid).max(initial=0)))
 
     def max_step_cost(self, sid: int, ends_text: bool, base: Mask) -> int:
         """Upper bound of (states entered + states still needed) over the tokens ``base`` allows."""
         hit = self._step_max.get((sid, ends_text))
         if hit is None:
             m = self.machine
-            if base.quiet:  # candidates walked, quiet tokens bounded by every state they can reach
-                key = m.keys[sid]
+            if base.quiet:  # candidates walked, quiet tokens bounded by the states they lead to
                 _ids, ends, ent = self.walk(sid, self.candidates(sid))
                 costs = ent + self.needs(ends, True)
-                quiet = self._quiet_needs(key.q, key.cur, True)
+                quiet = self._quiet_needs(sid, True)
                 parts = [int(costs[costs < INF].max(initial=0)), int(quiet[quiet < INF].max(initial=0))]
                 if self.eos_viable(sid, ends_text):
                     parts.append(m.need_steps(m.eos(sid, ends_text)[0]))
@@ -301,33 +298,50 @@ class Steering:
         return hit
 
     # -- quiet tokens
-    def _quiet_needs(self, q: int, cur: int, steps: bool = False) -> np.ndarray:
-        """``need`` (or ``need_steps``) of every state of :meth:`_quiet_sids_of`."""
-        hit = self._quiet.get((q, cur, steps))
+    def _quiet_needs(self, sid: int, steps: bool = False) -> np.ndarray:
+        """``need`` (or ``need_steps``) of every state a quiet token leads to from free-text state
+        ``sid`` (:meth:`_quiet_dests`)."""
+        hit = self._quiet.get((sid, steps))
         if hit is None:
-            hit = self._quiet[(q, cur, steps)] = self.needs(self._quiet_sids_of(q, cur), steps)
+            hit = self._quiet[(sid, steps)] = self.needs(self._quiet_dests(sid), steps)
         return hit
 
-    def _quiet_sids_of(self, q: int, cur: int) -> np.ndarray:
-        """The free-text states (q, cur) for every lexer node × stop-matcher node × last byte a
-        newline (with ``newline``): where a quiet token (no event inside it) can leave the machine;
-        indexed by :meth:`_quiet_where`."""
-        hit = self._quiet_sids.get((q, cur))
+    def _quiet_dests(self, sid: int) -> np.ndarray:
+        """The states the quiet tokens of free-text state ``sid`` lead to (those that keep UTF-8
+        valid, when it is checked): the bound of budget steering is taken over these only, not
+        over every lexer node × stop node × UTF-8 state, whose distances cost 8× as much with UTF-8."""
+        hit = self._quiet_dest.get(sid)
         if hit is None:
-            m = self.machine
-            stop = self.tables.stops[cur]
-            nstop = stop.num_nodes if stop is not None else 1
-            nls = (0, 1) if self.tables.newline else (0,)
-            us = range(UTF8_BAD) if self.tables.utf8 else (0,)
-            hit = np.asarray([m.intern(Key(FREE, q, cur, node, 0, sn, 0, nl, u))
-                              for node in range(self.tables.lexer.num_nodes) for sn in range(nstop)
-                              for nl in nls for u in us], dtype=np.int64)
-            self._quiet_sids[(q, cur)] = hit
+            key = self.machine.keys[sid]
+            quiet = self.vocab.is_text.copy()
+            quiet[self.candidates(sid)] = False
+            if self.tables.utf8:
+                quiet &= ~self.utf8_breaking(key.u)
+            where = np.unique(self._quiet_where(key, np.nonzero(quiet)[0].astype(np.int64)))
+            hit = self._quiet_dest[sid] = self._quiet_sids(key, where)
         return hit
+
+    def _quiet_sids(self, key: Key, where: np.ndarray) -> np.ndarray:
+        """The free-text states of :meth:`_quiet_where`'s codes ``where`` (same spec state as
+        ``key``), interned."""
+        m = self.machine
+        stop = self.tables.stops[key.cur]
+        nstop = stop.num_nodes if stop is not None else 1
+        nnl = 2 if self.tables.newline else 1
+        nu = UTF8_BAD if self.tables.utf8 else 1
+        uniq, inv = np.unique(where, return_inverse=True)
+        out = []
+        for w in uniq.tolist():
+            w, u = divmod(w, nu)
+            w, nl = divmod(w, nnl)
+            node, sn = divmod(w, nstop)
+            out.append(m.intern(Key(FREE, key.q, key.cur, node, 0, sn, 0, nl, u)))
+        return np.asarray(out, dtype=np.int64)[inv.reshape(-1)] if out else np.zeros(0, dtype=np.int64)
 
     def _quiet_where(self, key: Key, qids: np.ndarray) -> np.ndarray:
-        """Index into :meth:`_quiet_sids_of` of the state after each quiet token in ``qids``, from
-        free-text state ``key``."""
+        """A code of the state after each quiet token in ``qids`` from free-text state ``key``:
+        ((lexer node × stop nodes + stop node) × 2 + last byte a newline) × UTF-8 states + UTF-8
+        state (the factors present only where used; decoded by :meth:`_quiet_sids`)."""
         node, cur, sn = key.node, key.cur, key.stop
         where = self._dfa_final_of(("lex", node), self.tables.lexer.goto, node)[qids].astype(np.int64)
         stop = self.tables.stops[cur]
