@@ -206,3 +206,23 @@ def test_argument_regexes_of_the_first_call_state_narrow_what_can_be_written() -
         assert w is not None
         call = parse_call(w.decode())
         assert re.fullmatch("[0-9]{4,}", str(call.arguments["amount"])), w
+
+
+def test_the_call_format_comes_from_the_spec_unless_given() -> None:
+    from ltlagent.agent.chat import ChatAgent
+    from ltlagent.errors import UsageError
+
+    model, tok = _tiny()
+    json_spec = parse_spec(FORCING.replace("(:format hermes)", "(:format json)"))
+    assert ChatAgent(model, tok, TOOLS, Database.fresh().call,
+                     policy=Policy.load(json_spec)).format == "json"
+    assert ChatAgent(model, tok, TOOLS, Database.fresh().call, policy="booking-policy").format \
+        == "hermes"
+    assert ChatAgent(model, tok, TOOLS, Database.fresh().call, mode="none").format == "hermes"
+    assert ChatAgent(model, tok, TOOLS, Database.fresh().call, mode="none",
+                     format="json").format == "json"
+    with pytest.raises(UsageError, match=r"says \(:format json\)"):
+        ChatAgent(model, tok, TOOLS, Database.fresh().call, policy=Policy.load(json_spec),
+                  format="hermes")
+    with pytest.raises(UsageError, match="unknown tool-call format 'xml'"):
+        ChatAgent(model, tok, TOOLS, Database.fresh().call, mode="none", format="xml")
