@@ -95,5 +95,7 @@ def test_readme_python_runs_from_anywhere(index: int, tmp_path: Path) -> None:
         assert p.stdout.splitlines()[0] == "84 complete accepted", p.stdout
     if "logits_processor(" in code:
         assert "Action: Calculator" in p.stdout, p.stdout
+    if "ChatAgent(" in code:
+        assert p.stdout.split()[0] == "ok", p.stdout
     if "@tool" in code:
         assert p.stdout.startswith("lookup_price: Price of an item in the shop."), p.stdout
