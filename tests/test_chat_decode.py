@@ -226,3 +226,25 @@ def test_the_call_format_comes_from_the_spec_unless_given() -> None:
                   format="hermes")
     with pytest.raises(UsageError, match="unknown tool-call format 'xml'"):
         ChatAgent(model, tok, TOOLS, Database.fresh().call, mode="none", format="xml")
+
+
+@pytest.mark.parametrize("mode", ["none", "format"])
+def test_without_enforcement_a_broken_policy_is_noted_and_the_run_goes_on(mode: str) -> None:
+    from ltlagent.agent.chat import ChatAgent, Conversation
+
+    model, tok = _tiny()
+    db = Database.fresh()
+    agent = ChatAgent(model, tok, TOOLS, db.call, policy="booking-policy", mode=mode)
+    conv = Conversation(agent, lambda messages: "thanks", "Book Oak for Ann Lee on 2026-12-20.")
+    booking = ('<tool_call>\n{"name": "book", "arguments": {"user_id": "u1", "room": "Oak", '
+               '"date": "2026-12-20", "guests": 2}}\n</tool_call>')
+    assert conv.consume(booking, 30, True)  # a write with no lookup and no yes: broken, goes on
+    assert conv.result.notes == ["message 1 (assistant) broke the policy"]
+    assert conv.consume("Done.", 3, True) and not conv.done
+    result = conv.finish()
+    assert result.stop_reason == "" and result.calls == 1
+    assert result.report is not None and result.report.verdict == "violated"
+    policed = ChatAgent(model, tok, TOOLS, db.call, policy="booking-policy", mode="policy")
+    conv = Conversation(policed, lambda messages: "thanks", "Book Oak for Ann Lee.")
+    assert not conv.consume(booking, 30, True)  # what decoding would not let through: stops
+    assert conv.result.stop_reason == "dead"

@@ -60,7 +60,7 @@ class ChatResult:
     malformed: int = 0  # calls that could not be parsed or name no tool (mode none)
     tokens: int = 0  # tokens generated
     seconds: float = 0.0
-    stop_reason: str = ""  # "user" (the user ended it), "max_turns", "dead" (policy broken)
+    stop_reason: str = ""  # "user" (the user ended it), "max_turns", "dead" (policy broken, mode policy)
     report: ConversationReport | None = None  # the policy's verdict on the transcript
     notes: list[str] = field(default_factory=list)
 
@@ -398,10 +398,12 @@ class Conversation:
         return not self.done
 
     def _push(self, start: int) -> bool:
-        """Move the policy over the new messages; True (and a note) when one broke it. In mode
-        ``policy`` the model's own steps cannot, except through an assistant-text state with
-        ``:contains`` (decoding cannot see ahead what a text will contain); a user's or a tool's
-        message can, and ends the run."""
+        """Move the policy over the new messages; True (and a note) when one broke it and that ends
+        the run. In mode ``policy`` the model's own steps cannot break it, except through an
+        assistant-text state with ``:contains`` (decoding cannot see ahead what a text will
+        contain); a user's or a tool's message can, and ends the run. In modes ``none`` and
+        ``format`` the policy only watches: the first broken step is noted and the run goes on,
+        as an agent without enforcement would (the verdict is :meth:`finish`'s)."""
         cursor, messages = self.cursor, self.messages
         if cursor is None:
             return False
@@ -409,8 +411,11 @@ class Conversation:
             cursor.push_message(messages[k], k)
             if cursor.is_dead:
                 self.result.notes.append(f"message {k} ({messages[k].get('role')}) broke the policy")
-                self.result.stop_reason = "dead"
-                return True
+                if self.agent.mode == "policy":
+                    self.result.stop_reason = "dead"
+                    return True
+                self.cursor = None  # broken for good; nothing below reads it in these modes
+                return False
         return False
 
     def finish(self) -> ChatResult:
