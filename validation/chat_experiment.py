@@ -2,14 +2,18 @@
 
     python validation/chat_experiment.py --model smollm2-135m --tasks 40 --out /tmp/chat-exp
     python validation/chat_experiment.py --model react-tiny --tasks 4 --max-turns 3 --out /tmp/smoke
+    python validation/chat_experiment.py --from /tmp/none /tmp/format /tmp/policy --out DIR
 
 Each task is a user with a goal in the example booking domain (``examples/booking``): book a
 room, move or cancel a booking, a user who never says yes, one who wants a human. The scripted
-user states the goal, gives the details again when asked, says yes when the task has them say yes
-(never otherwise), and ends the conversation after that or after a hand-off. Arms, greedy:
+user states the goal; to the assistant's next two text turns it answers with the details, then
+with a yes when the task has them say yes (a refusal otherwise), and then ends the conversation
+(at once after a hand-off). Before each task the model sees one worked conversation (``EXAMPLES``:
+a lookup, a question, a yes, a booking), outside the transcript. Arms, greedy, the turns of all
+conversations of an arm written as one batch (``validation/chat_batch.py``):
 
 - ``none``: native tool calls unconstrained, parsed afterwards (a malformed call is an error
-  result, counted);
+  result, counted; a broken policy is noted and the conversation goes on);
 - ``format``: names and argument schemas constrained;
 - ``policy``: format + ``specs/booking-policy.sexp`` enforced while the model writes.
 
@@ -280,19 +284,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tasks", type=int, default=40)
     ap.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     ap.add_argument("--max-turns", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--batch", type=int, default=40, help="conversations whose turns are written "
-                    "together (one forward pass per token for all; default 40)")
+    ap.add_argument("--max-new-tokens", type=int, default=80, help="tokens per assistant turn "
+                    "(default 80; a booking call takes about 45 of SmolLM2's)")
+    ap.add_argument("--batch", type=int, default=20, help="conversations whose turns are written "
+                    "together (one forward pass per token for all; default 20, about 3 GB of KV "
+                    "cache with SmolLM2)")
     ap.add_argument("--out", required=True, help="folder for summary.json, results.md, "
                                                  "episodes.jsonl")
     ap.add_argument("--force", action="store_true", help="overwrite results already in --out")
+    ap.add_argument("--from", dest="sources", nargs="+", metavar="DIR", help="run nothing: "
+                    "summarise the episodes of earlier runs (e.g. one per arm, run side by side) "
+                    "into --out")
     args = ap.parse_args(argv)
     if (Path(args.out) / "summary.json").exists() and not args.force:
         print(f"{args.out} already holds results; pass --force to overwrite them", file=sys.stderr)
         return 2
-    summary = run(args)
+    try:
+        summary = combine(args.sources, Path(args.out)) if args.sources else run(args)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(render(summary))
     return 0
+
+
+def combine(sources: Sequence[str], out: Path) -> dict[str, object]:
+    """One summary of the episodes of several runs made with the same settings."""
+    rows: list[dict[str, object]] = []
+    settings: dict[str, object] | None = None
+    arms: list[str] = []
+    for src in sources:
+        summary = json.loads((Path(src) / "summary.json").read_text(encoding="utf-8"))
+        these = {k: summary[k] for k in ("model", "tasks", "max_turns", "max_new_tokens")}
+        if settings is not None and these != settings:
+            raise ValueError(f"{src} was run with {these}, not {settings}")
+        settings = these
+        arms += [a for a in summary["arms"] if a not in arms]
+        rows += [json.loads(line) for line in
+                 (Path(src) / "episodes.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert settings is not None
+    args = argparse.Namespace(arms=arms, **settings)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "episodes.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                                for r in rows), encoding="utf-8")
+    summary = summarise(rows, args)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    (out / "results.md").write_text(render(summary), encoding="utf-8")
+    return summary
 
 
 if __name__ == "__main__":
