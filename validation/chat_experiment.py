@@ -242,12 +242,14 @@ def summarise(rows: Sequence[Mapping[str, object]], args: argparse.Namespace) ->
         with_mal = sum(1 for x in mal if x > 0)
         viol = sum(1 for r in rs if r["violated"])
         succ = sum(1 for r in rs if r["success"])
+        kept = sum(1 for r in rs if r["success"] and not r["violated"])
         arms[arm] = {
             "n": n,
             "tasks_with_malformed_calls": [with_mal, *_wilson(with_mal, n)],
             "malformed_per_task": list(_mean_ci(mal)),
             "violations": [viol, *_wilson(viol, n)],
             "success": [succ, *_wilson(succ, n)],
+            "success_within_policy": [kept, *_wilson(kept, n)],
             "calls_per_task": list(_mean_ci([float(r["calls"]) for r in rs])),  # type: ignore[arg-type]
             "tokens": list(_mean_ci([float(r["tokens"]) for r in rs])),  # type: ignore[arg-type]
             "seconds": list(_mean_ci([float(r["seconds"]) for r in rs])),  # type: ignore[arg-type]
@@ -259,7 +261,8 @@ def summarise(rows: Sequence[Mapping[str, object]], args: argparse.Namespace) ->
 def render(s: Mapping[str, object]) -> str:
     lines = [f"# Tool-calling experiment: {s['model']}, {s['tasks']} tasks, greedy", "",
              "| arm | tasks with a malformed call | violations (check-log) | task success | "
-             "calls/task | tokens/task | s/task |", "|---|---|---|---|---|---|---|"]
+             "success without a violation | calls/task | tokens/task | s/task |",
+             "|---|---|---|---|---|---|---|---|"]
     arms = s["arms"]
     assert isinstance(arms, Mapping)
     def rate(v: Sequence[float], n: object) -> str:
@@ -272,6 +275,7 @@ def render(s: Mapping[str, object]) -> str:
         n = a["n"]
         lines.append(f"| {arm} | {rate(a['tasks_with_malformed_calls'], n)} | "
                      f"{rate(a['violations'], n)} | {rate(a['success'], n)} | "
+                     f"{rate(a['success_within_policy'], n)} | "
                      f"{mean(a['calls_per_task'])} | "
                      f"{mean(a['tokens'])} | {mean(a['seconds'])} |")
     return "\n".join(lines) + "\n"
