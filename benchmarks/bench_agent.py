@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from ltlagent.agent.kvcache import cache_arg, cache_of
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
@@ -56,12 +58,12 @@ def plain_loop(model, ids: list[int], n: int, seed: int) -> float:  # type: igno
     g = torch.Generator().manual_seed(seed)
     with torch.inference_mode():
         out = model(input_ids=torch.tensor([ids]), use_cache=True)
-        past, logits = out.past_key_values, out.logits[0, -1]
+        past, logits = cache_of(out), out.logits[0, -1]
         t = time.perf_counter()
         for _ in range(n):
             tok = int(torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=g))
-            out = model(input_ids=torch.tensor([[tok]]), past_key_values=past, use_cache=True)
-            past, logits = out.past_key_values, out.logits[0, -1]
+            out = model(input_ids=torch.tensor([[tok]]), use_cache=True, **cache_arg(model, past))
+            past, logits = cache_of(out), out.logits[0, -1]
         return n / (time.perf_counter() - t)
 
 

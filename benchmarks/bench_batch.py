@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ltlagent.agent.kvcache import cache_arg, cache_of
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -136,14 +138,14 @@ def decode_step_ms(model: object, batch: int, context: int = 64, reps: int = 5) 
     x = torch.randint(1, vocab, (batch, context))
     with torch.no_grad():
         out = model(x, use_cache=True)  # type: ignore[operator]
-        past = out.past_key_values
+        past = cache_of(out)
         nxt = torch.randint(1, vocab, (batch, 1))
         times = []
         for _ in range(reps):
             t0 = time.perf_counter()
-            out = model(nxt, past_key_values=past, use_cache=True)  # type: ignore[operator]
+            out = model(nxt, use_cache=True, **cache_arg(model, past))  # type: ignore[operator]
             times.append(time.perf_counter() - t0)
-            past = out.past_key_values
+            past = cache_of(out)
     return 1e3 * statistics.median(times)
 
 

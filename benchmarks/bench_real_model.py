@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ltlagent.agent.kvcache import cache_arg, cache_of
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -34,7 +36,7 @@ def decode(model, ids: list[int], n: int, monitor=None, env_ids: list[int] | Non
     forwards = appended = 0
     with torch.inference_mode():
         out = model(input_ids=torch.tensor([ids]), use_cache=True, logits_to_keep=1)
-        past, logits = out.past_key_values, out.logits[0, -1]
+        past, logits = cache_of(out), out.logits[0, -1]
         t0 = time.perf_counter()
         pending: list[int] = []
         while appended < n:
@@ -50,9 +52,9 @@ def decode(model, ids: list[int], n: int, monitor=None, env_ids: list[int] | Non
                 t_mon += time.perf_counter() - tm
             if tok is None:
                 if pending:
-                    out = model(input_ids=torch.tensor([pending]), past_key_values=past, use_cache=True,
+                    out = model(input_ids=torch.tensor([pending]), use_cache=True, **cache_arg(model, past),
                                 logits_to_keep=1)
-                    past, logits = out.past_key_values, out.logits[0, -1]
+                    past, logits = cache_of(out), out.logits[0, -1]
                     forwards += 1
                     pending = []
                 row = logits.float().clone()

@@ -18,6 +18,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ltlagent.agent.kvcache import cache_arg, cache_of
+
 __all__ = ["Episode", "run_batch"]
 
 
@@ -77,10 +79,11 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
     with torch.inference_mode():
         past = None
         if shared:
-            past = model(input_ids=torch.tensor([enc[0][:shared]]), use_cache=True).past_key_values
+            past = cache_of(model(input_ids=torch.tensor([enc[0][:shared]]), use_cache=True))
             past.batch_repeat_interleave(n)
-        out = model(input_ids=ids, attention_mask=att, position_ids=pos, past_key_values=past, use_cache=True)
-        past = out.past_key_values
+        out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True,
+                    **cache_arg(model, past))
+        past = cache_of(out)
         logits = out.logits[:, -1, :].float()
         keep = ({"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters
                 else {})
@@ -118,8 +121,8 @@ def run_batch(model, tokenizer, index, prompts: Sequence[str],
                     feed_pos[r, w - len(t):] = int(next_pos[r]) + torch.arange(len(t))
             att = torch.cat([att, feed_att], dim=1)
             out = model(input_ids=feed, attention_mask=att, position_ids=feed_pos,
-                        past_key_values=past, use_cache=True, **keep)
-            past = out.past_key_values
+                        use_cache=True, **cache_arg(model, past), **keep)
+            past = cache_of(out)
             logits = out.logits[:, -1, :].float()
             next_pos = next_pos + feed_att.sum(dim=1)
     for r, m in enumerate(monitors):

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ltlagent.agent.kvcache import cache_arg, cache_of
+
 __all__ = ["TurnBatcher", "run_conversations"]
 
 
@@ -105,7 +107,7 @@ class TurnBatcher:
         if self._prefix_ids != ids:
             with torch.no_grad():
                 res = self.model(input_ids=torch.tensor([ids]), use_cache=True)
-            cache = res.past_key_values
+            cache = cache_of(res)
             self._prefix_kv = [(cache.layers[i].keys, cache.layers[i].values)
                                for i in range(len(cache.layers))]
             self._prefix_ids = ids
@@ -147,9 +149,10 @@ class TurnBatcher:
                         past.update(k.expand(hi - lo, -1, -1, -1).contiguous(),
                                     v.expand(hi - lo, -1, -1, -1).contiguous(), layer)
                 res = self.model(input_ids=ids[lo:hi], attention_mask=attn[lo:hi],
-                                 position_ids=pos[lo:hi], past_key_values=past, use_cache=True)
+                                 position_ids=pos[lo:hi], use_cache=True,
+                                 **cache_arg(self.model, past))
                 logits_parts.append(res.logits[:, -1].float())
-                caches.append(res.past_key_values)
+                caches.append(cache_of(res))
             cache = caches[0]
             if len(caches) > 1:
                 cache = DynamicCache()
@@ -199,9 +202,9 @@ class TurnBatcher:
                 attn = torch.cat([attn, torch.ones((len(rows), 1), dtype=torch.long)], dim=1)
                 last = last + 1
                 res = self.model(input_ids=torch.tensor(picked).unsqueeze(1), attention_mask=attn,
-                                 position_ids=last.unsqueeze(1), past_key_values=cache,
+                                 position_ids=last.unsqueeze(1), **cache_arg(self.model, cache),
                                  use_cache=True)
-                cache = res.past_key_values
+                cache = cache_of(res)
                 logits = res.logits[:, -1].float()
         for r, cur in zip(batch, cursors):
             if r.result is None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ltlagent.agent.kvcache import cache_arg, cache_of
 from ltlagent.agent.runner import eos_token_ids
 from ltlagent.chat.events import BLANK, Event
 from ltlagent.decode.chat import (
@@ -234,8 +235,8 @@ class ChatAgent:
         ended = False
         with torch.no_grad():
             for n in range(max_new_tokens):
-                res = self.model(input_ids=step_ids, past_key_values=past, use_cache=True)
-                past = res.past_key_values
+                res = self.model(input_ids=step_ids, use_cache=True, **cache_arg(self.model, past))
+                past = cache_of(res)
                 logits = res.logits[0, -1].float()
                 if cur is not None:
                     allowed = cur.allowed(budget=max_new_tokens - n)

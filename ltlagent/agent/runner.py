@@ -33,6 +33,7 @@ from ltlagent.agent.environment import (
     read_prompt,
     render_prompt,
 )
+from ltlagent.agent.kvcache import cache_arg, cache_of
 from ltlagent.agent.roles import Roles
 from ltlagent.agent.tools import Tool
 from ltlagent.errors import UsageError
@@ -542,10 +543,10 @@ class Agent:
             self._forward_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         kw = self._forward_kw
         with torch.inference_mode():
-            out = self.model(input_ids=x, past_key_values=past, use_cache=True, **kw)
+            out = self.model(input_ids=x, use_cache=True, **cache_arg(self.model, past), **kw)
         self.forward_calls += 1
         self.forward_tokens += len(ids)
-        return out.logits[0, -1].float(), out.past_key_values
+        return out.logits[0, -1].float(), cache_of(out)
 
     @staticmethod
     def _sample(row: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None,
