@@ -7,11 +7,11 @@ thread of its own, unchanged
 (``ChatAgent.run``: policy cursor, tools, scripted user), with the agent's ``generate`` replaced
 by :meth:`TurnBatcher.submit`; the batcher waits until every live conversation has asked for its
 next turn, then writes all those turns together: one left-padded prefill, then one forward pass
-per token for the rows still writing, each row masked by its own turn cursor, exactly as
-``ChatAgent.generate`` masks one. The prompt prefix all rows share (system message, tools,
-examples: about 1,000 tokens) is prefilled once and its KV cache copied into each batch.
-Turn-synchronous, so which rows share a batch is fixed by the
-tasks, and reruns give the same transcripts. Greedy only.
+per token for the rows still writing, each row's token picked by its own turn cursor with
+``ChatAgent.generate``'s own :func:`~ltlagent.agent.chat.next_token`. The prompt prefix all rows
+share (system message, tools, examples: about 1,000 tokens) is prefilled once and its KV cache
+copied into each batch. Turn-synchronous, so which rows share a batch is fixed by the tasks, and
+reruns give the same transcripts. Greedy only.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from ltlagent.agent.chat import next_token
 from ltlagent.agent.kvcache import cache_arg, cache_of
+from ltlagent.decode.chat import TurnCursor
 
 __all__ = ["TurnBatcher", "run_conversations"]
 
@@ -44,12 +44,13 @@ class _Request:
 class TurnBatcher:
     """Collects one turn request per live conversation and writes them as one batch."""
 
-    def __init__(self, model: Any, tokenizer: Any, eos_ids: Sequence[int], *,
-                 prefill_rows: int = 8, log: Callable[[str], None] | None = None) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.eos = set(eos_ids)
-        pad = getattr(tokenizer, "pad_token_id", None)
+    def __init__(self, agent: Any, *, prefill_rows: int = 8,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.agent = agent  # a ChatAgent: its model, tokenizer, EOS ids and turn texts
+        self.model = agent.model
+        self.tokenizer = agent.tokenizer
+        self.eos = set(agent.vocab.eos_ids)
+        pad = getattr(self.tokenizer, "pad_token_id", None)
         self.pad = int(pad) if pad is not None else int(min(self.eos))
         self.prefill_rows = prefill_rows
         self.log = log  # one line per batch: rows, tokens prefilled, steps, seconds
@@ -137,7 +138,7 @@ class TurnBatcher:
             ids[i, width - len(own):] = torch.tensor(own)
             attn[i, common + width - len(own):] = 1
         pos = (attn.cumsum(1) - 1).clamp(min=0)[:, common:]
-        cursors = [_cursor(r.index) for r in batch]
+        cursors = [TurnCursor(r.index) if r.index is not None else None for r in batch]
         with torch.no_grad():
             logits_parts, caches = [], []
             for lo in range(0, len(batch), self.prefill_rows):
@@ -169,19 +170,10 @@ class TurnBatcher:
                 keep: list[int] = []
                 for k, i in enumerate(rows):
                     r, cur = batch[i], cursors[i]
-                    row = logits[k]
-                    if cur is not None:
-                        allowed = cur.allowed(budget=r.max_new_tokens - n)
-                        mask = torch.zeros(row.shape[0], dtype=torch.bool)
-                        m = min(len(allowed), row.shape[0])
-                        mask[:m] = torch.from_numpy(np.asarray(allowed[:m]))
-                        if not bool(mask.any()):
-                            self._finish(r, cur, ended=False)
-                            continue
-                        tok = int(torch.argmax(row.masked_fill(~mask, float("-inf"))))
-                        cur.advance(tok)
-                    else:
-                        tok = int(torch.argmax(row))
+                    tok = next_token(logits[k], cur, r.max_new_tokens - n)
+                    if tok is None:
+                        self._finish(r, cur, ended=False)
+                        continue
                     if tok in self.eos:
                         self._finish(r, cur, ended=True)
                         continue
@@ -215,26 +207,14 @@ class TurnBatcher:
                      f"{steps} steps ({time.perf_counter() - t1:.1f} s)")
 
     def _finish(self, r: _Request, cur: Any, *, ended: bool) -> None:
-        text = self.tokenizer.decode(r.out, skip_special_tokens=True) if cur is None \
-            else bytes(cur.data).decode("utf-8", errors="replace")
-        r.result = (text, len(r.out) + int(ended), ended)
-
-
-def _cursor(index: Any) -> Any:
-    from ltlagent.decode.chat import TurnCursor
-
-    return TurnCursor(index) if index is not None else None
+        r.result = (self.agent.turn_text(r.out, cur is not None), len(r.out) + int(ended), ended)
 
 
 def run_conversations(agent: Any, jobs: Sequence[Callable[[Any], Any]],
                       tools: Sequence[Callable[[str, dict[str, object]], str]]) -> list[Any]:
     """Run ``jobs[i](agent_i)`` for every i at once, where ``agent_i`` is ``agent`` with the tools
     ``tools[i]`` (its turn indexes shared) and its turns written by one :class:`TurnBatcher`."""
-    from ltlagent.agent.runner import eos_token_ids
-
-    batcher = TurnBatcher(agent.model, agent.tokenizer,
-                          eos_token_ids(agent.model, agent.tokenizer) or [],
-                          log=lambda line: print(line, file=sys.stderr, flush=True))
+    batcher = TurnBatcher(agent, log=lambda line: print(line, file=sys.stderr, flush=True))
     results: list[Any] = [None] * len(jobs)
     errors: list[BaseException] = []
 

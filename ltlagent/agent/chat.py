@@ -40,7 +40,7 @@ from ltlagent.errors import UsageError
 from ltlagent.logic.policy import ConversationReport, Policy, PolicyCursor
 from ltlagent.text.toolcall import ToolCall, ToolCallError, parse_call, render_call
 
-__all__ = ["ChatAgent", "ChatResult", "Conversation", "MODES", "UserFn", "ToolFn"]
+__all__ = ["ChatAgent", "ChatResult", "Conversation", "MODES", "UserFn", "ToolFn", "next_token"]
 
 MODES = ("none", "format", "policy")
 #: The user: given the conversation so far, the next user message, or None to end it.
@@ -237,27 +237,15 @@ class ChatAgent:
             for n in range(max_new_tokens):
                 res = self.model(input_ids=step_ids, use_cache=True, **cache_arg(self.model, past))
                 past = cache_of(res)
-                logits = res.logits[0, -1].float()
-                if cur is not None:
-                    allowed = cur.allowed(budget=max_new_tokens - n)
-                    mask = torch.zeros(logits.shape[0], dtype=torch.bool)
-                    k = min(len(allowed), logits.shape[0])
-                    mask[:k] = torch.from_numpy(allowed[:k])
-                    if not bool(mask.any()):
-                        break
-                    logits = logits.masked_fill(~mask, float("-inf"))
-                    tok = _pick(logits, temperature, rng)
-                    cur.advance(tok)
-                else:
-                    tok = _pick(logits, temperature, rng)
+                tok = next_token(res.logits[0, -1], cur, max_new_tokens - n, temperature, rng)
+                if tok is None:
+                    break
                 if tok in eos:
                     ended = True
                     break
                 out.append(tok)
                 step_ids = torch.tensor([[tok]])
-        text = self.tokenizer.decode(out, skip_special_tokens=True) if cur is None \
-            else bytes(cur.data).decode("utf-8", errors="replace")
-        return text, len(out) + int(ended), ended
+        return self.turn_text(out, cur is not None), len(out) + int(ended), ended
 
     def split(self, text: str) -> tuple[str, str | None]:
         """A turn's text before the call marker, and the call's text (None: no call)."""
@@ -428,11 +416,27 @@ class Conversation:
         return self.result
 
 
-def _pick(logits: Any, temperature: float, rng: Any) -> int:
+def next_token(logits: Any, cursor: TurnCursor | None, budget: int, temperature: float = 0.0,
+               rng: Any = None) -> int | None:
+    """A turn's next token from one row of logits: among the tokens ``cursor`` allows with
+    ``budget`` tokens left (any token without a cursor), the most likely one (greedy) or a sample;
+    the cursor is moved over it. None when the cursor allows nothing."""
     import torch
 
+    row = logits.float()
+    if cursor is not None:
+        allowed = cursor.allowed(budget=budget)
+        mask = torch.zeros(row.shape[0], dtype=torch.bool)
+        k = min(len(allowed), row.shape[0])
+        mask[:k] = torch.from_numpy(allowed[:k])
+        if not bool(mask.any()):
+            return None
+        row = row.masked_fill(~mask, float("-inf"))
     if temperature <= 0:
-        return int(torch.argmax(logits))
-    probs = torch.softmax(logits / temperature, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=rng))
+        tok = int(torch.argmax(row))
+    else:
+        tok = int(torch.multinomial(torch.softmax(row / temperature, dim=-1), 1, generator=rng))
+    if cursor is not None:
+        cursor.advance(tok)
+    return tok
 
