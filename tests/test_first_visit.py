@@ -5,6 +5,7 @@ tokens, forced token and budget bound at every step, and the same hidden state (
 from __future__ import annotations
 
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ pytest.importorskip("transformers")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ltlagent.decode.monitor import Monitor, TokenIndex, build_index
+from ltlagent.decode.memo import ROOM, reserved_dict
+from ltlagent.decode.monitor import START_MOVES, Monitor, TokenIndex, build_index
 from ltlagent.decode.steering import Steering
 from ltlagent.decode.trie import vocab_trie
 from ltlagent.decode.vocab import vocab_from_bytes
@@ -136,3 +138,32 @@ def test_trie_holds_every_token_once() -> None:
                 below = trie.levels[d + 1].parent[lv.child_lo[i]:lv.child_hi[i]]
                 assert (below == i).all()
     assert found == {i: t for i, t in enumerate(toks) if t}
+
+
+def test_the_start_steps_are_taken_at_build() -> None:
+    """A precomputed index has taken every cursor's first step at build time: each token the start
+    allows is a fast step there, with the same events and state as the slow path gives."""
+    old, new = indexes("react-tools", sorted(tiny.TOKENIZERS)[0], False)
+    start_row = new.memo.fast[False][new.start]
+    allowed = new.mask(new.start).allowed_ids().tolist()
+    assert allowed and set(start_row) == set(allowed[:START_MOVES])
+    for tok in allowed[:START_MOVES]:
+        a, b = Monitor(old, eos_ends_text=False), Monitor(new, eos_ends_text=False)
+        assert a.advance(tok) == b.advance(tok)
+        same_step(a, b)
+
+
+def test_reserved_dicts_do_not_resize_within_their_room() -> None:
+    """The per-step memos are made with room for ROOM insertions (no table allocated during a
+    first pass); the room is real on this interpreter, and the dicts behave as dicts."""
+    for room in (1, 10, ROOM):
+        d = reserved_dict(room)
+        assert d == {} and len(d) == 0
+        size = sys.getsizeof(d)
+        for i in range(room):
+            d[(i, -i)] = i
+        assert sys.getsizeof(d) == size and len(d) == room and d[(room - 1, 1 - room)] == room - 1
+    memo = build_index(compile_spec("react"), tiny.TOKENIZERS[sorted(tiny.TOKENIZERS)[0]](), cache=False,
+                       precompute=False).memo
+    for d in (memo.steps, memo.moves, memo.token_bytes, memo.fast[False], memo.fast[True]):
+        assert sys.getsizeof(d) >= sys.getsizeof(reserved_dict(ROOM)) or len(d) > ROOM
