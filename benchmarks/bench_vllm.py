@@ -12,8 +12,13 @@ one run on one engine, so the ratios compare like with like.
 * matched unconstrained: the same, each request generating exactly its episode's number of tokens
   (so the batch thins out as the episodes' does: the cost of the constraint and the environment
   turns, without the tail of episodes of different lengths);
-* each size ``--reps`` times (constrained, unconstrained, matched back to back): medians, and the
-  range of the per-rep ratios;
+* same turns, unconstrained: the constrained run's own requests replayed without ltlagent: each
+  episode's turns with the same prompt token ids (its earlier turns and the environment's text
+  included) and the same number of new tokens (``ignore_eos``), each turn added when the episode's
+  previous one ends, as the runner does. Same engine work, prefill of the environment turns
+  included; what is left between the two is ltlagent's own cost (processor, runner's monitor);
+* each size ``--reps`` times (constrained then the three baselines, back to back): medians, and
+  the range of the per-rep ratios;
 * processor time: ``update_state`` + ``apply`` of the ltlagent processor, timed inside the engine,
   per engine step, for steps with at least 48 rows during the 64-episode run.
 """
@@ -53,6 +58,70 @@ def _timed_processor() -> tuple[type, list[tuple[int, float]]]:
             return out
 
     return Timed, log
+
+
+def _recording(engine: Any) -> dict[str, tuple[list[int], int]]:
+    """Record every request added to ``engine`` from now on: id -> (prompt token ids, tokens it
+    generated, once finished)."""
+    seen: dict[str, tuple[list[int], int]] = {}
+    add, step = engine.add_request, engine.step
+
+    def add_request(request_id: str, prompt: Any, params: Any, *a: Any, **kw: Any) -> Any:
+        if isinstance(prompt, dict) and "prompt_token_ids" in prompt:
+            seen[request_id] = (list(prompt["prompt_token_ids"]), 0)
+        return add(request_id, prompt, params, *a, **kw)
+
+    def step_(*a: Any, **kw: Any) -> Any:
+        outs = step(*a, **kw)
+        for out in outs:
+            if out.finished and out.request_id in seen:
+                seen[out.request_id] = (seen[out.request_id][0], len(out.outputs[0].token_ids))
+        return outs
+
+    engine.add_request, engine.step = add_request, step_
+    return seen
+
+
+def turns_of(recorded: dict[str, tuple[list[int], int]], n: int) -> list[list[tuple[list[int], int]]]:
+    """The recorded ``run_batch`` requests (ids ``ltlagent-TAG-EPISODE-TURN``) as each episode's
+    turns, in order."""
+    turns: list[list[tuple[int, list[int], int]]] = [[] for _ in range(n)]
+    for rid, (ids, made) in recorded.items():
+        parts = rid.split("-")
+        if parts[0] == "ltlagent" and len(parts) == 4:
+            turns[int(parts[2])].append((int(parts[3]), ids, made))
+    return [[(ids, made) for _, ids, made in sorted(ep)] for ep in turns]
+
+
+def replay_turns(llm: Any, turns: list[list[tuple[list[int], int]]]) -> tuple[int, float]:
+    """Each episode's turns (prompt ids, new tokens) as plain requests, a turn added when the
+    episode's previous one ends (as ``run_batch`` adds them); (tokens generated, seconds)."""
+    import vllm
+
+    engine = llm.llm_engine
+    pending: dict[str, tuple[int, int]] = {}
+    gen = 0
+
+    def submit(k: int, j: int) -> None:
+        ids, n = turns[k][j]
+        rid = f"replay-{k}-{j}"
+        engine.add_request(rid, {"prompt_token_ids": ids},
+                           vllm.SamplingParams(max_tokens=max(1, n), min_tokens=max(1, n), ignore_eos=True,
+                                               temperature=1.0))
+        pending[rid] = (k, j)
+
+    t = time.perf_counter()
+    for k in range(len(turns)):
+        if turns[k]:
+            submit(k, 0)
+    while pending:
+        for out in engine.step():
+            if out.finished and out.request_id in pending:
+                k, j = pending.pop(out.request_id)
+                gen += len(out.outputs[0].token_ids)
+                if j + 1 < len(turns[k]):
+                    submit(k, j + 1)
+    return gen, time.perf_counter() - t
 
 
 def main() -> None:
@@ -96,20 +165,24 @@ def main() -> None:
     print("| concurrent episodes | constrained tok/s | requests | not rejected | prompt tokens "
           "submitted | of them cached | engine steps | ms per step | processor ms per step | "
           "unconstrained tok/s | constrained / unconstrained (min–max) | matched unconstrained tok/s | "
-          "constrained / matched (min–max) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "constrained / matched (min–max) | same turns unconstrained tok/s | constrained / same turns "
+          "(min–max) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    recorded = _recording(llm.llm_engine)
     step_rows: list[float] = []
     for n in [int(x) for x in args.sizes.split(",")]:
         tasks = [TASKS[k % len(TASKS)] for k in range(n)]
-        cs, us, ms, ratios, mratios, steps_ms = [], [], [], [], [], []
+        cs, us, ms, ts, ratios, mratios, tratios, steps_ms = [], [], [], [], [], [], [], []
         reqs = sent = cached = ok = steps = 0
         proc_s = 0.0
         for _ in range(args.reps):  # constrained then unconstrained, back to back, each rep
             log.clear()
+            recorded.clear()
             t = time.perf_counter()
             res = agent.run_batch(tasks, temperature=1.0, max_new_tokens=args.max_new_tokens,
                                   max_steps=12)
             dt = time.perf_counter() - t
+            turns = turns_of(recorded, n)
             gen = sum(r.usage["generated_tokens"] for r in res)
             reqs += sum(r.usage["forward_calls"] for r in res)
             sent += sum(r.usage["forward_tokens"] for r in res)
@@ -137,18 +210,23 @@ def main() -> None:
             outs = llm.generate(prompts, sps, use_tqdm=False)
             dm = time.perf_counter() - t
             mgen = sum(len(o.outputs[0].token_ids) for o in outs)
+            tgen, dtt = replay_turns(llm, turns)
             cs.append(gen / dt)
             us.append(ugen / du)
             ms.append(mgen / dm)
+            ts.append(tgen / dtt)
             ratios.append(cs[-1] / us[-1])
             mratios.append(cs[-1] / ms[-1])
+            tratios.append(cs[-1] / ts[-1])
         r = args.reps
         print(f"| {n} | {statistics.median(cs):,.0f} | {reqs / r:.0f} | {ok}/{n * r} | {sent / r:,.0f} "
               f"| {cached / max(sent, 1):.0%} | {steps / r:.0f} | {statistics.median(steps_ms):.2f} | "
               f"{proc_s / max(steps, 1) * 1e3:.3f} | {statistics.median(us):,.0f} | "
               f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f}) | "
               f"{statistics.median(ms):,.0f} | "
-              f"{statistics.median(mratios):.2f} ({min(mratios):.2f}–{max(mratios):.2f}) |")
+              f"{statistics.median(mratios):.2f} ({min(mratios):.2f}–{max(mratios):.2f}) | "
+              f"{statistics.median(ts):,.0f} | "
+              f"{statistics.median(tratios):.2f} ({min(tratios):.2f}–{max(tratios):.2f}) |")
     if step_rows:
         med = statistics.median(step_rows) * 1e3
         print(f"\nprocessor time per engine step at batch >= 48 (update_state + apply): median {med:.3f} ms, "

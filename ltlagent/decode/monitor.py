@@ -604,9 +604,9 @@ class Monitor:
         self._sync()
 
     def _sync(self) -> None:
-        """After a slow step (or a change of budget): the cached base mask of the current state and
-        the row of fast steps the cursor may take from it (none with a budget, a dead cursor, or
-        UTF-8 bytes held back)."""
+        """After a slow step (or a change of budget): the cached base mask of the current state (with
+        a budget none: :meth:`_mask` computes and keeps the step's own) and the row of fast steps
+        the cursor may take from it (none with a budget, a dead cursor, or UTF-8 bytes held back)."""
         plain = self._max_new is None and self._max_steps is None
         self._mk = self.index._memo.masks.get((self._sid, self._ets)) if plain else None
         self._halt = self._dead or self.index._memo.machine.keys[self._sid].mode >= ENV
@@ -645,13 +645,11 @@ class Monitor:
 
     # -- what may come next
     def _mask(self) -> Mask:
-        mk = self._mk  # the base mask, cached while there is no budget
+        mk = self._mk  # the base mask while there is no budget; with one, this step's (_sync clears it)
         if mk is not None:
             return mk
         steps = None if self._max_steps is None else self._max_steps - len(self._segs)
-        mk = self.index.mask(self._sid, self._ets, self.remaining_tokens, steps, self._count)
-        if self._max_new is None and self._max_steps is None:
-            self._mk = mk
+        mk = self._mk = self.index.mask(self._sid, self._ets, self.remaining_tokens, steps, self._count)
         return mk
 
     @property
