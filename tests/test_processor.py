@@ -159,17 +159,21 @@ def test_strict_mode_reports_an_overridden_mask() -> None:
     assert bool(lenient.stopping(bad, row[None])[0])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("extra", [0, 7])
 @pytest.mark.parametrize("size", [6000, 3000])
-def test_apply_rows_equals_row_by_row(extra: int, size: int) -> None:
+def test_apply_rows_equals_row_by_row(extra: int, size: int, dtype: str) -> None:
     """The batched application gives exactly the row-by-row result, for every kind of mask (few
-    allowed, few forbidden, dense bias), shared masks, and logits wider than the vocabulary; with
-    3000 logits the 15 rows take the stacked boolean rows (``DENSE_LIMIT``), with 6000 the sparse
-    operations."""
+    allowed, few forbidden, dense bias), shared masks, and logits wider than the vocabulary; CPU
+    float32 and float16 logits take the numpy path (sparse fills and dense boolean fills on the
+    tensor's memory), bfloat16 the torch path (with 3000 logits the 15 rows take the stacked
+    boolean rows, ``DENSE_LIMIT``, with 6000 the sparse operations); single rows too."""
     import numpy as np
     import torch
 
     from ltlagent.decode.masks import Mask, apply_rows
+
+    dt = getattr(torch, dtype)
 
     rng = np.random.default_rng(0)
     masks = [Mask(size, allowed=np.asarray([5])), Mask(size, allowed=rng.choice(size, 900, replace=False)),
@@ -177,16 +181,22 @@ def test_apply_rows_equals_row_by_row(extra: int, size: int) -> None:
              Mask(size, allowed=rng.choice(size, 2500, replace=False)),  # dense: bias
              Mask(size, forbidden=np.zeros(0, dtype=np.int64))]
     rows = [masks[i % len(masks)] for i in range(13)] + [masks[2], masks[2]]
-    scores = torch.randn(len(rows), size + extra)
+    scores = torch.randn(len(rows), size + extra).to(dt)
     want = scores.clone()
     for i, mk in enumerate(rows):
         mk.apply(want[i])
+    reference = torch.full_like(scores, float("-inf"))  # independent: kept where allowed_ids says
+    for i, mk in enumerate(rows):
+        ids = torch.as_tensor(mk.allowed_ids())
+        reference[i, ids] = scores[i, ids]
+    assert torch.equal(want, reference)
     apply_rows(rows, scores)
     assert torch.equal(scores, want)
-    for mk in masks:  # and it is the mask: -inf exactly where forbidden
-        r = torch.zeros(1, size + extra)
+    for mk in masks:  # and it is the mask: -inf exactly where forbidden, one row at a time too
+        r = torch.randn(1, size + extra).to(dt)
         apply_rows([mk], r)
         assert torch.isfinite(r[0]).nonzero().flatten().tolist() == mk.allowed_ids().tolist()
+        assert torch.isneginf(r[0]).sum() == size + extra - mk.allowed_ids().size
 
 
 @pytest.mark.parametrize("budget", [None, 30])

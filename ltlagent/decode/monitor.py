@@ -741,8 +741,10 @@ class Monitor:
                              f"({idx.machine.describe(self._sid)})")
         return self._consume(tok, True, True)
 
-    def follow(self, token_id: int, *, masked: bool = False) -> None:
+    def follow(self, token_id: int, *, masked: bool = False) -> bool:
         """Consume a token chosen outside the monitor (a logits processor's row); never raises.
+        True when this token made the cursor wait for the environment (it entered an
+        ``:env-input`` state).
 
         ``masked``: the token was sampled under this cursor's mask (vLLM): a token the mask forbids,
         or any token after the end (finished, waiting for the environment), makes the cursor dead.
@@ -762,9 +764,9 @@ class Monitor:
                 self._enter(len(self._buf), enter)
             self._buf += data
             self._settled += len(data)
-            return
+            return False
         if self._dead:
-            return
+            return False
         tok = int(token_id)
         mode = self.index._memo.machine.keys[self._sid].mode
         if masked:
@@ -772,10 +774,11 @@ class Monitor:
                     or self._nothing_more() or not self._mask().allows(tok):  # finished, waiting, forbidden
                 self._dead = True
                 self._sync()
-                return
+                return False
         elif mode >= ENV:
-            return
+            return False
         self._consume(tok, False, masked)
+        return self.waiting_for_env
 
     @staticmethod
     def follow_rows(monitors: Sequence[Monitor], tokens: Sequence[int]) -> list[int]:
