@@ -74,7 +74,6 @@ def bench_processor(index: object, prompt: list[int], batch: int, steps: int, wi
                     ) -> dict[str, float]:
     import torch
 
-    import ltlagent.decode.processor as lp
     from ltlagent.decode.masks import apply_rows
     from ltlagent.decode.processor import LtlLogitsProcessor
 
@@ -82,33 +81,32 @@ def bench_processor(index: object, prompt: list[int], batch: int, steps: int, wi
     rows = [row_tokens(index, t, steps, pad) for t in row_texts(batch)]
     ids = torch.tensor([prompt + r for r in rows])
     proc = LtlLogitsProcessor(index)  # type: ignore[arg-type]
-    recorded: list[list[object]] = []
-
-    def recorder(masks: list[object], scores: torch.Tensor) -> None:
-        recorded.append(list(masks))
-        apply_rows(masks, scores)  # type: ignore[arg-type]
-
     scores = torch.randn(batch, width)
     passes: list[list[float]] = []
-    for p in range(2):
+    for _ in range(2):
         proc.reset()
         times = []
-        if p == 1:
-            lp.apply_rows = recorder  # type: ignore[assignment]
-        try:
-            for k in range(steps):
-                x = ids[:, : len(prompt) + k]
-                s = scores.clone()
-                t0 = time.perf_counter_ns()
-                proc(x, s)
-                times.append((time.perf_counter_ns() - t0) / 1e9)
-        finally:
-            lp.apply_rows = apply_rows
+        for k in range(steps):
+            x = ids[:, : len(prompt) + k]
+            s = scores.clone()
+            t0 = time.perf_counter_ns()
+            proc(x, s)
+            times.append((time.perf_counter_ns() - t0) / 1e9)
         passes.append(times)
+    # an untimed third pass: each step's masks (every row's cursor after the call) and its output
+    recorded: list[list[object]] = []
+    outputs: list[torch.Tensor] = []
+    proc.reset()
+    for k in range(steps):
+        x = ids[:, : len(prompt) + k]
+        outputs.append(proc(x, scores.clone()))
+        recorded.append([proc.row_monitor(x[i]).current_mask() for i in range(batch)])
     batched, by_row, floor = [], [], []
-    for masks in recorded:
+    for masks, out in zip(recorded, outputs):
         s = scores.clone()
         apply_rows(masks, s)  # type: ignore[arg-type]
+        if not torch.equal(s, out):
+            raise RuntimeError("the processor's output is not its rows' masks applied")
         bare = torch.isneginf(s)  # the floor: one masked_fill_ of this step's masks, made beforehand
         s = scores.clone()
         t0 = time.perf_counter_ns()
