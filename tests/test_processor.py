@@ -108,14 +108,17 @@ def test_rows_are_derived_from_their_tokens_not_their_position() -> None:
     assert torch.isinf(straight[:, len(tok):]).all()  # padded embedding rows are never allowed
 
 
-def test_reuse_across_calls_and_continue_after_environment() -> None:
+@pytest.mark.parametrize("stopping", [True, False])
+def test_reuse_across_calls_and_continue_after_environment(stopping: bool) -> None:
+    """Without the stopping criteria the one-row path steps the cursor and must remember the row
+    that paused at Observation, or the continuation would start a new trace."""
     tok, model, proc = _setup("straddle", "react-tools", None)
     ids = tok.encode("Question: what?\n", add_special_tokens=False)
     for seed in range(20):  # find a run that stops at Observation
         torch.manual_seed(seed)
         out = model.generate(torch.tensor([ids]), max_new_tokens=80, logits_processor=[proc],
-                             stopping_criteria=[proc.stopping], do_sample=True, temperature=1.0, top_k=0,
-                             pad_token_id=tok.pad_token_id)
+                             stopping_criteria=[proc.stopping] if stopping else None, do_sample=True,
+                             temperature=1.0, top_k=0, pad_token_id=tok.pad_token_id)
         (trace, status), = _traces(tok, proc, out, len(ids))
         assert status != "rejected"
         if trace[-1:] == ["Observation"]:
@@ -134,6 +137,7 @@ def test_reuse_across_calls_and_continue_after_environment() -> None:
                           pad_token_id=tok.pad_token_id)
     (trace2, status2), = _traces(tok, proc, out2, len(ids))
     assert trace2[: len(trace)] == trace and len(trace2) > len(trace)
+    assert proc.row_monitor(out2[0]).trace[: len(trace)] == trace  # the cursor went on, not a new one
     assert status2 != "rejected", trace2
     # a fresh prompt with the same processor starts a new trace
     out3 = model.generate(torch.tensor([tok.encode("Another one:\n")]), max_new_tokens=40,
@@ -199,12 +203,16 @@ def test_apply_rows_equals_row_by_row(extra: int, size: int, dtype: str) -> None
         assert torch.isneginf(r[0]).sum() == size + extra - mk.allowed_ids().size
 
 
+@pytest.mark.parametrize(("n_rows", "stopping_first"), [(6, False), (6, True), (1, False), (1, True)])
 @pytest.mark.parametrize("budget", [None, 30])
-def test_rows_stepped_in_place_equal_cursors_that_follow_each_row(budget: int | None) -> None:
+def test_rows_stepped_in_place_equal_cursors_that_follow_each_row(budget: int | None, n_rows: int,
+                                                                   stopping_first: bool) -> None:
     """Issue 19: a call whose rows each grow by one token steps every cursor in place (fast steps
     where it can); the masked scores and the cursors equal those of a cursor per row that follows
     its tokens. Rows start equal (num_return_sequences) and part later; some stop (EOS,
-    Observation) and go on with padding."""
+    Observation) and go on with padding. One row takes the processor's shortest path; with
+    ``stopping_first`` the stopping criteria see each new token before the processor does, as
+    under ``generate``."""
     import random
 
     from ltlagent.decode.monitor import Monitor
@@ -214,7 +222,7 @@ def test_rows_stepped_in_place_equal_cursors_that_follow_each_row(budget: int | 
     prompt = tok.encode("Question: x\n")
     eos = index.eos_token_ids[0]
     rows: list[list[int]] = []
-    for r in range(6):  # the tokens a sampler would pick under each row's mask
+    for r in range(n_rows):  # the tokens a sampler would pick under each row's mask
         rnd = random.Random(0 if r < 2 else r)  # rows 0 and 1 begin alike
         mon = Monitor(index, eos_ends_text=False, max_new_tokens=budget)
         row: list[int] = []
@@ -234,6 +242,8 @@ def test_rows_stepped_in_place_equal_cursors_that_follow_each_row(budget: int | 
     ref = [Monitor(index, eos_ends_text=False, max_new_tokens=budget) for _ in rows]
     for k in range(len(prompt), ids.shape[1] + 1):
         x = ids[:, :k]
+        if stopping_first and k > len(prompt):
+            proc.stopping(x, scores)
         got = proc(x, scores.clone())
         want = scores.clone()
         for i, mon in enumerate(ref):
