@@ -99,8 +99,9 @@ def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_ne
         pids = agent.encode(agent.prompt(task), special=True)
         if n_ctx is not None and len(pids) >= n_ctx:
             raise UsageError(f"the prompt has {len(pids)} tokens; the model's context holds {n_ctx}")
-        mon = Monitor(index, max_new_tokens=max_new_tokens, max_steps=max_steps, eos_ends_text=False,
-                      newline=newline)
+        # the runner's cursor reads what the engine wrote (the processor's cursors, with the budget,
+        # did the masking): without a budget it takes fast steps, and the budget is counted here
+        mon = Monitor(index, eos_ends_text=False, newline=newline)
         eps.append(_Episode(agent, task, mon, pids))
     for t in agent.tools.values():
         t.reset()
@@ -118,7 +119,6 @@ def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_ne
             ep.stop = "max_new_tokens" if ep.mon.tokens_generated >= max_new_tokens else "context_full"
             ep.t_end = time.perf_counter()
             return
-        ep.mon.set_remaining(left)
         opts = {"spec": spec_arg, "tools": tools, "budget": ep.mon.tokens_generated + left,
                 "max_steps": max_steps, "newline": newline, "prompt_tokens": len(ep.prompt_ids),
                 "env": [list(r) for r in ep.env]}
@@ -144,7 +144,8 @@ def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_ne
                 continue
             k = pending.pop(out.request_id)
             eps[k].cached += int(getattr(out, "num_cached_tokens", 0) or 0)
-            if _consume(agent, eps[k], list(out.outputs[0].token_ids), eos, max_steps, n_ctx):
+            if _consume(agent, eps[k], list(out.outputs[0].token_ids), eos, max_steps, max_new_tokens,
+                        n_ctx):
                 submit(k)  # the environment answered: the next turn, as soon as this one ended
             else:
                 eps[k].t_end = time.perf_counter()
@@ -153,13 +154,13 @@ def run_batch(agent: Agent, tasks: Sequence[str], *, max_steps: int = 64, max_ne
 
 
 def _consume(agent: Agent, ep: _Episode, toks: list[int], eos: set[int], max_steps: int,
-             n_ctx: int | None) -> bool:
+             max_new_tokens: int, n_ctx: int | None) -> bool:
     """Feed one turn's tokens to the episode's cursor; run the environment when the turn ended in
     an ``:env-input`` state. True when the episode goes on."""
     mon, log = ep.mon, ep.log
 
     for tok in toks:
-        if mon.is_finished or mon.waiting_for_env:
+        if mon.is_finished or mon.waiting_for_env or mon.tokens_generated >= max_new_tokens:
             break  # EOS after the pause (the processor allows only EOS there)
         forced = mon.forced_token() is not None
         try:
@@ -174,10 +175,11 @@ def _consume(agent: Agent, ep: _Episode, toks: list[int], eos: set[int], max_ste
             ep.eos_tokens += 1
         else:
             ep.ids.append(tok)
-    if mon.is_finished:
+    spent = mon.tokens_generated >= max_new_tokens
+    if mon.is_finished or spent:
         if mon.is_complete and not agent.spec.is_infinite:
             ep.stop = "complete"
-        elif (mon.remaining_tokens or 0) <= 0:
+        elif spent:
             ep.stop = "max_new_tokens"
         else:
             ep.stop = "finished"
@@ -186,7 +188,7 @@ def _consume(agent: Agent, ep: _Episode, toks: list[int], eos: set[int], max_ste
         ep.stop = "max_steps"
         return False
     if not mon.waiting_for_env:
-        ep.stop = "max_new_tokens" if (mon.remaining_tokens or 0) <= 0 else "context_full"
+        ep.stop = "context_full"
         return False
     i = len(mon.segments) - 1
     state = str(mon.state)

@@ -739,6 +739,10 @@ class Monitor:
             idx = self.index
             raise UsageError(f"token {tok} ({idx.vocab.token_bytes(tok)!r}) is not allowed here "
                              f"({idx.machine.describe(self._sid)})")
+        if self._row is _NO_STEPS:  # a budget: a step seen before is still known, its mask is not
+            evs = self._known_step(tok)
+            if evs is not None:
+                return evs
         return self._consume(tok, True, True)
 
     def follow(self, token_id: int, *, masked: bool = False) -> bool:
@@ -776,6 +780,8 @@ class Monitor:
                 self._sync()
                 return False
         elif mode >= ENV:
+            return False
+        if self._row is _NO_STEPS and self._known_step(tok) is not None:  # with a budget
             return False
         self._consume(tok, False, masked)
         return self.waiting_for_env
@@ -823,6 +829,33 @@ class Monitor:
         self._dead = True
         self._sync()
 
+    def _known_step(self, tok: int) -> list[Event] | None:
+        """A fast step for a cursor that has no row of them because of its budget (the step does
+        not depend on the budget, the next mask does: it is computed when asked); None when
+        ``tok`` is not a known step here (or the cursor holds UTF-8 bytes back, or fast steps are
+        off). The caller has made the checks of the slow path."""
+        if self._held or self._dead or not self.index._memo.fast_steps or (
+                self._max_new is None and self._max_steps is None):
+            return None
+        row = self._fast.get(self._sid)
+        hit = row.get(tok) if row is not None else None
+        if hit is None:
+            return None
+        self._sid, data, text, _mk, _row, enter = hit
+        self._mk = None  # the budget's mask of the new state, on demand
+        self._ngen += 1
+        self._ntok += 1
+        at = self._settled
+        self._settled = at + len(data)
+        if enter is None:
+            self._count += 1
+            self._buf += data
+            return [Event("text", None, False, None, text, at)]
+        self._count = 0
+        self._enter(len(self._buf), enter)
+        self._buf += data
+        return [Event("text", None, False, None, text, at), enter[4]]
+
     def _consume(self, tok: int, report: bool, checked: bool) -> list[Event]:
         """Step over ``tok`` and record it; the events when ``report``. ``checked``: the cursor's
         mask allowed ``tok`` (else it is checked before the step is learnt as a fast step)."""
@@ -862,7 +895,7 @@ class Monitor:
         self._buf += data
         delta, at = self._decode(data)
         if (reason is None and len(evs) <= 1 and not held0 and not self._held and delta
-                and self._max_new is None and self._max_steps is None and idx._memo.fast_steps):
+                and idx._memo.fast_steps):
             self._learn(s0, tok, sid, data, delta, checked, evs)
         if delta and report:
             out.append(Event("text", text=delta, at=at))

@@ -55,6 +55,7 @@ class Steering:
         self._metric: dict[tuple[int, bool, bool], tuple[np.ndarray, np.ndarray]] = {}
         self._step_max: dict[tuple[int, bool], int] = {}
         self._quiet: dict[tuple[int, bool], np.ndarray] = {}
+        self._quiet_max: dict[int, int] = {}
         self._quiet_dest: dict[int, np.ndarray] = {}
         self._dfa_final: dict[object, np.ndarray] = {}
         self._by_length: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -276,7 +277,10 @@ class Steering:
         if not base.quiet:
             return mx
         # a free-text mask: the candidates' bound, and every state a quiet token can lead to
-        return max(mx, int(self._quiet_needs(sid).max(initial=0)))
+        q = self._quiet_max.get(sid)
+        if q is None:  # asked at every token of a cursor with a budget
+            q = self._quiet_max[sid] = int(self._quiet_needs(sid).max(initial=0))
+        return max(mx, q)
 
     def max_step_cost(self, sid: int, ends_text: bool, base: Mask) -> int:
         """Upper bound of (states entered + states still needed) over the tokens ``base`` allows."""
