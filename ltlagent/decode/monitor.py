@@ -838,23 +838,14 @@ class Monitor:
                 self._max_new is None and self._max_steps is None):
             return None
         row = self._fast.get(self._sid)
-        hit = row.get(tok) if row is not None else None
-        if hit is None:
+        if row is None or tok not in row:
             return None
-        self._sid, data, text, _mk, _row, enter = hit
-        self._mk = None  # the budget's mask of the new state, on demand
-        self._ngen += 1
-        self._ntok += 1
-        at = self._settled
-        self._settled = at + len(data)
-        if enter is None:
-            self._count += 1
-            self._buf += data
-            return [Event("text", None, False, None, text, at)]
-        self._count = 0
-        self._enter(len(self._buf), enter)
-        self._buf += data
-        return [Event("text", None, False, None, text, at), enter[4]]
+        self._row = row  # advance's first branch takes it; then what the budget makes stale goes
+        try:
+            return self.advance(tok)
+        finally:
+            self._row = _NO_STEPS
+            self._mk = None  # the budget's mask of the new state, on demand
 
     def _consume(self, tok: int, report: bool, checked: bool) -> list[Event]:
         """Step over ``tok`` and record it; the events when ``report``. ``checked``: the cursor's
