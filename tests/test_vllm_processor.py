@@ -51,9 +51,10 @@ def _opts(spec: str = "react-tools", **kw: Any) -> dict[str, Any]:
 
 
 def _sample_step(batch: MonitorBatch, outputs: dict[int, list[int]], n: int, rnd: random.Random,
-                 width: int) -> torch.Tensor:
-    """One engine step: mask random logits, sample each row from its allowed tokens, append."""
-    logits = torch.randn(n, width)
+                 width: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """One engine step: mask random logits, sample each row from its allowed tokens, append.
+    float32 logits are masked through numpy, bfloat16 ones through torch."""
+    logits = torch.randn(n, width).to(dtype)
     batch.apply(logits)
     for i in range(n):
         ok = torch.nonzero(torch.isfinite(logits[i])).flatten().tolist()
@@ -62,9 +63,10 @@ def _sample_step(batch: MonitorBatch, outputs: dict[int, list[int]], n: int, rnd
     return logits
 
 
-def test_masks_follow_rows_through_swaps_moves_and_removals() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_masks_follow_rows_through_swaps_moves_and_removals(dtype: torch.dtype) -> None:
     """A random schedule of batch updates; every row's mask equals that of a Monitor fed the row's own
-    tokens, wherever the row sits in the batch."""
+    tokens, wherever the row sits in the batch (on both ways of masking CPU logits)."""
     tok = tiny.straddle()
     width = len(tok) + 5
     batch = MonitorBatch(tok, cache=False)
@@ -78,7 +80,7 @@ def test_masks_follow_rows_through_swaps_moves_and_removals() -> None:
     batch.update(Update(4, added=[(k, params[k], [1, 2], outputs[k]) for k in range(4)]))
     n = 4
     for step in range(30):
-        logits = _sample_step(batch, outputs, n, rnd, width)
+        logits = _sample_step(batch, outputs, n, rnd, width, dtype)
         for i in range(n):
             p = params[i]
             if p.extra_args is None:
@@ -246,7 +248,8 @@ def test_turn_options_round_trip_and_are_checked() -> None:
             TurnOptions.parse({"ltlagent": {"turn": bad}})
 
 
-def test_a_turn_row_masks_as_the_turn_cursor_with_its_budget() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_turn_row_masks_as_the_turn_cursor_with_its_budget(dtype: torch.dtype) -> None:
     """A chat-turn request: each step's allowed tokens are the TurnCursor's with the tokens left
     (max_tokens - written) as budget, the transformers loop's; the turn ends as a valid turn."""
     from ltlagent.decode.chat import TokenBytes, TurnCursor
@@ -264,7 +267,7 @@ def test_a_turn_row_masks_as_the_turn_cursor_with_its_budget() -> None:
     rnd = random.Random(1)
     width = len(tok) + 3
     for n in range(70):
-        logits = _sample_step(batch, {0: out}, 1, rnd, width)
+        logits = _sample_step(batch, {0: out}, 1, rnd, width, dtype)
         want = ref.allowed(budget=70 - n)
         got = torch.isfinite(logits[0]).numpy()
         assert got[:len(want)].tolist() == want.tolist() and not got[len(want):].any(), n

@@ -467,6 +467,12 @@ class MonitorBatch:
             raise ValueError(f"expected {n} row keys, got {len(order)}")
         if not any(k in self.rows for k in order):
             return logits
+        from ltlagent.decode.masks import numpy_view
+
+        arr = numpy_view(logits)
+        if arr is not None:  # CPU logits: each row masked through numpy on the tensor's memory
+            self._apply_numpy(arr, order)
+            return logits
         import torch
 
         free = self._forbidden(None, width, logits.device)
@@ -482,6 +488,26 @@ class MonitorBatch:
         forb = torch.stack([rows.get(i, free) for i in order])
         logits.masked_fill_(forb, float("-inf"))
         return logits
+
+    def _apply_numpy(self, arr: np.ndarray, order: Sequence[int]) -> None:
+        """:meth:`apply` on CPU logits seen as numpy (a few µs a row, where stacking boolean rows
+        and one torch ``masked_fill_`` cost about 0.25 ms at 64 rows of 3072 logits)."""
+        import numpy as np
+
+        width = arr.shape[1]
+        done: dict[int, np.ndarray | Mask] = {}
+        for r, i in enumerate(order):
+            row = self.rows.get(i)
+            if row is None:
+                continue
+            how = done.get(i)
+            if how is None:
+                how = done[i] = (row.forbidden(width, self._turn_eos(row)) if isinstance(row, _TurnRow)
+                                 else self.mask_of(i))
+            if isinstance(how, np.ndarray):
+                np.copyto(arr[r], -np.inf, where=how)
+            else:
+                how.apply_numpy(arr[r])
 
 
 def _load_tokenizer(vllm_config: Any) -> object:
