@@ -16,7 +16,9 @@ one run on one engine, so the ratios compare like with like.
   episode's turns with the same prompt token ids (its earlier turns and the environment's text
   included) and the same number of new tokens (``ignore_eos``), each turn added when the episode's
   previous one ends, as the runner does. Same engine work, prefill of the environment turns
-  included; what is left between the two is ltlagent's own cost (processor, runner's monitor);
+  included; what is left between the two is ltlagent's own cost (processor, runner's monitor).
+  Both start from the same prefix cache: emptied, then holding the task prompts alone (otherwise
+  the replay would find the blocks the constrained run prefilled at each turn already cached);
 * each size ``--reps`` times (constrained then the three baselines, back to back): medians, and
   the range of the per-rep ratios;
 * processor time: ``update_state`` + ``apply`` of the ltlagent processor, timed inside the engine,
@@ -91,6 +93,15 @@ def turns_of(recorded: dict[str, tuple[list[int], int]], n: int) -> list[list[tu
         if parts[0] == "ltlagent" and len(parts) == 4:
             turns[int(parts[2])].append((int(parts[3]), ids, made))
     return [[(ids, made) for _, ids, made in sorted(ep)] for ep in turns]
+
+
+def fresh_cache(llm: Any, prompts: list[dict[str, list[int]]]) -> None:
+    """Empty the engine's prefix cache, then prefill ``prompts`` (one token each), so that two
+    runs start from the same cache."""
+    import vllm
+
+    llm.reset_prefix_cache()
+    llm.generate(prompts, vllm.SamplingParams(max_tokens=1), use_tqdm=False)
 
 
 def replay_turns(llm: Any, turns: list[list[tuple[list[int], int]]]) -> tuple[int, float]:
@@ -175,7 +186,9 @@ def main() -> None:
         cs, us, ms, ts, ratios, mratios, tratios, steps_ms = [], [], [], [], [], [], [], []
         reqs = sent = cached = ok = steps = 0
         proc_s = 0.0
+        prompts = [{"prompt_token_ids": agent.encode(agent.prompt(task), special=True)} for task in tasks]
         for _ in range(args.reps):  # constrained then unconstrained, back to back, each rep
+            fresh_cache(llm, prompts)
             log.clear()
             recorded.clear()
             t = time.perf_counter()
@@ -194,8 +207,6 @@ def main() -> None:
             if n >= 48:
                 step_rows += [s for rows, s in log if rows >= 48]
             per = max(1, round(gen / n))
-            prompts = [{"prompt_token_ids": agent.encode(agent.prompt(task), special=True)}
-                       for task in tasks]
             sp = vllm.SamplingParams(max_tokens=per, min_tokens=per, ignore_eos=True, temperature=1.0)
             t = time.perf_counter()
             outs = llm.generate(prompts, sp, use_tqdm=False)
@@ -210,6 +221,7 @@ def main() -> None:
             outs = llm.generate(prompts, sps, use_tqdm=False)
             dm = time.perf_counter() - t
             mgen = sum(len(o.outputs[0].token_ids) for o in outs)
+            fresh_cache(llm, prompts)
             tgen, dtt = replay_turns(llm, turns)
             cs.append(gen / dt)
             us.append(ugen / du)
