@@ -16,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Mask", "MaskRows", "SPARSE_LIMIT", "ALLOWED_LIMIT", "DENSE_LIMIT", "TAKE_LIMIT", "apply_rows"]
+__all__ = ["Mask", "SPARSE_LIMIT", "ALLOWED_LIMIT", "DENSE_LIMIT", "apply_rows", "numpy_view"]
 
 #: Up to this many forbidden ids ``index_fill_`` beats a dense bias, up to this many allowed ids
 #: -inf plus a copy does (measured here on 128k float32 logits: index_fill_ of 1000 ids 3.4 µs, of
@@ -30,10 +30,6 @@ SET_LIMIT = 256
 #: ``masked_fill_`` (measured at 3072 logits: 7 µs against 12 µs sparse at 1 row, 43 against 71 µs
 #: at 8 rows; from 64 rows on the sparse operations win, and at 128k logits already at 1 row).
 DENSE_LIMIT = 1 << 16
-#: :func:`apply_rows` with a :class:`MaskRows` table gathers dense boolean rows up to this many
-#: logits in all (at 3072 logits it beat the sparse numpy operations at 8 and 64 rows: 4.8 against
-#: 14 µs, 31 against 48 µs); beyond, sparse fills write far less.
-TAKE_LIMIT = 1 << 18
 #: :meth:`Mask.np_plan`'s kinds
 KEEP, FILL, DENSE = 0, 1, 2
 
@@ -62,7 +58,7 @@ class Mask:
     index) bounds the bytes still needed after any allowed token, for the budget.
     """
 
-    __slots__ = ("_allowed", "_forbidden", "_np", "_set", "_tensors", "forced", "max_need", "n_allowed",
+    __slots__ = ("_allowed", "_forbidden", "_set", "_tensors", "forced", "max_need", "n_allowed",
                  "quiet", "size")
 
     def __init__(self, size: int, *, allowed: np.ndarray | None = None,
@@ -86,7 +82,6 @@ class Mask:
         self.quiet = False  # free text: tokens outside the candidates are allowed unchecked
         self._set: frozenset[int] | bytes | None = None  # the smaller side, as a set or packed bits
         self._tensors: dict[object, object] = {}
-        self._np: tuple[int, int, np.ndarray] | None = None  # the last width's np_plan, at hand
 
     def allowed_ids(self) -> np.ndarray:
         """Sorted allowed ids."""
@@ -127,10 +122,8 @@ class Mask:
         key = ("m", device, width)
         row = self._tensors.get(key)
         if row is None:
-            r = torch.ones(width, dtype=torch.bool, device=device)  # type: ignore[arg-type]
-            a = self.allowed_ids()
-            r[torch.as_tensor(a[a < width], device=device)] = False  # type: ignore[arg-type]
-            row = self._tensors[key] = r
+            row = self._tensors[key] = torch.from_numpy(self._np_forbidden(width)).to(
+                device)  # type: ignore[arg-type]
         return row  # type: ignore[return-value]
 
     def _bias(self, dtype: object, device: object, width: int) -> torch.Tensor:
@@ -181,10 +174,7 @@ class Mask:
     def apply_numpy(self, row: np.ndarray) -> None:
         """:meth:`apply` on a numpy row (a CPU tensor's memory, shared through ``Tensor.numpy()``):
         numpy's indexing costs a fraction of a torch operation's dispatch on small rows."""
-        plan = self._np
-        if plan is None or plan[0] != row.shape[0]:
-            plan = self._np = (row.shape[0], *self.np_plan(row.shape[0]))
-        _, kind, ids = plan
+        kind, ids = self.np_plan(row.shape[0])
         if kind == FILL:
             row[ids] = -np.inf
         elif kind == KEEP:
@@ -230,45 +220,6 @@ class Mask:
         row.add_(bias)  # type: ignore[arg-type]
 
 
-class MaskRows:
-    """The numpy boolean rows (True: forbidden) of the masks met so far at one logits width, in one
-    table, so that a small batch's masks are gathered by one ``take`` and applied by one
-    ``np.copyto`` (measured at 3072 logits: 4.8 µs at 8 rows, 31 µs at 64, against 22 and 163 µs
-    for one bare torch ``masked_fill_``). A runtime cache: a logits processor holds one per width."""
-
-    __slots__ = ("_masks", "_n", "_slots", "_table", "width")
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-        self._slots: dict[int, int] = {}  # id(mask) -> row of the table
-        self._masks: list[Mask] = []  # keeps the masks alive, so their ids stay theirs
-        self._table = np.zeros((0, width), dtype=bool)
-        self._n = 0
-
-    def take(self, masks: Sequence[Mask]) -> np.ndarray:
-        """The ``(len(masks), width)`` boolean rows of ``masks``, a fresh array."""
-        slots = self._slots
-        idx = []
-        for mk in masks:
-            k = slots.get(id(mk))
-            if k is None:
-                k = self._add(mk)
-            idx.append(k)
-        return self._table.take(idx, axis=0)
-
-    def _add(self, mk: Mask) -> int:
-        if self._n == self._table.shape[0]:  # room for twice as many rows
-            grown = np.zeros((max(16, 2 * self._n), self.width), dtype=bool)
-            grown[:self._n] = self._table[:self._n]
-            self._table = grown
-        k = self._n
-        self._table[k] = mk._np_forbidden(self.width)
-        self._slots[id(mk)] = k
-        self._masks.append(mk)
-        self._n += 1
-        return k
-
-
 def numpy_view(t: torch.Tensor) -> np.ndarray | None:
     """The numpy array on ``t``'s own memory where there is one (a CPU tensor of a dtype numpy
     knows: not bfloat16), else None."""
@@ -285,7 +236,7 @@ def numpy_view(t: torch.Tensor) -> np.ndarray | None:
             return None
 
 
-def apply_rows(masks: Sequence[Mask], scores: torch.Tensor, table: MaskRows | None = None) -> None:
+def apply_rows(masks: Sequence[Mask], scores: torch.Tensor) -> None:
     """Apply ``masks[i]`` to row ``i`` of ``scores`` (2-D, any width) in place, for all rows at once.
 
     Rows that share a mask are handled together and every kind of mask takes one batched operation
@@ -296,10 +247,10 @@ def apply_rows(masks: Sequence[Mask], scores: torch.Tensor, table: MaskRows | No
     mask's size are forbidden. Same result as ``masks[i].apply(scores[i])`` row by row, which costs
     a few tensor operations per row (docs/design.md §5: batches).
 
-    CPU logits of a dtype numpy knows (not bfloat16) are masked through numpy on the tensor's own
-    memory, grouped the same way; with a ``table`` of the scores' width, a batch of at most
-    ``TAKE_LIMIT`` logits gathers its boolean rows from it in one ``take`` and fills them in one
-    ``np.copyto``.
+    CPU logits of a dtype numpy knows (not bfloat16) are masked row by row through numpy on the
+    tensor's own memory (:meth:`Mask.apply_numpy`, about 1 µs a row; grouping the rows' indices
+    was slower at 8 and 64 rows, as fast at 256 rows of 128k logits, faster only at 256 rows of
+    3072: 125 against 161 µs).
     """
     import torch
 
@@ -310,10 +261,8 @@ def apply_rows(masks: Sequence[Mask], scores: torch.Tensor, table: MaskRows | No
     width = scores.shape[1]
     arr = numpy_view(scores)
     if arr is not None:
-        if table is not None and table.width == width and len(masks) > 1 and len(masks) * width <= TAKE_LIMIT:
-            np.copyto(arr, -np.inf, where=table.take(masks))
-        else:
-            _apply_rows_numpy(masks, arr)
+        for i, mk in enumerate(masks):
+            mk.apply_numpy(arr[i])
         return
     dev = scores.device
     if len(masks) * width <= DENSE_LIMIT:  # small: one masked_fill_ of cached boolean rows
@@ -368,41 +317,3 @@ def apply_rows(masks: Sequence[Mask], scores: torch.Tensor, table: MaskRows | No
             if width > mk.size:
                 scores[torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(dev), mk.size:] = inf
 
-
-def _apply_rows_numpy(masks: Sequence[Mask], scores: np.ndarray) -> None:
-    """:func:`apply_rows` on a CPU tensor's memory: the same grouping, with numpy's indexing (about
-    1 µs a call where a torch operation costs 4-20 µs of dispatch on small rows)."""
-    if len(masks) == 1:
-        masks[0].apply_numpy(scores[0])
-        return
-    width = scores.shape[1]
-    groups: dict[int, tuple[Mask, list[int]]] = {}
-    for i, mk in enumerate(masks):
-        groups.setdefault(id(mk), (mk, []))[1].append(i)
-    fill: list[np.ndarray] = []
-    keep: list[np.ndarray] = []
-    keep_rows: list[int] = []
-    dense: list[tuple[np.ndarray, list[int]]] = []
-    for mk, rows in groups.values():
-        kind, ids = mk.np_plan(width)
-        if kind == DENSE:
-            dense.append((ids, rows))
-            continue
-        flat = (np.asarray(rows, dtype=np.int64)[:, None] * width + ids).ravel()
-        if kind == KEEP:
-            keep.append(flat)
-            keep_rows += rows
-        else:
-            fill.append(flat)
-    flat_scores = scores.reshape(-1)  # a view: scores is contiguous
-    kidx = np.concatenate(keep) if keep else None
-    vals = flat_scores[kidx] if kidx is not None else None
-    if keep_rows:
-        scores[keep_rows] = -np.inf
-    if fill:
-        flat_scores[np.concatenate(fill) if len(fill) > 1 else fill[0]] = -np.inf
-    for forb, rows in dense:
-        for r in rows:
-            np.copyto(scores[r], -np.inf, where=forb)
-    if kidx is not None:
-        flat_scores[kidx] = vals

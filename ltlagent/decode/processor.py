@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from transformers import LogitsProcessor, StoppingCriteria
 
-from ltlagent.decode.masks import MaskRows, apply_rows, numpy_view
+from ltlagent.decode.masks import apply_rows, numpy_view
 from ltlagent.decode.monitor import Monitor, TokenIndex, build_index
 from ltlagent.errors import UsageError
 from ltlagent.logic.compiled import CompiledSpec
@@ -54,7 +54,6 @@ class LtlLogitsProcessor(LogitsProcessor):
         self.pad_token_id = pad_token_id
         self.stopping = LtlStoppingCriteria(self)
         self._paused: dict[bytes, Monitor] = {}
-        self._table: MaskRows | None = None  # the masks' boolean rows at the scores' width
         self.reset()
 
     @classmethod
@@ -263,10 +262,7 @@ class LtlLogitsProcessor(LogitsProcessor):
                                  "processor may have overridden the mask")
         masks = Monitor.masks_of(monitors)
         if scores.is_contiguous():
-            table = self._table
-            if table is None or table.width != scores.shape[1]:
-                table = self._table = MaskRows(scores.shape[1])
-            apply_rows(masks, scores, table)  # all rows in a fixed number of operations
+            apply_rows(masks, scores)  # all rows in a fixed number of tensor operations (or numpy)
         else:
             for i, mk in enumerate(masks):
                 mk.apply(scores[i])

@@ -279,7 +279,7 @@ class MonitorBatch:
         self.cache = cache
         self.rows: dict[int, _Row | _TurnRow] = {}
         self._indexes: dict[tuple[str, tuple[str, ...] | None, bool], TokenIndex] = {}
-        self._dense: dict[tuple[int, int, str], tuple[object, torch.Tensor]] = {}
+        self._free: dict[tuple[int, str], torch.Tensor] = {}  # all-allowed rows, per width and device
         self._eos: Mask | None = None
         self._turns: dict[str, TurnIndex] = {}
         self._token_bytes: dict[tuple[int, ...], TokenBytes] = {}
@@ -444,16 +444,13 @@ class MonitorBatch:
         """The cached boolean row (True: forbidden) of ``mask`` (None: all allowed)."""
         import torch
 
-        key = (id(mask), width, str(device))
-        hit = self._dense.get(key)
-        if hit is None:
-            row = torch.zeros(width, dtype=torch.bool)
-            if mask is not None:
-                row[:] = True
-                ids = mask.allowed_ids()
-                row[torch.as_tensor(ids[ids < width], dtype=torch.long)] = False
-            hit = self._dense[key] = (mask, row.to(cast("torch.device", device)))  # keeps the mask alive
-        return hit[1]
+        if mask is not None:
+            return mask.forbidden_row(device, width)  # cached by the mask
+        key = (width, str(device))
+        row = self._free.get(key)
+        if row is None:
+            row = self._free[key] = torch.zeros(width, dtype=torch.bool, device=cast("torch.device", device))
+        return row
 
     def apply(self, logits: torch.Tensor, keys: Sequence[int] | None = None) -> torch.Tensor:
         """Set the forbidden logits of every constrained row to -inf, in place (one ``masked_fill_``).
