@@ -18,6 +18,7 @@ __all__ = [
     "rename_atomic_propositions", "ltlf_to_ltl", "translate_finite", "translate_infinite",
     "translate", "initial_state", "accepting_states", "is_empty_from", "letter_edges",
     "accepting_mark_sets", "accepts_lasso", "contains", "difference_word", "to_hoa", "from_hoa",
+    "CubeDfa", "finite_cube_dfa",
 ]
 
 #: A Spot automaton (``spot.twa_graph``), opaque outside this module.
@@ -168,6 +169,65 @@ def translate(formula: str, hidden: Sequence[str] = ()) -> TwaGraph:
         return aut
     except (RuntimeError, SyntaxError) as e:
         raise SpotError(str(e)) from e
+
+
+@dataclass(frozen=True)
+class CubeDfa:
+    """A deterministic finite automaton whose letters are bit masks over an ordered list of
+    propositions: ``edges[q]`` holds ``(successor, cubes)``, a cube ``(ones, zeros)`` admitting a
+    letter ``x`` when ``x & ones == ones`` and ``x & zeros == 0``. Plain data: picklable."""
+
+    initial: int
+    accepting: frozenset[int]
+    edges: tuple[tuple[tuple[int, tuple[tuple[int, int], ...]], ...], ...]
+
+    def step(self, q: int, letter: int) -> int:
+        """The successor of ``q`` on ``letter``, or -1 when no edge admits it."""
+        for dst, cubes in self.edges[q]:
+            for ones, zeros in cubes:
+                if letter & ones == ones and not letter & zeros:
+                    return dst
+        return -1
+
+
+def finite_cube_dfa(formula: str, alive: str, props: Sequence[str]) -> CubeDfa:
+    """The deterministic automaton of a finite-trace formula (LTL over ``alive``, as
+    :func:`translate_finite` takes it), its edge conditions as cubes over ``props`` (bit ``k`` is
+    ``props[k]``). A proposition of the formula missing from ``props`` is an error."""
+    import buddy
+
+    aut = translate_finite(formula, alive)
+    bdict = aut.get_dict()
+    spot = _spot()
+    bit: dict[int, int] = {}
+    for ap in aut.ap():
+        name = str(ap.ap_name())
+        if name not in props:
+            raise SpotError(f"proposition {name!r} of the automaton is not a letter bit")
+        bit[bdict.varnum(spot.formula.ap(name))] = 1 << props.index(name)
+    rows = []
+    for q in range(aut.num_states()):
+        row = []
+        for e in aut.out(q):
+            cubes = []
+            isop = spot.minato_isop(e.cond)
+            c = isop.next()
+            while c != buddy.bddfalse:
+                ones = zeros = 0
+                x = c
+                while x != buddy.bddtrue:
+                    b = bit[buddy.bdd_var(x)]
+                    if buddy.bdd_low(x) == buddy.bddfalse:
+                        ones |= b
+                        x = buddy.bdd_high(x)
+                    else:
+                        zeros |= b
+                        x = buddy.bdd_low(x)
+                cubes.append((ones, zeros))
+                c = isop.next()
+            row.append((int(e.dst), tuple(cubes)))
+        rows.append(tuple(row))
+    return CubeDfa(initial_state(aut), accepting_states(aut), tuple(rows))
 
 
 # -- reading automata --------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 """A compiled policy over chat events: classify each step of a conversation into the spec's
-event states, run the automaton, and say which named constraint breaks where (docs/design.md §12).
+event states, monitor the parts, and say which named constraint breaks where (docs/design.md §12).
 
 :class:`Policy` is the compile step (frozen, picklable: it runs inside process pools, Ray or Spark
-UDFs): the spec, the automaton of the whole spec, one automaton per named part (the behaviour, when
-declared, and each constraint alone) for attributing failures, and the event classifier.
+UDFs): the spec, the event classifier, and one monitor per named part -- the behaviour's DFA and
+each constraint compiled on its own (:mod:`ltlagent.logic.rules`: past operators evaluated step by
+step, no determinisation) -- composed on the fly (:mod:`ltlagent.logic.composite`, design §3.6).
+First-order rules (§2.6) run one instance per assignment of the values bound so far.
 :class:`PolicyCursor` is the runtime: one per conversation, the only thing that changes per step.
 ``check-log``, the guard in front of an API and the decoder all classify through the same
-:class:`Classifier` and step the same tables.
+:class:`Classifier` and step the same monitors.
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from pathlib import Path
 
 from ltlagent.chat.events import Event, conversation_events, message_events
 from ltlagent.errors import LogError, UsageError
-from ltlagent.logic.automaton import DEAD, Automaton, build_automaton
+from ltlagent.logic.automaton import DEAD, build_automaton
+from ltlagent.logic.composite import (
+    INITIAL,
+    Composite,
+    StepValues,
+    ValueInstances,
+    step_values,
+)
+from ltlagent.logic.rules import DirectRule, Rule, TableRule, compile_rule
 from ltlagent.spec.syntax import BEHAVIOR_NAME, Spec, State, any_sequence, load_spec
 
 __all__ = ["Policy", "PolicyCursor", "Classifier", "Decision", "Violation", "ConversationReport",
@@ -111,21 +121,34 @@ def _args_match(tests: tuple[tuple[str, re.Pattern[str]], ...],
     return True
 
 
+Binding = tuple[tuple[str, str], ...]
+
+
+def _binding_text(binding: Binding) -> str:
+    return ", ".join(f"{var} = {value!r}" for var, value in binding)
+
+
 @dataclass(frozen=True)
 class Violation:
     """The first failure of one named part: the step (0-based, in the trace) and the message
     (0-based, in the conversation) where it can no longer hold, the state there and what the
-    part's automaton allowed instead. ``constraint`` None marks a step that matches no state."""
+    part allowed instead. ``constraint`` None marks a step that matches no state. ``binding``:
+    for a first-order rule, the values of its variables in the instance that broke."""
 
     constraint: str | None
     step: int
     message: int
     state: str | None
     allowed: tuple[str, ...]
+    binding: Binding = ()
 
     def to_dict(self) -> dict[str, object]:
-        return {"constraint": self.constraint, "step": self.step, "message": self.message,
-                "state": self.state, "allowed": list(self.allowed)}
+        d: dict[str, object] = {"constraint": self.constraint, "step": self.step,
+                                "message": self.message, "state": self.state,
+                                "allowed": list(self.allowed)}
+        if self.binding:
+            d["binding"] = dict(self.binding)
+        return d
 
 
 @dataclass(frozen=True)
@@ -164,6 +187,8 @@ class Decision:
     violated: tuple[str, ...]  # the parts it breaks
     allowed_states: tuple[str, ...]  # what the policy allowed at this point
     names: tuple[str, ...] = field(default=(), repr=False, compare=False)  # all the states
+    #: for a first-order rule it breaks: the values of the instance that breaks
+    binding: Binding = ()
 
     def explain(self) -> str:
         """One sentence for a model or a person: which rule forbids the step, what is allowed."""
@@ -172,21 +197,31 @@ class Decision:
             return f"allowed: {self.state}"
         if self.state is None:
             return f"forbidden: this step matches no state of the policy; allowed now: {now}"
-        return (f"forbidden: a {self.state} step now breaks {', '.join(self.violated)}; "
+        values = f" (for {_binding_text(self.binding)})" if self.binding else ""
+        return (f"forbidden: a {self.state} step now breaks {', '.join(self.violated)}{values}; "
                 f"allowed now: {now}")
 
     def to_dict(self) -> dict[str, object]:
-        return {"allowed": self.allowed, "state": self.state, "violated": list(self.violated),
-                "allowed_states": list(self.allowed_states)}
+        d: dict[str, object] = {"allowed": self.allowed, "state": self.state,
+                                "violated": list(self.violated),
+                                "allowed_states": list(self.allowed_states)}
+        if self.binding:
+            d["binding"] = dict(self.binding)
+        return d
 
 
 @dataclass(frozen=True)
 class Policy:
-    """A spec compiled for chat events: classifier, the whole automaton, one automaton per part."""
+    """A spec compiled for chat events: the classifier and the monitors of its parts.
+
+    ``composite`` judges the propositional parts together (for an infinite spec: the whole
+    automaton, §3.5); ``blame`` are the named parts run alone to say which broke (for a finite
+    spec, the composite's own parts); ``value_rules`` the first-order rules."""
 
     spec: Spec
-    automaton: Automaton
-    parts: tuple[tuple[str, Automaton], ...]
+    composite: Composite = field(repr=False)
+    blame: tuple[Rule, ...] = field(repr=False)
+    value_rules: tuple[DirectRule, ...] = field(repr=False)
     classifier: Classifier = field(repr=False)
 
     @staticmethod
@@ -198,18 +233,34 @@ class Policy:
                              "event states: it describes text, not chat logs",
                              hint="declare states with (:from …), (:call …), (:contains …) "
                                   "(docs/design.md §2.5)")
-        whole = build_automaton(s)
-        named: list[tuple[str, Spec]] = []
+        classifier = Classifier.build(s.states)
+        n = len(s.names)
+        if s.is_infinite:  # ω-acceptance: the whole automaton, as in §3.5
+            if s.is_first_order:
+                raise UsageError(f"spec {s.name!r}: first-order rules need a finite behaviour "
+                                 "(a conversation is a finite trace)")
+            whole = TableRule("(whole)", build_automaton(s))
+            named: list[tuple[str, Spec]] = []
+            if s.behavior_declared:
+                named.append((BEHAVIOR_NAME, replace(s, constraints=())))
+            anything = any_sequence(s.names)
+            named += [(nm, replace(s, behavior=anything, constraints=(c,),
+                                   behavior_declared=False))
+                      for nm, c in zip(s.constraint_names, s.constraints)]
+            blame: tuple[Rule, ...] = (TableRule(named[0][0], whole.automaton),) \
+                if len(named) == 1 else tuple(TableRule(nm, build_automaton(p)) for nm, p in named)
+            return Policy(s, Composite((whole,), n), blame, (), classifier)
+        parts: list[Rule] = []
         if s.behavior_declared:
-            named.append((BEHAVIOR_NAME, replace(s, constraints=())))
-        anything = any_sequence(s.names)
-        named += [(n, replace(s, behavior=anything, constraints=(c,), behavior_declared=False))
-                  for n, c in zip(s.constraint_names, s.constraints)]
-        if len(named) == 1:
-            parts: tuple[tuple[str, Automaton], ...] = ((named[0][0], whole),)
-        else:
-            parts = tuple((n, build_automaton(p)) for n, p in named)
-        return Policy(s, whole, parts, Classifier.build(s.states))
+            parts.append(TableRule(BEHAVIOR_NAME, build_automaton(replace(s, constraints=()))))
+        values: list[DirectRule] = []
+        for nm, c in zip(s.constraint_names, s.constraints):
+            rule = compile_rule(s, nm, c)
+            if isinstance(rule, DirectRule) and (rule.quantifiers or rule.atoms):
+                values.append(rule)
+            else:
+                parts.append(rule)
+        return Policy(s, Composite(tuple(parts), n), tuple(parts), tuple(values), classifier)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -226,6 +277,10 @@ class Policy:
     def cursor(self) -> PolicyCursor:
         return PolicyCursor(self)
 
+    def values_of(self, i: int, event: Event) -> StepValues:
+        """What a step in state ``i`` offers the first-order rules."""
+        return step_values(i, self.spec.states[i].binds, event.arguments, event.text)
+
     def check(self, messages: Sequence[object]) -> ConversationReport:
         """The verdict on one conversation (a list of OpenAI-format messages)."""
         if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
@@ -239,11 +294,12 @@ class Policy:
         return self.check_events(events)
 
     def check_events(self, events: Sequence[Event]) -> ConversationReport:
-        """The verdict on a trace of events (the fast path: one table lookup per step)."""
-        a = self.automaton
+        """The verdict on a trace of events (the fast path: one memoised lookup per step and
+        part group, plus one step per first-order instance)."""
+        comp = self.composite
         index = self.classifier.index
-        table = a.live_delta
-        q = a.initial
+        fo = [ValueInstances(r) for r in self.value_rules]
+        cid = INITIAL
         codes: list[int] = []
         for k, ev in enumerate(events):
             i = index(ev)
@@ -251,110 +307,162 @@ class Policy:
             if i < 0:
                 return ConversationReport(
                     "unmatched", k, self._names(codes[:-1]),
-                    (Violation(None, k, ev.message, None, a.allowed(q)),))
-            r = table[q][i]
-            if r == DEAD:
+                    (Violation(None, k, ev.message, None, self._allowed_names(cid, fo)),))
+            nxt = comp.step(cid, i)
+            broken = nxt == DEAD or not comp.live(nxt)
+            if fo:
+                sv = self.values_of(i, ev)
+                for inst in fo:
+                    inst.push(sv)
+                    if inst.dead() is not None:
+                        broken = True
+            if broken:
                 for ev2 in events[k + 1:]:  # the parts are judged on the whole trace
                     codes.append(index(ev2))
-                return self._attribute(events, codes, "violated", k, q)
-            q = r
-        if a.infinite or q in a.accepting:
+                return self._attribute(events, codes, "violated", k, cid)
+            cid = nxt
+        if comp.accepts(cid) and all(inst.accepts() for inst in fo):
             return ConversationReport("ok", len(events))  # no trace: ok is the common case
-        return self._attribute(events, codes, "incomplete", len(events), q)
+        return self._attribute(events, codes, "incomplete", len(events), cid)
 
     def _names(self, codes: Iterable[int]) -> tuple[str, ...]:
         return tuple(self.names[i] if i >= 0 else "?" for i in codes)
 
+    def _allowed_names(self, cid: int, fo: Sequence[ValueInstances]) -> tuple[str, ...]:
+        """The states a step may be in now (binding no value, for the first-order rules)."""
+        ok = self.composite.allowed(cid)
+        if fo:
+            ok = tuple(i for i in ok if not any(
+                inst.dead(inst.after(StepValues(i, {}, ""))) for inst in fo))
+        return tuple(self.names[i] for i in ok)
+
     def _attribute(self, events: Sequence[Event], codes: list[int], verdict: str, at: int,
-                   q_whole: int) -> ConversationReport:
+                   cid: int) -> ConversationReport:
         """Run each part alone to say which broke where (first failure of each) and which are
         unmet at the end."""
         found: list[Violation] = []
         unmet: list[str] = []
-        for name, a in self.parts:
-            q = a.initial
-            table = a.live_delta
+        names = self.names
+        for part in self.blame:
+            x = part.initial
             for k, i in enumerate(codes):
                 if i < 0:  # a later step matches no state: the parts stop there
                     break
-                r = table[q][i]
-                if r == DEAD:
-                    found.append(Violation(name, k, events[k].message, self.names[i],
-                                           a.allowed(q)))
+                y = part.step(x, i)
+                if y == DEAD or not part.live(y):
+                    found.append(Violation(part.name, k, events[k].message, names[i],
+                                           part.allowed(x, names)))
                     break
-                q = r
+                x = y
             else:
-                if not a.infinite and q not in a.accepting:
-                    unmet.append(name)
+                if not part.accepts(x):
+                    unmet.append(part.name)
+        for rule in self.value_rules:
+            inst = ValueInstances(rule)
+            for k, i in enumerate(codes):
+                if i < 0:
+                    break
+                inst.push(self.values_of(i, events[k]))
+                bad = inst.dead()
+                if bad is not None:
+                    found.append(Violation(rule.name, k, events[k].message, names[i],
+                                           rule.allowed(rule.initial, names), bad))
+                    break
+            else:
+                if not inst.accepts():
+                    unmet.append(rule.name)
         if verdict == "violated" and not any(v.step <= at for v in found):
             i = codes[at]
-            found.append(Violation(TOGETHER, at, events[at].message, self.names[i],
-                                   self.automaton.allowed(q_whole)))
+            found.append(Violation(TOGETHER, at, events[at].message, names[i],
+                                   tuple(names[j] for j in self.composite.allowed(cid))))
         found.sort(key=lambda v: v.step)
         if verdict == "incomplete" and not unmet:
             unmet.append(TOGETHER)
-        trace = self._names(codes)
-        return ConversationReport(verdict, len(events), trace, tuple(found), tuple(unmet))
+        return ConversationReport(verdict, len(events), self._names(codes), tuple(found),
+                                  tuple(unmet))
 
 
 class PolicyCursor:
-    """A conversation in progress: the whole automaton's state and each part's."""
+    """A conversation in progress: the composite state, each named part's own state, and the
+    first-order rules' instances."""
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        self.q = policy.automaton.initial
-        self.part_q = [a.initial for _, a in policy.parts]
+        self.cid = INITIAL
+        self.part_local = [p.initial for p in policy.blame]
+        self.values = [ValueInstances(r) for r in policy.value_rules]
         self.steps = 0
         self.trace: list[str | None] = []
 
     def copy(self) -> PolicyCursor:
         c = PolicyCursor.__new__(PolicyCursor)
-        c.policy, c.q, c.part_q = self.policy, self.q, list(self.part_q)
+        c.policy, c.cid, c.part_local = self.policy, self.cid, list(self.part_local)
+        c.values = [v.copy() for v in self.values]
         c.steps, c.trace = self.steps, list(self.trace)
         return c
 
     @property
     def is_dead(self) -> bool:
         """True once a step broke the policy: nothing is allowed from here."""
-        return self.q == DEAD
+        return self.cid == DEAD
 
     @property
     def is_complete(self) -> bool:
-        a = self.policy.automaton
-        return self.q != DEAD and (a.infinite or self.q in a.accepting) and self.steps > 0
+        return self.cid != DEAD and self.policy.composite.accepts(self.cid) \
+            and all(v.accepts() for v in self.values) and self.steps > 0
 
     def allowed_states(self) -> tuple[str, ...]:
-        return self.policy.automaton.allowed(self.q) if self.q != DEAD else ()
+        """The states a step may be in now (for first-order rules: a step binding no value)."""
+        if self.cid == DEAD:
+            return ()
+        return self.policy._allowed_names(self.cid, self.values)
 
     def decide(self, event: Event) -> Decision:
         """Would ``event`` be allowed as the next step? (The cursor does not move.)"""
-        return self._decide(self.policy.classifier.index(event))
+        return self._decide(self.policy.classifier.index(event), event)
 
-    def _decide(self, i: int) -> Decision:
-        """:meth:`decide` for a step already classified into state index ``i`` (-1: none)."""
+    def _decide(self, i: int, event: Event | None = None) -> Decision:
+        """:meth:`decide` for a step already classified into state index ``i`` (-1: none);
+        ``event`` gives the values a first-order rule compares (None: it binds none)."""
         now = self.allowed_states()
-        names = self.policy.names
+        policy = self.policy
+        names = policy.names
         if i < 0:
             return Decision(False, None, (), now, names)
         name = names[i]
-        if self.q != DEAD and self.policy.automaton.live_delta[self.q][i] != DEAD:
+        sv = policy.values_of(i, event) if event is not None and self.values \
+            else StepValues(i, {}, "")
+        comp = policy.composite
+        ok = self.cid != DEAD and comp.live(comp.step(self.cid, i))
+        bad_values: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        for inst in self.values:
+            bad = inst.dead(inst.after(sv))
+            if bad is not None:
+                bad_values.append((inst.rule.name, bad))
+        if ok and not bad_values:
             return Decision(True, name, (), now, names)
-        broken = tuple(n for (n, a), q in zip(self.policy.parts, self.part_q)
-                       if q == DEAD or a.live_delta[q][i] == DEAD)
-        return Decision(False, name, broken or (TOGETHER,), now, names)
+        broken = [p.name for p, x in zip(policy.blame, self.part_local)
+                  if x == DEAD or not p.live(p.step(x, i))]
+        broken += [nm for nm, _ in bad_values]
+        binding = bad_values[0][1] if bad_values else ()
+        return Decision(False, name, tuple(broken) or (TOGETHER,), now, names, binding)
 
     def push(self, event: Event) -> Decision:
         """Take ``event`` as the next step (also when it breaks the policy) and say how it went."""
         i = self.policy.classifier.index(event)
-        d = self._decide(i)
+        d = self._decide(i, event)
         self.steps += 1
         self.trace.append(d.state)
         if i < 0:
-            self.q = DEAD
+            self.cid = DEAD
             return d
-        self.q = self.policy.automaton.live_delta[self.q][i] if self.q != DEAD else DEAD
-        self.part_q = [a.live_delta[q][i] if q != DEAD else DEAD
-                       for (_, a), q in zip(self.policy.parts, self.part_q)]
+        policy = self.policy
+        self.cid = policy.composite.step(self.cid, i) if d.allowed else DEAD
+        self.part_local = [p.step(x, i) for p, x in zip(policy.blame, self.part_local)]
+        if self.values:
+            sv = policy.values_of(i, event)
+            for inst in self.values:
+                inst.push(sv)
         return d
 
     def push_message(self, message: object, index: int = -1) -> list[Decision]:
@@ -377,11 +485,13 @@ class PolicyCursor:
         every state its call can fall in is allowed, narrowed to the first state's ``(:args …)``
         when that state is allowed (a call matching them is in it, whatever comes after), and
         not at all otherwise (excluding arguments would need the complement of a regex: refused
-        here, conservatively, so that what is offered is always allowed)."""
+        here, conservatively, so that what is offered is always allowed). First-order rules are
+        asked about a call that binds no value: the values themselves are judged when the call
+        is pushed (design §14)."""
         out: dict[str, tuple[tuple[str, str], ...]] = {}
-        live = self.policy.automaton.live_delta[self.q] if self.q != DEAD else None
-        if live is None:
+        if self.cid == DEAD:
             return out
+        allowed = set(self.policy.names.index(n) for n in self.allowed_states())
         spec_states = self.policy.spec.states
         matchers = self.policy.classifier.by_kind.get(("assistant", "call"), ())
         for name in names:
@@ -393,7 +503,7 @@ class PolicyCursor:
                     break  # a catch-all: later states never see this tool
             if not chain:
                 continue
-            ok = [live[m.index] != DEAD for m in chain]
+            ok = [m.index in allowed for m in chain]
             catch_all = not chain[-1].args and chain[-1].contains is None
             if all(ok) and catch_all:
                 out[name] = ()

@@ -28,7 +28,7 @@ __all__ = [
     "State", "Pattern", "Visit", "Next", "Until", "Always", "Or", "Repeat", "Formula", "Spec",
     "parse_spec", "load_spec", "bundled_specs", "resolve_spec_path", "unrolled_size",
     "TOOLS_CHOICES", "MAX_UNROLLED_STEPS", "ROLES", "ENV_ROLES", "AUTHORS", "PAST_OPERATORS",
-    "BEHAVIOR_NAME", "any_sequence",
+    "BEHAVIOR_NAME", "any_sequence", "QUANTIFIERS", "MENTIONS", "value_keys",
 ]
 
 #: Sentinel for ``(:choices :tools)``: the Action state's choices are the names of the agent's tools.
@@ -64,6 +64,8 @@ class State:
     author: str | None = None  # (:from user|assistant|tool|system)
     calls: tuple[str, ...] | None = None  # (:call "NAME" …); () is (:call), any tool
     args: tuple[tuple[str, str], ...] = ()  # (:args (KEY (:regex "…")) …): fullmatch per key
+    #: (:args (KEY ?var) …): the argument at KEY (``a.b``: nested) binds ``?var`` (design §2.6)
+    binds: tuple[tuple[str, str], ...] = ()
     contains: str | None = None  # (:contains "REGEX"): Python re.search on the text
     loc: Location | None = field(default=None, compare=False)
 
@@ -95,6 +97,8 @@ class State:
             d["call"] = list(self.calls)
         if self.args:
             d["args"] = {k: r for k, r in self.args}
+        if self.binds:
+            d["binds"] = {k: v for k, v in self.binds}
         if self.contains is not None:
             d["contains"] = self.contains
         if self.is_event:
@@ -164,7 +168,11 @@ Pattern = Visit | Next | Until | Always | Or | Repeat
 @dataclass(frozen=True)
 class Formula:
     """An LTL constraint as a tree: ``op`` is a state name (``args`` empty), an operator, or
-    ``"ltl"`` with the raw Spot string in ``raw``."""
+    ``"ltl"`` with the raw Spot string in ``raw``.
+
+    First-order rules (design §2.6): a state with ``var`` is ``(State ?x)``, a step in State that
+    binds the value of ``?x``; ``mentions`` (one state argument, ``var``) is ``(mentions State
+    ?x)``; ``forall``/``exists`` quantify ``vars`` over the values bound so far."""
 
     op: str
     args: tuple[Formula, ...] = ()
@@ -173,6 +181,15 @@ class Formula:
     loc: Location | None = field(default=None, compare=False)
     #: a top-level constraint's name, ``(:constraints (NAME FORMULA) …)``; None when unnamed
     name: str | None = None
+    #: the variable of a value atom ``(State ?x)`` or ``(mentions State ?x)``
+    var: str | None = None
+    #: the variables a ``forall``/``exists`` binds
+    vars: tuple[str, ...] = ()
+
+    @property
+    def is_first_order(self) -> bool:
+        """Whether the formula quantifies or compares values (design §2.6)."""
+        return self.var is not None or bool(self.vars) or any(a.is_first_order for a in self.args)
 
 
 @dataclass(frozen=True)
@@ -210,6 +227,11 @@ class Spec:
             if s.name == name:
                 return s
         raise KeyError(name)
+
+    @property
+    def is_first_order(self) -> bool:
+        """True when a state binds values or a constraint quantifies over them (design §2.6)."""
+        return any(s.binds for s in self.states) or any(c.is_first_order for c in self.constraints)
 
     @property
     def is_infinite(self) -> bool:
@@ -261,6 +283,10 @@ _LTL_BINARY = {"until": "U", "release": "R", "implies": "->", "iff": "<->", "sin
 #: Past-time operators (docs/design.md §3.5): translated through fresh propositions.
 PAST_OPERATORS = ("previously", "once", "historically", "since")
 _LTL_NARY = {"and": "&", "or": "|"}
+#: First-order constructs (docs/design.md §2.6).
+QUANTIFIERS = ("forall", "exists")
+MENTIONS = "mentions"
+_VARIABLE = re.compile(r"^\?[A-Za-z_][A-Za-z0-9_-]*$")
 
 
 class _Parser:
@@ -272,6 +298,8 @@ class _Parser:
         self.errors: list[SpecError] = []
         #: names of every state declared, also those refused (so that using one is no error)
         self.named: set[str] = set()
+        #: the declared states by name (for first-order checks in constraints)
+        self.state_map: dict[str, State] = {}
 
     def err(self, message: str, loc: Location | None, hint: str | None = None) -> None:
         self.errors.append(SpecError(message, loc, self.text, hint))
@@ -327,6 +355,7 @@ class _Parser:
             self.abort(f"(:states …) declares {n_states} states; at most {MAX_STATES} are supported",
                        sections[":states"].items[0].loc, "an agent spec names its steps, not its data")
         states = self.states(sections[":states"])
+        self.state_map = {st.name: st for st in states}
         declared = {s.name for s in states} | self.named  # a refused state is reported once
         behavior: Pattern | None = None
         beh = sections.get(":behavior")
@@ -354,6 +383,10 @@ class _Parser:
             self.check_size(behavior)
         call_format = self.call_format(sections[":format"], states) \
             if ":format" in sections else None
+        fo = [c for c in constraints if c.is_first_order]
+        if fo and not any(st.is_event for st in states):
+            self.err("first-order rules ((State ?x), mentions, forall, exists) need event "
+                     "states: values are bound from tool-call arguments", fo[0].loc)
         self.fail()
         assert behavior is not None
         return Spec(name, tuple(states), behavior, tuple(constraints), self.source, self.text,
@@ -510,7 +543,10 @@ class _Parser:
             elif key == ":args":
                 parsed = self.call_args(opt)
                 if parsed is not None:
-                    opts["args"] = parsed
+                    if parsed[0]:
+                        opts["args"] = parsed[0]
+                    if parsed[1]:
+                        opts["binds"] = parsed[1]
             elif key == ":contains":
                 if len(args) != 1 or not isinstance(args[0], Atom) or not args[0].is_string:
                     self.err(':contains takes one regex string, e.g. (:contains "(?i)\\byes\\b")',
@@ -537,7 +573,7 @@ class _Parser:
                 else:
                     opts["role"] = role.value
         event = any(k in opts for k in ("author", "calls", "contains"))
-        if "args" in opts and "calls" not in opts:
+        if ("args" in opts or "binds" in opts) and "calls" not in opts:
             self.err(f"state {nm.value!r} has (:args …) but no (:call …): arguments belong to "
                      "tool calls", node.loc)
         if "calls" in opts and opts.get("author", "assistant") != "assistant":
@@ -571,19 +607,39 @@ class _Parser:
         # each value in opts has its field's type (set above); a dict of mixed values cannot say so
         return State(nm.value, text, loc=nm.loc, **opts)  # type: ignore[arg-type]
 
-    def call_args(self, opt: SList) -> tuple[tuple[str, str], ...] | None:
-        """``(:args (KEY (:regex "…")) …)``: per argument key, a regex its value must fullmatch
-        (the ASCII subset of :mod:`ltlagent.text.content`, so decoding can enforce it too)."""
+    def call_args(self, opt: SList) -> tuple[tuple[tuple[str, str], ...],
+                                              tuple[tuple[str, str], ...]] | None:
+        """``(:args (KEY (:regex "…")) (KEY ?var) …)``: per argument key, a regex its value must
+        fullmatch (the ASCII subset of :mod:`ltlagent.text.content`, so decoding can enforce it
+        too), or a variable the value binds (design §2.6; ``a.b`` is a nested key)."""
         out: list[tuple[str, str]] = []
+        binds: list[tuple[str, str]] = []
         ok = True
         for item in opt.items[1:]:
             key = item.items[0] if isinstance(item, SList) and item.items else None
             rx = item.items[1] if isinstance(item, SList) and len(item.items) == 2 else None
+            if isinstance(key, Atom) and isinstance(rx, Atom) and not rx.is_string \
+                    and rx.value.startswith("?"):
+                if not _VARIABLE.match(rx.value):
+                    self.err(f"bad variable name {rx.value!r}", rx.loc,
+                             "a variable is ? then a name, e.g. ?dest")
+                    ok = False
+                elif any(k == key.value for k, _ in binds):
+                    self.err(f"argument {key.value!r} binds twice in (:args …)", key.loc)
+                    ok = False
+                elif not key.value or any(not part for part in key.value.split(".")):
+                    self.err(f"bad argument key {key.value!r}", key.loc,
+                             "a key is a name, or names joined by '.' for a nested key")
+                    ok = False
+                else:
+                    binds.append((key.value, rx.value))
+                continue
             if key is None or not isinstance(key, Atom) or not isinstance(rx, SList) \
                     or rx.head() != ":regex" or len(rx.items) != 2 \
                     or not isinstance(rx.items[1], Atom) or not rx.items[1].is_string:
-                self.err('expected (KEY (:regex "…")) in (:args …), found ' + _show(item),
-                         item.loc, 'e.g. (:args (user_id (:regex "u[0-9]+")))')
+                self.err('expected (KEY (:regex "…")) or (KEY ?var) in (:args …), found '
+                         + _show(item), item.loc,
+                         'e.g. (:args (user_id (:regex "u[0-9]+"))) or (:args (recipient ?dest))')
                 ok = False
                 continue
             pattern = rx.items[1]
@@ -596,16 +652,16 @@ class _Parser:
             else:
                 ok = False
         if not opt.items[1:]:
-            self.err("(:args …) needs at least one (KEY (:regex \"…\"))", opt.loc)
+            self.err("(:args …) needs at least one (KEY (:regex \"…\")) or (KEY ?var)", opt.loc)
             return None
-        return tuple(out) if ok else None
+        return (tuple(out), tuple(binds)) if ok else None
 
     def constraint(self, node: Node, declared: set[str]) -> Formula | None:
         """One item of (:constraints …): a formula, or ``(NAME FORMULA)`` naming it."""
         if isinstance(node, SList) and len(node.items) == 2 and isinstance(node.items[0], Atom) \
                 and not node.items[0].is_string:
             head = node.items[0].value
-            known = (*_LTL_UNARY, *_LTL_BINARY, *_LTL_NARY, "ltl")
+            known = (*_LTL_UNARY, *_LTL_BINARY, *_LTL_NARY, "ltl", *QUANTIFIERS, MENTIONS)
             if head not in known and head not in declared and not head.startswith(":"):
                 close = difflib.get_close_matches(head, list(known), n=1, cutoff=0.75)
                 if close:
@@ -617,9 +673,9 @@ class _Parser:
                     self.err(f"{head!r} names the (:behavior …) pattern in reports; choose "
                              "another constraint name", node.items[0].loc)
                     return None
-                f = self.formula(node.items[1], declared)
+                f = self.formula(node.items[1], declared, (), prenex=True)
                 return None if f is None else replace(f, name=head)
-        return self.formula(node, declared)
+        return self.formula(node, declared, (), prenex=True)
 
     def check_regex(self, atom: Atom) -> bool:
         """A ``:regex`` must be valid Python syntax *and* within what the decoding monitor
@@ -783,7 +839,10 @@ class _Parser:
                  "unbounded (until P Q) or (repeat P) where the exact count does not matter")
 
     # -- constraints
-    def formula(self, node: Node, declared: set[str]) -> Formula | None:
+    def formula(self, node: Node, declared: set[str], bound: tuple[str, ...] = (),
+                prenex: bool = False) -> Formula | None:
+        """One constraint formula. ``bound``: the variables of the enclosing quantifiers;
+        ``prenex``: whether a quantifier may stand here (only first in a constraint, §2.6)."""
         if isinstance(node, Atom):
             if node.is_string:
                 self.err("expected an LTL formula, found a string; raw Spot syntax goes in "
@@ -791,6 +850,11 @@ class _Parser:
                 return None
             if node.value in ("true", "false"):
                 return Formula(node.value, loc=node.loc)
+            if node.value.startswith("?"):
+                self.err(f"a variable ({node.value}) is not a formula", node.loc,
+                         f"compare it with a state's value, e.g. (State {node.value}), or "
+                         f"(mentions State {node.value})")
+                return None
             if node.value not in declared:
                 self.err(f"unknown state {node.value!r} in :constraints", node.loc,
                          _suggest(node.value, sorted(declared)))
@@ -805,21 +869,107 @@ class _Parser:
             if not self.check_raw_ltl(args[0], declared):
                 return None
             return Formula("ltl", raw=args[0].value, loc=node.loc)
+        if op in QUANTIFIERS:
+            return self.quantifier(node, op, declared, bound, prenex)
+        if op == MENTIONS:
+            if len(args) != 2 or not isinstance(args[0], Atom) or args[0].is_string \
+                    or not isinstance(args[1], Atom) or args[1].is_string:
+                self.err("(mentions State ?x) takes a state and a variable", node.loc)
+                return None
+            st = self.state_ref(args[0], declared)
+            var = self.variable(args[1], bound)
+            if st is None or var is None:
+                return None
+            return Formula(MENTIONS, (st,), loc=node.loc, var=var)
+        if op is not None and op in declared and op not in _LTL_UNARY and op not in _LTL_BINARY \
+                and op not in _LTL_NARY:
+            return self.value_atom(node, op, bound)
         arity = 1 if op in _LTL_UNARY else 2 if op in _LTL_BINARY else -1 if op in _LTL_NARY \
             else None
         if arity is None or op is None:
             self.err(f"unknown keyword {op!r} in :constraints", node.loc,
-                     _suggest(op or "", [*_LTL_UNARY, *_LTL_BINARY, *_LTL_NARY, "ltl"]))
+                     _suggest(op or "", [*_LTL_UNARY, *_LTL_BINARY, *_LTL_NARY, "ltl",
+                                         *QUANTIFIERS, MENTIONS]))
             return None
         if (arity > 0 and len(args) != arity) or (arity < 0 and not args):
             self.err(f"({op} …) takes {arity if arity > 0 else 'one or more'} argument(s), "
                      f"found {len(args)}", node.loc)
             return None
-        subs = [f for f in (self.formula(a, declared) for a in args) if f is not None]
+        subs = [f for f in (self.formula(a, declared, bound) for a in args) if f is not None]
         if len(subs) != len(args):
             return None
-        return Formula(op, tuple(subs), loc=node.loc)
+        f = Formula(op, tuple(subs), loc=node.loc)
+        if op in PAST_OPERATORS and bound and _has_future(f):
+            self.err(f"a future operator inside ({op} …) in a first-order rule", node.loc,
+                     "a first-order rule's past operators are evaluated step by step: write "
+                     "future operators outside them")
+            return None
+        return f
 
+    def quantifier(self, node: SList, op: str, declared: set[str], bound: tuple[str, ...],
+                   prenex: bool) -> Formula | None:
+        """``(forall (?x …) φ)`` / ``(exists (?x …) φ)``, only first in a constraint."""
+        args = node.items[1:]
+        if not prenex:
+            self.err(f"({op} …) must come first in a constraint (or right inside another "
+                     "quantifier)", node.loc,
+                     "write the quantifiers first, e.g. (forall (?x) (always (implies (A ?x) "
+                     "(once (B ?x)))))")
+            return None
+        if len(args) != 2 or not isinstance(args[0], SList) or not args[0].items:
+            self.err(f"({op} (?x …) φ) takes a list of variables and a formula", node.loc)
+            return None
+        names: list[str] = []
+        for v in args[0].items:
+            if not isinstance(v, Atom) or v.is_string or not _VARIABLE.match(v.value):
+                self.err(f"expected a variable such as ?x, found {_show(v)}", v.loc)
+                return None
+            if v.value in bound or v.value in names:
+                self.err(f"variable {v.value} is already bound", v.loc,
+                         "give each quantified variable its own name")
+                return None
+            names.append(v.value)
+        body = self.formula(args[1], declared, (*bound, *names), prenex=True)
+        if body is None:
+            return None
+        return Formula(op, (body,), loc=node.loc, vars=tuple(names))
+
+    def state_ref(self, atom: Atom, declared: set[str]) -> Formula | None:
+        if atom.value not in declared:
+            self.err(f"unknown state {atom.value!r} in :constraints", atom.loc,
+                     _suggest(atom.value, sorted(declared)))
+            return None
+        return Formula(atom.value, is_state=True, loc=atom.loc)
+
+    def variable(self, atom: Atom, bound: tuple[str, ...]) -> str | None:
+        if not _VARIABLE.match(atom.value):
+            self.err(f"expected a variable such as ?x, found {atom.value!r}", atom.loc)
+            return None
+        if atom.value not in bound:
+            self.err(f"variable {atom.value} is not bound by a forall or exists", atom.loc,
+                     f"e.g. (forall ({atom.value}) …) around the rule")
+            return None
+        return atom.value
+
+    def value_atom(self, node: SList, state: str, bound: tuple[str, ...]) -> Formula | None:
+        """``(State ?x)``: a step in State that binds the value of ``?x``."""
+        args = node.items[1:]
+        if len(args) != 1 or not isinstance(args[0], Atom) or args[0].is_string:
+            self.err(f"({state} ?x) compares one variable with the value the step binds",
+                     node.loc)
+            return None
+        var = self.variable(args[0], bound)
+        if var is None:
+            return None
+        st = self.state_map.get(state)
+        if st is not None and not value_keys(st, var):
+            binds = sorted({v for _, v in st.binds})
+            self.err(f"state {state!r} binds " + (f"{', '.join(binds)}, not {var}" if binds
+                     else "no value"), node.loc,
+                     f"bind it in the state, e.g. (:args (KEY {var})); a state that binds one "
+                     "variable may be compared under any name")
+            return None
+        return Formula(state, is_state=True, loc=node.loc, var=var)
 
     def check_raw_ltl(self, atom: Atom, declared: set[str]) -> bool:
         """A raw ``(ltl "…")`` string must parse in Spot, be plain LTL (``from_ltlf`` refuses
@@ -858,6 +1008,24 @@ class _Parser:
             self.err(f"unknown state {ap!r} in (ltl \"…\")", _inside(atom, at, width, self.text),
                      hint)
         return ok
+
+
+_FUTURE_OPERATORS = ("next", "weak-next", "always", "eventually", "until", "release", "ltl")
+
+
+def _has_future(f: Formula) -> bool:
+    return f.op in _FUTURE_OPERATORS or any(_has_future(a) for a in f.args)
+
+
+def value_keys(state: State, var: str) -> tuple[str, ...]:
+    """The argument keys whose values ``(state var)`` compares with: those that bind ``var``, or
+    every binding key when the state binds one variable only (design §2.6)."""
+    keys = tuple(k for k, v in state.binds if v == var)
+    if keys:
+        return keys
+    if len({v for _, v in state.binds}) == 1:
+        return tuple(k for k, _ in state.binds)
+    return ()
 
 
 def any_sequence(names: tuple[str, ...], loc: Location | None = None) -> Pattern:
