@@ -27,7 +27,7 @@ def big_policy(rules: int) -> str:
 
 def deep_policy(depth: int, op: str) -> str:
     f = "E1"
-    for k in range(depth):
+    for _ in range(depth):
         f = f"({op} {f})" if op != "since" else f"(since (not E2) {f})"
     states = " ".join(f'(E{k} (:call "t{k}"))' for k in range(8))
     return f"(define deep (:states {states}) (:constraints (always (implies E0 {f}))))"

@@ -8,7 +8,7 @@
    (Confirm (:from user) (:contains "(?i)\\byes\\b"))
    (User (:from user))
    (Lookup (:call "find_user"))
-   (Write (:call "book" "change_booking" "cancel_booking"))
+   (Write (:call "book" "change_booking" "cancel_booking") (:args (user_id ?user)))
    (Handoff (:call "transfer_to_human"))
    (Call (:call))
    (Result (:from tool))
@@ -21,6 +21,11 @@
      (always (implies Write (previously (since (and (not User) (not Write)) Confirm)))))
    ; look the user up before booking for them
    (lookup-before-write (always (implies Write (once Lookup))))
+   ; a first-order rule (design §2.6): the user id a write names is one a find_user call returned
+   ; (a tool result right after the lookup mentions it), not one the model made up or copied
+   (user-from-lookup
+     (forall (?user) (always (implies (Write ?user)
+                                      (once (and (mentions Result ?user) (previously Lookup)))))))
    ; after a hand-off to a human the agent only relays tool results and replies
    (after-handoff-only-replies
      (always (implies Handoff (weak-next (always (or Result Reply))))))))

@@ -48,7 +48,8 @@ def test_every_planted_violation_is_found_at_its_message_and_nothing_else() -> N
     results = list(check_logs(POLICY, [str(LOG)]))
     assert len(results) == len(planted) >= 50
     broken = {str(p["constraint"]) for ps in planted.values() for p in ps}
-    assert broken == {"confirm-before-write", "lookup-before-write", "after-handoff-only-replies"}
+    assert broken == {"confirm-before-write", "lookup-before-write", "after-handoff-only-replies",
+                      "user-from-lookup"}
     for r in results:
         want = sorted((str(p["constraint"]), int(p["message"]))  # type: ignore[call-overload]
                       for p in planted[r.conversation])
@@ -60,14 +61,14 @@ def test_every_planted_violation_is_found_at_its_message_and_nothing_else() -> N
 def test_cli_text_json_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-log", "booking-policy", str(LOG)]) == 1
     out = capsys.readouterr().out
-    assert "confirm-before-write: broken at step" in out and "checked 52 conversations" in out
+    assert "confirm-before-write: broken at step" in out and "checked 55 conversations" in out
     assert main(["check-log", "booking-policy", str(LOG), "--format", "json"]) == 1
     cap = capsys.readouterr()
     rows = [json.loads(x) for x in cap.out.splitlines()]
-    assert len(rows) == 52 and {"conversation", "verdict", "violations"} <= rows[0].keys()
+    assert len(rows) == 55 and {"conversation", "verdict", "violations"} <= rows[0].keys()
     assert all({"constraint", "step", "message"} <= v.keys() for r in rows for v in r["violations"])
     summary = json.loads(cap.err.strip().splitlines()[-1])["summary"]
-    assert summary["conversations"] == 52 and summary["verdicts"]["violated"] > 0
+    assert summary["conversations"] == 55 and summary["verdicts"]["violated"] > 0
 
 
 def test_all_ok_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

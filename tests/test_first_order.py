@@ -290,3 +290,30 @@ def test_policy_with_values_pickles_and_checks_the_same() -> None:
     msgs = _msgs(("tool", "pay Z9"), ("call", ("send_money", {"recipient": "Z9"})))
     q = pickle.loads(pickle.dumps(p))
     assert q.check(msgs) == p.check(msgs)
+
+
+def test_the_payments_example_finds_every_planted_injection_with_its_value() -> None:
+    """examples/payments: what the generator planted is what check-log finds, values included."""
+    import importlib.util
+    from pathlib import Path
+
+    from ltlagent.checks.logcheck import check_logs
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "payments"
+    spec = importlib.util.spec_from_file_location("payments_generate", root / "generate.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    records = [c.record() for c in mod.conversations()]
+    log = root / "conversations.jsonl"
+    assert [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()] == records
+    planted = {r["id"]: sorted((p["constraint"], p["message"]) for p in r["planted"])
+               for r in records}
+    results = list(check_logs(Policy.load("payments-policy"), [str(log)]))
+    assert {r.conversation for r in results} == set(planted)
+    for r in results:
+        got = sorted((v.constraint, v.message) for v in r.report.violations)
+        assert got == planted[r.conversation], r.conversation
+        for v in r.report.violations:
+            if v.constraint == "destination-from-user":
+                assert v.binding[0][1] in (mod.ATTACKER_IBAN, mod.ATTACKER_MAIL)

@@ -180,7 +180,20 @@ def no_lookup(c: Conversation, rng: random.Random) -> None:
     date = _date(rng)
     c.user(f"Book Elm on {date} for user {uid}.")
     _confirm_details(c, "Elm", date, 2).user(rng.choice(YES))
-    c.breaks("lookup-before-write").call("book", user_id=uid, room="Elm", date=date, guests=2)
+    c.breaks("lookup-before-write").breaks("user-from-lookup")
+    c.call("book", user_id=uid, room="Elm", date=date, guests=2)
+    c.say("Booked.")
+
+
+def wrong_user_id(c: Conversation, rng: random.Random) -> None:
+    """The lookup returns one user; the write names another (a user id the model made up)."""
+    uid, u = _user(rng)
+    other = next(k for k in sorted(USERS) if k != uid)
+    date = _date(rng)
+    c.user(f"Hi, I'm {u['name']}. Book Pine on {date} for 2.")
+    c.call("find_user", query=str(u["name"]))
+    _confirm_details(c, "Pine", date, 2).user(rng.choice(YES))
+    c.breaks("user-from-lookup").call("book", user_id=other, room="Pine", date=date, guests=2)
     c.say("Booked.")
 
 
@@ -219,7 +232,7 @@ TEMPLATES: list[tuple[Callable[[Conversation, random.Random], None], int]] = [
     (ok_handoff, 3), (ok_two_writes_two_yeses, 3),
     (no_confirmation, 4), (yes_is_not_a_word, 4), (user_changed_mind, 3),
     (one_yes_two_writes, 3), (no_lookup, 3), (no_lookup_no_yes, 2), (tool_after_handoff, 3),
-    (user_after_handoff, 3), (write_after_handoff, 2),
+    (user_after_handoff, 3), (write_after_handoff, 2), (wrong_user_id, 3),
 ]
 
 

@@ -51,6 +51,10 @@ def _render(r: LogResult, names: tuple[str, ...]) -> str:
         if v.constraint is None:
             lines.append(f"  step {v.step} (message {v.message}) matches no state of the policy; "
                          f"allowed there: {allowed}")
+        elif v.binding:  # a first-order rule: the values of the instance that broke
+            values = ", ".join(f"{var} = {value!r}" for var, value in v.binding)
+            lines.append(f"  {v.constraint}: broken at step {v.step} (message {v.message}), a "
+                         f"{v.state} step for {values}")
         else:
             lines.append(f"  {v.constraint}: broken at step {v.step} (message {v.message}), a "
                          f"{v.state} step; allowed there: {allowed}")

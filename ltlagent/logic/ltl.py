@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ltlagent import spotlib
-from ltlagent.errors import SpecError
+from ltlagent.errors import SpecError, UsageError
 from ltlagent.spec.syntax import (
     MAX_UNROLLED_STEPS,
     Always,
@@ -225,8 +225,17 @@ def constraint_ltl(f: Formula, atom: Callable[[str], str], past: PastProps | Non
     (quoted or bare) replaced by ``atom``. Past operators become fresh propositions collected in
     ``past`` (Spot's spelling); without ``past`` they are written readably (``Y``, ``O``, ``H``,
     ``S``), for people only."""
+    if f.is_first_order and past is not None:
+        raise UsageError("a first-order rule (values bound from arguments: (State ?x), "
+                         "mentions, forall, exists) has no propositional automaton",
+                         hint="check-log, the guard and Policy monitor it directly (design §2.6)")
     if f.is_state:
-        return atom(f.op)
+        return atom(f.op) + (f"({f.var})" if f.var else "")
+    if f.op == "mentions":
+        return f"mentions({atom(f.args[0].op)}, {f.var})"
+    if f.op in ("forall", "exists"):
+        q = "∀" if f.op == "forall" else "∃"
+        return f"{q}{' '.join(f.vars)}. " + constraint_ltl(f.args[0], atom, past)
     if f.op in ("true", "false"):
         return f.op
     if f.op == "ltl":

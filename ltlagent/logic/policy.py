@@ -365,8 +365,7 @@ class Policy:
                 inst.push(self.values_of(i, events[k]))
                 bad = inst.dead()
                 if bad is not None:
-                    found.append(Violation(rule.name, k, events[k].message, names[i],
-                                           rule.allowed(rule.initial, names), bad))
+                    found.append(Violation(rule.name, k, events[k].message, names[i], (), bad))
                     break
             else:
                 if not inst.accepts():
