@@ -224,8 +224,15 @@ def test_event_state_errors(states: str, message: str) -> None:
     assert message in str(e.value) + str(e.value.hint)
 
 
+def _propositional(text: str) -> str:
+    """booking-policy without its first-order rule (check-equiv compares automata)."""
+    start = text.index("   ; a first-order rule")
+    end = text.index("(previously Lookup)))))))") + len("(previously Lookup)))))))")
+    return text[:start] + text[end:]
+
+
 def test_policies_compare_with_a_shortest_distinguishing_sequence() -> None:
-    a = POLICY.spec
+    a = parse_spec(_propositional(POLICY.spec.text), "booking.sexp")
     text = a.text.replace("(since (and (not User) (not Write)) Confirm)",
                           "(since (not Write) Confirm)")
     b = parse_spec(text, "loose.sexp")

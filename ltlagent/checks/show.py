@@ -4,9 +4,13 @@ warnings, as data (:func:`describe`) or text (:func:`render_text`)."""
 from __future__ import annotations
 
 from ltlagent.logic.compiled import CompiledSpec
+from ltlagent.logic.ltl import constraint_ltl
+from ltlagent.logic.policy import Policy
+from ltlagent.logic.rules import DirectRule, TableRule
 from ltlagent.spec.syntax import State
 
-__all__ = ["describe", "render_text", "warnings", "event_summary"]
+__all__ = ["describe", "render_text", "warnings", "event_summary", "describe_policy",
+           "render_policy_text"]
 
 
 def event_summary(st: State) -> str:
@@ -18,6 +22,8 @@ def event_summary(st: State) -> str:
         parts.append(f"from {st.author}")
     for k, r in st.args:
         parts.append(f"arg {k} /{r}/")
+    for k, v in st.binds:
+        parts.append(f"arg {k} binds {v}")
     if st.contains is not None:
         parts.append(f"contains /{st.contains}/")
     return ", ".join(parts)
@@ -106,4 +112,53 @@ def render_text(c: CompiledSpec) -> str:
         out.append(f"  {q}{tag}: {moves or '(nothing further)'}")
     for w in warnings(c):
         out.append(f"warning: {w}")
+    return "\n".join(out) + "\n"
+
+
+def _quote(name: str) -> str:
+    return '"' + name + '"'
+
+
+def describe_policy(p: Policy) -> dict[str, object]:
+    """What ``show`` prints for a policy with first-order rules (design §2.6): its states and
+    rules and how each is monitored; such a policy has no single automaton to print."""
+    spec = p.spec
+    rules: list[dict[str, object]] = []
+    for name, c in zip(spec.constraint_names, spec.constraints):
+        rule = next((r for r in (*p.blame, *p.value_rules) if r.name == name), None)
+        how = "values" if rule in p.value_rules else \
+            "direct" if isinstance(rule, DirectRule) else "automaton"
+        entry: dict[str, object] = {"name": name, "formula": constraint_ltl(c, _quote),
+                                    "monitored": how}
+        if isinstance(rule, DirectRule):
+            entry["past_subformulas"] = len(rule.outputs)
+            entry["skeleton_states"] = len(rule.dfa.edges)
+        elif isinstance(rule, TableRule):
+            entry["automaton_states"] = rule.automaton.num_states
+        rules.append(entry)
+    return {"name": spec.name, "source": spec.source,
+            "states": [s.to_dict() for s in spec.states],
+            "behavior_declared": spec.behavior_declared, "first_order": spec.is_first_order,
+            "rules": rules}
+
+
+def render_policy_text(p: Policy) -> str:
+    """The text ``show`` prints for a policy with first-order rules."""
+    d = describe_policy(p)
+    spec = p.spec
+    width = max(len(n) for n in spec.names)
+    out = [f"spec {spec.name}  ({spec.source})", "", "states:"]
+    for i, s in enumerate(spec.states):
+        out.append(f"  {s.name:<{width}}  code {i + 1:<3} event {event_summary(s)}")
+    out += ["", "rules (first-order: one instance per value bound so far, design §2.6):"]
+    words = {"values": "per value", "direct": "direct (past operators step by step)",
+             "automaton": "its own automaton"}
+    rules = d["rules"]
+    assert isinstance(rules, list)
+    for r in rules:
+        out.append(f"  {r['name']}: {r['formula']}")
+        out.append(f"    monitored {words[str(r['monitored'])]}")
+    out.append("")
+    out.append("no automaton: values make the state space unbounded (check-log, the guard and "
+               "Policy monitor the rules directly)")
     return "\n".join(out) + "\n"

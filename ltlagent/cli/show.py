@@ -7,10 +7,12 @@ import argparse
 import json
 import sys
 
-from ltlagent.checks.show import describe, render_text
+from ltlagent.checks.show import describe, describe_policy, render_policy_text, render_text
 from ltlagent.errors import UsageError
 from ltlagent.logic.automaton import Automaton
 from ltlagent.logic.compiled import compile_spec
+from ltlagent.logic.policy import Policy
+from ltlagent.spec.syntax import load_spec
 
 __all__ = ["add_show_arguments", "show_main", "add_check_trace_arguments", "check_trace_main"]
 
@@ -26,7 +28,18 @@ def add_show_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def show_main(args: argparse.Namespace) -> int:
-    c = compile_spec(args.spec)
+    spec = load_spec(args.spec)
+    if spec.is_first_order:  # no single automaton: the rules as the monitor runs them
+        if args.dot or args.hoa:
+            raise UsageError(f"spec {spec.name!r} has first-order rules: it has no automaton to "
+                             "print", hint="`ltlagent show SPEC` describes its rules")
+        policy = Policy.load(spec)
+        if args.format == "json":
+            print(json.dumps(describe_policy(policy), indent=2, ensure_ascii=False))
+        else:
+            sys.stdout.write(render_policy_text(policy))
+        return 0
+    c = compile_spec(spec)
     if args.dot:
         sys.stdout.write(c.automaton.to_dot())
     elif args.hoa:
