@@ -159,3 +159,150 @@ def test_stdin_and_console_script() -> None:
     assert p.returncode == 1, p.stderr
     row = json.loads(p.stdout)
     assert row["verdict"] == "violated" and row["violations"][0]["message"] == 1
+
+
+# --- issue 27: reading at the edges -------------------------------------------------------------
+
+OK_LINE = json.dumps({"messages": MSGS})
+BROKEN_BOOK = [BAD[0], {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "1", "type": "function", "function": {"name": "book", "arguments": '{"room": "Oak'}}]}]
+
+
+@pytest.mark.xfail(strict=True, reason="needs the policy engine (lead)")
+def test_a_forbidden_call_with_broken_arguments_is_violated_and_reported() -> None:
+    report = POLICY.check(BROKEN_BOOK)
+    assert report.verdict == "violated"
+    assert sorted((v.constraint, v.message) for v in report.violations) == [
+        ("confirm-before-write", 1), ("lookup-before-write", 1)]
+    assert "not JSON" in json.dumps(report.to_dict())  # the malformed arguments are reported
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_a_line_nested_thousands_deep_spoils_only_itself(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], where: int) -> None:
+    lines = [OK_LINE, OK_LINE]
+    lines.insert(where, "[" * 100_000)
+    f = tmp_path / "deep.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    assert main(["check-log", "booking-policy", str(f)]) == 2
+    cap = capsys.readouterr()
+    assert f"{f}:{where + 1}:1: JSON nested too deep to read" in cap.out
+    assert "2 ok, 1 malformed" in cap.out and "Traceback" not in cap.out + cap.err
+
+
+def test_a_message_nested_too_deep_in_a_document_is_a_file_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "deep.json"
+    f.write_text('[\n  {"role": "user", "content": ' + "[" * 5000 + "]" * 5000 + "}\n]\n")
+    assert main(["check-log", "booking-policy", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert f"{f}:1:1: JSON nested too deep to read" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_a_byte_that_is_not_utf8_spoils_only_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], where: int) -> None:
+    bad = OK_LINE.replace("hello", "h\u00e9llo").encode("latin-1")  # é as one byte, 0xe9
+    lines = [OK_LINE.encode(), OK_LINE.encode()]
+    lines.insert(where, bad)
+    f = tmp_path / "latin1.jsonl"
+    f.write_bytes(b"\r\n".join(lines) + b"\r\n")
+    assert main(["check-log", "booking-policy", str(f)]) == 2
+    out = capsys.readouterr().out
+    col = bad.index(b"\xe9") + 1
+    assert f"{f}:{where + 1}:{col}: not UTF-8 text (byte 0xe9)" in out
+    assert "2 ok, 1 malformed" in out
+
+
+def test_utf8_text_a_bom_and_a_bad_byte_in_a_document(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "ok.jsonl"
+    f.write_bytes(b"\xef\xbb\xbf" + OK_LINE.replace("hi", "h\u00ef \u2603").encode() + b"\n")
+    assert main(["check-log", "booking-policy", str(f)]) == 0
+    assert "1 ok" in capsys.readouterr().out
+    f = tmp_path / "doc.json"
+    f.write_bytes(b'[\n  {"role": "user", "content": "caf\xe9"}\n]\n')
+    assert main(["check-log", "booking-policy", str(f)]) == 2
+    assert f"{f}:2:35: not UTF-8 text (byte 0xe9)" in capsys.readouterr().err
+
+
+def test_non_text_parts_and_misplaced_tool_calls_are_errors_of_their_message(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hidden = {"role": "assistant", "content": [
+        {"type": "text", "text": "booking"},
+        {"type": "tool_use", "id": "t", "name": "book", "input": {"room": "Oak"}}]}
+    from_user = {"role": "user", "content": "x", "tool_calls": BAD[1]["tool_calls"]}
+    f = tmp_path / "hidden.jsonl"
+    f.write_text("\n".join(json.dumps({"messages": [MSGS[0], m]})
+                           for m in (hidden, from_user)) + "\n")
+    assert main(["check-log", "booking-policy", str(f), "--format", "json"]) == 1
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(r["verdict"], r["message"]) for r in rows] == [("malformed", 1), ("malformed", 1)]
+    assert "'tool_use'" in rows[0]["error"] and "carries tool calls" in rows[1]["error"]
+
+
+@pytest.mark.parametrize("content", ["", "\n  \n", "[\n]\n"])
+def test_a_log_with_no_conversations_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            content: str) -> None:
+    f = tmp_path / "empty.json"
+    f.write_text(content)
+    assert main(["check-log", "booking-policy", str(f)]) == 2
+    assert f"{f}: no conversations" in capsys.readouterr().err
+    g = tmp_path / "ok.jsonl"  # beside a log that has some, still an error, after the others
+    g.write_text(OK_LINE + "\n")
+    assert main(["check-log", "booking-policy", str(g), str(f)]) == 2
+    cap = capsys.readouterr()
+    assert "1 ok" in cap.out and f"{f}: no conversations" in cap.err
+
+
+def test_jobs_are_capped_at_the_usable_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+    import os
+
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a process pool was started with one usable core")
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(multiprocessing, "get_context", no_pool)
+    results = list(check_logs(POLICY, [str(LOG)], jobs=64))
+    assert len(results) == 52
+
+
+def test_a_record_too_deep_to_pickle_is_checked_in_the_parent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ltlagent.chat.logs import RawRecord
+    from ltlagent.checks import logcheck
+
+    class Deep(list):  # type: ignore[type-arg]
+        """Messages nested deeper than pickle can go (as a parsed JSON document's may be)."""
+
+        def __reduce_ex__(self, protocol: object) -> object:
+            raise RecursionError("maximum recursion depth exceeded while pickling an object")
+
+    def records(file: str) -> list[RawRecord]:
+        return [RawRecord(0, 1, value=MSGS), RawRecord(1, 1, value=Deep(BAD)),
+                RawRecord(2, 1, value=MSGS)]
+
+    monkeypatch.setattr(logcheck, "iter_raw", records)
+    monkeypatch.setattr(logcheck, "usable_cores", lambda: 2, raising=False)  # a pool even on 1
+    monkeypatch.setattr(logcheck, "CHUNK", 1)
+    verdicts = [r.report.verdict for r in check_logs(POLICY, ["x.json"], jobs=2)]
+    assert verdicts == ["ok", "violated", "ok"]
+
+
+def test_an_unnamed_constraint_never_takes_a_name_given_explicitly(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = tmp_path / "p.sexp"
+    s.write_text("(define p (:states (Hi (:from user)) (Bye (:from assistant)))"
+                 " (:constraints (always Hi) (always (not Bye)) (constraint-1 (eventually Hi))"
+                 " (constraint-3 (always (or Hi Bye)))))")
+    policy = Policy.load(str(s))
+    assert policy.spec.constraint_names == (
+        "constraint-2", "constraint-4", "constraint-1", "constraint-3")
+    f = tmp_path / "log.json"
+    f.write_text(json.dumps(MSGS))
+    assert main(["check-log", str(s), str(f)]) == 1
+    out = capsys.readouterr().out
+    assert "constraint-2: broken at step 1" in out and "constraint-4: broken at step 1" in out
+    assert "constraint-1:" not in out and "constraint-3:" not in out

@@ -1,10 +1,16 @@
 """OpenAI-format chat messages as a trace of events (docs/design.md §2.5).
 
 Each message is one step, except an assistant message, which gives one step for its text (when
-its ``content`` is non-empty after stripping :data:`BLANK`) followed by one step per tool call, in order; an
-assistant message with neither still gives one (empty) text step, so that no message vanishes
-from the trace. ``developer`` messages count as ``system`` and legacy ``function`` messages as
-``tool``. A call's ``text`` is its arguments as written (the JSON string).
+its ``content`` is non-empty after stripping :data:`BLANK`) followed by one step per tool call, in
+order; an assistant message with neither still gives one (empty) text step, so that no message
+vanishes from the trace. ``developer`` messages count as ``system`` and legacy ``function``
+messages as ``tool``. A call's ``text`` is its arguments as written (the JSON string).
+
+Anything the trace could not show faithfully is a :class:`LogError` with the message's index, never
+dropped: tool calls on a message that is not the assistant's, content parts that carry tool calls
+or results, content parts of a type not known to be text or media. With ``lenient=True`` a call
+whose arguments are not a JSON object is still a call of its name, with ``arguments`` None and the
+reason in ``error`` (a log checker judges it by its name; the guard reads strictly and refuses it).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import NamedTuple
 from ltlagent.errors import LogError
 
 __all__ = ["Event", "message_events", "conversation_events", "message_text", "AUTHOR_OF_ROLE",
-           "BLANK"]
+           "BLANK", "TEXT_PARTS", "MEDIA_PARTS"]
 
 #: What "blank" means for an assistant message's text: the ASCII characters ``str.isspace`` knows.
 #: Text that is blank after stripping these is no step; the decoder (``decode/chat.py``) uses the
@@ -26,6 +32,20 @@ BLANK = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 #: The author of a message by its ``role``.
 AUTHOR_OF_ROLE = {"system": "system", "developer": "system", "user": "user",
                   "assistant": "assistant", "tool": "tool", "function": "tool"}
+
+#: Content part types whose ``text`` is the message's text (OpenAI chat and Responses, Anthropic);
+#: a part without ``type`` is read the same way. A ``refusal`` part's text is its ``refusal``.
+TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+#: Content part types that carry media and no text: they add nothing to the message's text, and
+#: the message stays one step of its author (a text checker cannot read an image; refusing them
+#: would leave every multimodal conversation unjudged). Any other part type is an error.
+MEDIA_PARTS = frozenset({"image_url", "input_image", "image", "input_audio", "audio", "file",
+                         "input_file"})
+#: Content part types that hold a tool call or a tool's result: the trace takes calls only from
+#: an assistant's ``tool_calls`` and results only from tool messages, so these are errors.
+_TOOL_PARTS = frozenset({"tool_use", "tool_result", "function_call", "function_call_output",
+                         "server_tool_use", "tool_call", "custom_tool_call",
+                         "custom_tool_call_output", "mcp_call"})
 
 
 class Event(NamedTuple):
@@ -39,6 +59,8 @@ class Event(NamedTuple):
     tool: str | None = None  # a call's function name
     arguments: Mapping[str, object] | None = None  # a call's parsed JSON arguments
     call_id: str | None = None
+    #: a call read leniently whose arguments are not a JSON object: why (``arguments`` is None)
+    error: str | None = None
 
     @staticmethod
     def call(name: str, arguments: Mapping[str, object] | str | None = None, message: int = -1,
@@ -49,7 +71,7 @@ class Event(NamedTuple):
             parsed = _parse_arguments(raw, message)
         else:
             parsed = dict(arguments or {})
-            raw = json.dumps(parsed, ensure_ascii=False)
+            raw = _json_text(parsed, message)
         return Event(message, "assistant", "call", raw, name, parsed, call_id)
 
     @staticmethod
@@ -63,10 +85,30 @@ class Event(NamedTuple):
         d: dict[str, object] = {"message": self.message, "author": self.author, "kind": self.kind}
         if self.kind == "call":
             d["tool"] = self.tool
-            d["arguments"] = dict(self.arguments or {})
+            if self.error is not None:
+                d["arguments"] = None
+                d["text"] = self.text
+                d["error"] = self.error
+            else:
+                d["arguments"] = dict(self.arguments or {})
         else:
             d["text"] = self.text
         return d
+
+
+def _where(index: int) -> int | None:
+    return index if index >= 0 else None
+
+
+def _json_text(value: object, index: int) -> str:
+    """``value`` (arguments given as an object) as the JSON text a call's ``text`` holds."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise LogError(f"tool call arguments cannot be written as JSON ({e})",
+                       index=_where(index)) from None
+    except RecursionError:
+        raise LogError("tool call arguments are nested too deep", index=_where(index)) from None
 
 
 def _parse_arguments(raw: str, index: int) -> dict[str, object]:
@@ -76,15 +118,48 @@ def _parse_arguments(raw: str, index: int) -> dict[str, object]:
         value = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as e:
         raise LogError(f"tool call arguments are not JSON ({e.msg} at character {e.pos}): "
-                       f"{raw[:80]!r}", index=index if index >= 0 else None) from None
+                       f"{raw[:80]!r}", index=_where(index)) from None
+    except RecursionError:
+        raise LogError(f"tool call arguments are not JSON (nested too deep to read): "
+                       f"{raw[:80]!r}", index=_where(index)) from None
     if not isinstance(value, dict):
         raise LogError(f"tool call arguments must be a JSON object, found {type(value).__name__}",
-                       index=index if index >= 0 else None)
+                       index=_where(index))
     return value
 
 
+def _part_text(part: object, index: int) -> str | None:
+    """One content part's text; None for a media part (no text); LogError for anything else."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, Mapping):
+        raise LogError("content parts must be objects with 'text'", index=index)
+    kind = part.get("type")
+    if kind is None or kind in TEXT_PARTS:
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise LogError("a content part's 'text' must be a string", index=index)
+        return text
+    if kind == "refusal":
+        text = part.get("refusal")
+        if not isinstance(text, str):
+            raise LogError("a refusal part's 'refusal' must be a string", index=index)
+        return text
+    if kind in MEDIA_PARTS:
+        return None
+    if kind in _TOOL_PARTS:
+        raise LogError(f"a content part of type {kind!r} holds a tool call or result, which "
+                       "the trace would not see", index=index,
+                       hint="calls belong in an assistant message's 'tool_calls', results in "
+                            "'tool' messages")
+    raise LogError(f"a content part of type {kind!r} is neither text nor media", index=index,
+                   hint=f"text parts are {', '.join(sorted(TEXT_PARTS | {'refusal'}))}; media "
+                        f"parts (no text) are {', '.join(sorted(MEDIA_PARTS))}")
+
+
 def message_text(content: object, index: int) -> str:
-    """A message's ``content`` as text: a string, null, or a list of parts with ``text``."""
+    """A message's ``content`` as text: a string, null, or a list of parts (text parts joined by
+    newlines; media parts add nothing; other parts are a :class:`LogError`)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -92,23 +167,19 @@ def message_text(content: object, index: int) -> str:
     if isinstance(content, list):
         out: list[str] = []
         for part in content:
-            if isinstance(part, str):
-                out.append(part)
-            elif isinstance(part, Mapping):
-                text = part.get("text")
-                if isinstance(text, str):
-                    out.append(text)
-                elif text is not None:
-                    raise LogError("a content part's 'text' must be a string", index=index)
-            else:
-                raise LogError("content parts must be objects with 'text'", index=index)
+            text = _part_text(part, index)
+            if text is not None:
+                out.append(text)
         return "\n".join(out)
     raise LogError(f"'content' must be a string, null or a list of parts, found "
                    f"{type(content).__name__}", index=index)
 
 
-def message_events(message: object, index: int) -> list[Event]:
-    """The events of one OpenAI-format message (raises :class:`LogError` with ``index``)."""
+def message_events(message: object, index: int, lenient: bool = False) -> list[Event]:
+    """The events of one OpenAI-format message (raises :class:`LogError` with ``index``).
+
+    ``lenient``: a call whose arguments are not a JSON object is an event with ``error`` set
+    instead of an error (its name still says what was called)."""
     if not isinstance(message, Mapping):
         raise LogError(f"a message must be a JSON object, found {type(message).__name__}",
                        index=index)
@@ -122,6 +193,9 @@ def message_events(message: object, index: int) -> list[Event]:
     content = message.get("content")
     text = content if isinstance(content, str) else message_text(content, index)
     if author != "assistant":
+        if message.get("tool_calls") or message.get("function_call"):
+            raise LogError(f"a {role} message carries tool calls; only an assistant calls tools",
+                           index=index)
         return [Event(index, author, "text", text)]
     calls = message.get("tool_calls") or []
     legacy = message.get("function_call")
@@ -141,21 +215,36 @@ def message_events(message: object, index: int) -> list[Event]:
         args = fn.get("arguments", "")
         call_id = call.get("id")
         cid = call_id if isinstance(call_id, str) else None
-        if isinstance(args, Mapping):  # some logs store the object, not its JSON text
-            out.append(Event.call(name, args, index, cid))
-        elif isinstance(args, str):
-            out.append(Event(index, "assistant", "call", args, name,
-                             _parse_arguments(args, index), cid))
-        elif args is None:
-            out.append(Event.call(name, {}, index, cid))
-        else:
-            raise LogError("tool call 'arguments' must be a JSON string", index=index)
+        try:
+            if isinstance(args, Mapping):  # some logs store the object, not its JSON text
+                out.append(Event.call(name, args, index, cid))
+            elif isinstance(args, str):
+                out.append(Event(index, "assistant", "call", args, name,
+                                 _parse_arguments(args, index), cid))
+            elif args is None:
+                out.append(Event.call(name, {}, index, cid))
+            else:
+                raise LogError(f"tool call 'arguments' must be a JSON string, found "
+                               f"{type(args).__name__}", index=index)
+        except LogError as e:
+            if not lenient:
+                raise
+            raw = args if isinstance(args, str) else _lenient_text(args)
+            out.append(Event(index, "assistant", "call", raw, name, None, cid, e.message))
     return out
 
 
-def conversation_events(messages: Sequence[object]) -> list[Event]:
-    """The trace of a whole conversation, in order."""
+def _lenient_text(args: object) -> str:
+    """Arguments that are not a JSON string, as text for a leniently read call."""
+    try:
+        return json.dumps(args, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return f"<{type(args).__name__}>"
+
+
+def conversation_events(messages: Sequence[object], lenient: bool = False) -> list[Event]:
+    """The trace of a whole conversation, in order (``lenient``: see :func:`message_events`)."""
     out: list[Event] = []
     for i, m in enumerate(messages):
-        out.extend(message_events(m, i))
+        out.extend(message_events(m, i, lenient))
     return out

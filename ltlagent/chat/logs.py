@@ -3,13 +3,15 @@
 Accepted layouts: a JSON array of messages (one conversation); a JSON object holding them; a JSON
 array of such conversations; JSON Lines, one conversation per line (streamed: constant memory).
 The message list of an object is found under ``messages_key`` (default ``messages``; without that
-key, the one list-valued field whose items have a ``role``). Malformed JSON is a
-:class:`LogError` at ``file:line:col``; in JSON Lines it spoils only its own line.
+key, the one list-valued field whose items have a ``role``). Files are read as bytes and decoded as
+UTF-8 line by line, so that in JSON Lines a line that is not UTF-8, not JSON, or JSON nested too
+deep to read spoils only itself (a :class:`LogError` at ``file:line:col`` in its record); in a
+single JSON document any of these is an error of the whole file.
 """
 
 from __future__ import annotations
 
-import io
+import contextlib
 import json
 import sys
 from collections.abc import Iterator, Mapping
@@ -21,15 +23,20 @@ from ltlagent.errors import LogError
 
 __all__ = ["RawRecord", "LogRecord", "iter_raw", "parse_record", "read_conversations"]
 
+_BOM = b"\xef\xbb\xbf"
+#: What a JSON value nested deeper than Python's reader goes is reported as.
+_TOO_DEEP = "JSON nested too deep to read (Python's reader stops at about 1,000 levels)"
+
 
 @dataclass(frozen=True)
 class RawRecord:
     """One conversation before parsing: its 0-based ordinal in the file, the line it starts on,
-    and either its JSON text (a JSON Lines line) or its already parsed value."""
+    and either its bytes (a JSON Lines line, decoded and parsed by :func:`parse_record`, in a
+    worker when there are several) or its already parsed value."""
 
     index: int
     line: int
-    text: str | None = None
+    data: bytes | None = None
     value: object = None
 
 
@@ -45,11 +52,15 @@ class LogRecord:
     error: LogError | None = None
 
 
-def _open(path: str) -> IO[str]:
+class _Unreadable(LogError):
+    """Text that no JSON document can be read from: not UTF-8, or nested too deep."""
+
+
+def _open(path: str) -> contextlib.AbstractContextManager[IO[bytes]]:
     if path == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", errors="strict")
+        return contextlib.nullcontext(sys.stdin.buffer)
     try:
-        return open(path, encoding="utf-8-sig", errors="strict")
+        return open(path, "rb")
     except IsADirectoryError:
         raise LogError("is a directory, not a log file", source=path) from None
     except FileNotFoundError:
@@ -63,53 +74,106 @@ def _json_error(e: json.JSONDecodeError, source: str, line_offset: int = 0) -> L
                     column=e.colno)
 
 
+def _decode(data: bytes, source: str, line: int) -> str:
+    """``data`` (starting on ``line``) as UTF-8 text; a :class:`LogError` at the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        start = data.rfind(b"\n", 0, e.start) + 1
+        column = len(data[start:e.start].decode("utf-8", "replace")) + 1
+        raise _Unreadable(f"not UTF-8 text (byte 0x{data[e.start]:02x})", source=source,
+                          line=line + data.count(b"\n", 0, start), column=column) from None
+
+
+def _load(data: bytes, source: str, line: int, document: bool = False) -> object:
+    """The JSON value of ``data``: one line starting on ``line``, or a ``document`` padded with
+    newlines to start where it does in the file."""
+    text = _decode(data, source, 1 if document else line)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        err = e
+        if not document:  # an error at the line's end, not at the start of the next line
+            try:
+                json.loads(text.rstrip("\r\n"))
+            except json.JSONDecodeError as at_end:
+                err = at_end
+        raise _json_error(err, source, 0 if document else line - 1) from None
+    except RecursionError:
+        raise _Unreadable(_TOO_DEEP, source=source, line=line, column=1) from None
+
+
 def iter_raw(path: str) -> Iterator[RawRecord]:
     """The conversations of a log file, unparsed where it is JSON Lines (so that workers parse
     them), parsed where the file is one JSON document. Raises :class:`LogError` for a file that
-    cannot be read or one malformed JSON document. ``path`` ``-`` is standard input."""
+    cannot be read or one malformed JSON document. ``path`` ``-`` is standard input.
+
+    The layout is JSON Lines when the first non-blank line is a whole JSON value (other than an
+    array of conversations alone in the file), or when it cannot begin any JSON document (not
+    UTF-8, nested too deep: the document reading is hopeless) and the next non-blank line is a
+    whole JSON object or array."""
     with _open(path) as f:
+        lineno = 0
+        first = b""
+        for first in f:
+            lineno += 1
+            if lineno == 1 and first.startswith(_BOM):
+                first = first[len(_BOM):]
+            if first.strip():
+                break
+        if not first.strip():
+            return
+        start = lineno
+        unreadable: LogError | None = None
+        head: object = None
         try:
-            lineno = 0
-            first = ""
-            for first in f:
+            head = _load(first, path, lineno)
+        except _Unreadable as e:
+            unreadable = e
+        except LogError:
+            pass
+        if unreadable is not None:
+            peek = b""
+            for peek in f:
                 lineno += 1
-                if first.strip():
+                if not peek.isspace():
                     break
-            if not first.strip():
+            if peek.strip() and not isinstance(_value_or_none(peek), dict | list):
+                raise unreadable
+            yield RawRecord(0, start, data=first)
+            if peek.strip():
+                yield RawRecord(1, lineno, data=peek)
+            yield from _lines(f, 2, lineno)
+            return
+        if isinstance(head, list) and head and not _is_messages(head):
+            rest = f.read()  # an array of conversations written on one line
+            if not rest.strip():
+                yield from _split_document(head)
                 return
-            head = _json_or_none(first)
-            if isinstance(head, list) and head and not _is_messages(head):
-                rest = f.read()  # an array of conversations written on one line
-                if not rest.strip():
-                    yield from _split_document(head)
-                    return
-                whole = "\n" * (lineno - 1) + first + rest
-            elif head is not None:  # JSON Lines: one conversation per line, streamed
-                yield RawRecord(0, lineno, text=first)
-                k = 1
-                for line in f:
-                    lineno += 1
-                    if line.strip():
-                        yield RawRecord(k, lineno, text=line)
-                        k += 1
-                return
-            else:
-                whole = "\n" * (lineno - 1) + first + f.read()
-        except UnicodeDecodeError as e:
-            raise LogError(f"not UTF-8 text (byte 0x{e.object[e.start]:02x})", source=path) \
-                from None
-    try:
-        value = json.loads(whole)
-    except json.JSONDecodeError as e:
-        raise _json_error(e, path) from None
-    yield from _split_document(value)
+            whole = b"\n" * (start - 1) + first + rest
+        elif head is not None:  # JSON Lines: one conversation per line, streamed
+            yield RawRecord(0, start, data=first)
+            yield from _lines(f, 1, lineno)
+            return
+        else:
+            whole = b"\n" * (start - 1) + first + f.read()
+    yield from _split_document(_load(whole, path, start, document=True))
 
 
-def _json_or_none(line: str) -> object:
-    """The JSON value of a line, or None when the line is not a whole JSON value (or is null)."""
+def _lines(f: IO[bytes], k: int, lineno: int) -> Iterator[RawRecord]:
+    """The remaining non-blank lines of a JSON Lines file, numbered from ``k``."""
+    for line in f:
+        lineno += 1
+        if not line.isspace():
+            yield RawRecord(k, lineno, data=line)
+            k += 1
+
+
+def _value_or_none(line: bytes) -> object:
+    """The JSON value of a line, or None when it is not one (or is null)."""
     try:
-        return json.loads(line)
-    except json.JSONDecodeError:
+        return json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
 
 
@@ -128,14 +192,13 @@ def _split_document(value: object) -> Iterator[RawRecord]:
 
 
 def parse_record(raw: RawRecord, source: str, messages_key: str | None = None) -> LogRecord:
-    """Parse one conversation (JSON text if needed) and find its message list."""
+    """Parse one conversation (its line's bytes if needed) and find its message list."""
     value = raw.value
-    if raw.text is not None:
+    if raw.data is not None:
         try:
-            value = json.loads(raw.text.rstrip("\r\n"))
-        except json.JSONDecodeError as e:
-            return LogRecord(raw.index, raw.index, raw.line, None,
-                             _json_error(e, source, raw.line - 1))
+            value = _load(raw.data, source, raw.line)
+        except LogError as e:
+            return LogRecord(raw.index, raw.index, raw.line, None, e)
     rid: object = raw.index
     if isinstance(value, Mapping):
         if isinstance(value.get("id"), str | int):

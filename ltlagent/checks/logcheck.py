@@ -2,20 +2,22 @@
 
 Records stream through in order; with ``jobs`` > 1 they are parsed and checked in a process pool
 (the compiled :class:`~ltlagent.logic.policy.Policy` is pickled once per worker), in chunks, and
-the results come back in input order. Memory stays constant for JSON Lines.
+the results come back in input order; ``jobs`` is capped at the cores this process may run on
+(more processes than cores only add start-up and switching). Memory stays constant for JSON Lines.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
+import os
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ltlagent.chat.logs import LogRecord, RawRecord, iter_raw, parse_record
 from ltlagent.logic.policy import VERDICTS, ConversationReport, Policy
 
-__all__ = ["LogResult", "Summary", "check_logs", "check_record"]
+__all__ = ["LogResult", "Summary", "check_logs", "check_record", "usable_cores"]
 
 #: Conversations per chunk handed to a worker process.
 CHUNK = 256
@@ -77,7 +79,11 @@ def check_record(policy: Policy, rec: LogRecord, file: str) -> LogResult:
         report = ConversationReport("malformed", error=json_error or
                                     (err.message if err else "unreadable"))
         return LogResult(file, rec.line, rec.id, 0, report, json_error=json_error)
-    return LogResult(file, rec.line, rec.id, len(rec.messages), policy.check(rec.messages))
+    try:
+        report = policy.check(rec.messages)
+    except RecursionError:  # a message nested deeper than Python can walk: that record's error
+        report = ConversationReport("malformed", error="a message is nested too deep to read")
+    return LogResult(file, rec.line, rec.id, len(rec.messages), report)
 
 
 def _check_chunk(args: tuple[Policy, str, str | None, list[RawRecord]]) -> list[LogResult]:
@@ -97,10 +103,19 @@ def _check_chunk_in_worker(args: tuple[str, str | None, list[RawRecord]]) -> lis
     return _check_chunk((_WORKER_POLICY[0], file, key, raws))
 
 
+def usable_cores() -> int:
+    """The number of cores this process may run on (its affinity where the OS tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def check_logs(policy: Policy, files: Sequence[str], messages_key: str | None = None,
                jobs: int = 1) -> Iterator[LogResult]:
-    """Every conversation of every file, checked, in input order. A file that cannot be read
-    at all raises :class:`~ltlagent.errors.LogError` when it is reached."""
+    """Every conversation of every file, checked, in input order, in ``jobs`` processes at most
+    (capped at :func:`usable_cores`). A file that cannot be read at all raises
+    :class:`~ltlagent.errors.LogError` when it is reached."""
+    jobs = min(jobs, usable_cores())
     if jobs <= 1:
         for file in files:
             for raw in iter_raw(file):
@@ -109,10 +124,24 @@ def check_logs(policy: Policy, files: Sequence[str], messages_key: str | None = 
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn" if mp.get_start_method(allow_none=True) == "spawn" else "fork")
+    sent: deque[tuple[str, list[RawRecord]]] = deque()  # chunks handed out, not yet answered
+
+    def work() -> Iterator[tuple[str, str | None, list[RawRecord]]]:
+        for file in files:
+            for chunk in _chunks(iter_raw(file), CHUNK):
+                sent.append((file, chunk))
+                yield file, messages_key, chunk
+
     with ctx.Pool(jobs, initializer=_init_worker, initargs=(policy,)) as pool:
-        work = ((file, messages_key, chunk) for file in files
-                for chunk in _chunks(iter_raw(file), CHUNK))
-        for results in pool.imap(_check_chunk_in_worker, work, chunksize=1):
+        answers = pool.imap(_check_chunk_in_worker, work(), chunksize=1)
+        while True:
+            try:
+                results = next(answers)
+            except StopIteration:
+                return
+            except RecursionError:  # a parsed record too deep to pickle: checked here instead
+                results = _check_chunk((policy, sent[0][0], messages_key, sent[0][1]))
+            sent.popleft()
             yield from results
 
 

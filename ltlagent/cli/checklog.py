@@ -24,14 +24,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "conversation per line (streamed). Each conversation is ok, violated (the first failure of "
         "each named constraint, with its step and message index), incomplete (an eventuality "
         "unmet at the end), unmatched (a step matches no declared state) or malformed. "
-        "Exit 0: all ok; 1: any other verdict; 2: bad spec or unreadable log.")
+        "Exit 0: all ok; 1: any other verdict; 2: bad spec, an unreadable log or record, or a "
+        "log with no conversations.")
     p.add_argument("spec", help="policy spec file or bundled spec name (e.g. booking-policy)")
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files (- for standard input)")
     p.add_argument("--messages-key", metavar="KEY",
                    help="the field holding each record's messages (default: 'messages', else the "
                         "one list field whose items have a 'role')")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="check in N worker processes (default 1)")
+                   help="check in N worker processes (default 1; at most the number of cores "
+                        "this process may use)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text, or one JSON object per conversation (JSON Lines) with the summary "
                         "on stderr")
@@ -82,9 +84,11 @@ def main(args: argparse.Namespace) -> int:
     summary = Summary()
     t0 = time.perf_counter()
     unreadable = False
+    seen: set[str] = set()
     try:
         for r in check_logs(policy, args.logs, args.messages_key, args.jobs):
             summary.add(r)
+            seen.add(r.file)
             if r.json_error is not None:
                 unreadable = True
                 if args.format == "json":
@@ -98,11 +102,19 @@ def main(args: argparse.Namespace) -> int:
         print(f"ltlagent: error: {e.render()}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - t0
+    empty = [LogError("no conversations (the log is empty, blank or an empty array)", source=f)
+             for f in dict.fromkeys(args.logs) if f not in seen]
+    if summary.conversations == 0:
+        for err in empty:
+            print(f"ltlagent: error: {err.render()}", file=sys.stderr)
+        return 2
     if args.format == "json":
         print(json.dumps({"summary": summary.to_dict(), "seconds": round(seconds, 3)}),
               file=sys.stderr)
     else:
         print(_summary_text(summary, seconds))
-    if unreadable:
+    for err in empty:
+        print(f"ltlagent: error: {err.render()}", file=sys.stderr)
+    if unreadable or empty:
         return 2
     return 0 if summary.all_ok else 1

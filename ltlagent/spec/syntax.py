@@ -219,8 +219,20 @@ class Spec:
 
     @property
     def constraint_names(self) -> tuple[str, ...]:
-        """Each constraint's name: its own, or ``constraint-N`` (1-based) when unnamed."""
-        return tuple(f.name or f"constraint-{i + 1}" for i, f in enumerate(self.constraints))
+        """Each constraint's name: its own, or ``constraint-N`` when unnamed, N its 1-based
+        position unless another constraint is named so (then the next N that no name takes)."""
+        taken = {f.name for f in self.constraints if f.name}
+        out: list[str] = []
+        for i, f in enumerate(self.constraints):
+            name = f.name
+            if not name:
+                n = i + 1
+                while f"constraint-{n}" in taken:
+                    n += 1
+                name = f"constraint-{n}"
+                taken.add(name)
+            out.append(name)
+        return tuple(out)
 
     def state(self, name: str) -> State:
         for s in self.states:
