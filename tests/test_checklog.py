@@ -168,7 +168,6 @@ BROKEN_BOOK = [BAD[0], {"role": "assistant", "content": None, "tool_calls": [
     {"id": "1", "type": "function", "function": {"name": "book", "arguments": '{"room": "Oak'}}]}]
 
 
-@pytest.mark.xfail(strict=True, reason="needs the policy engine (lead)")
 def test_a_forbidden_call_with_broken_arguments_is_violated_and_reported() -> None:
     report = POLICY.check(BROKEN_BOOK)
     assert report.verdict == "violated"
@@ -266,7 +265,7 @@ def test_jobs_are_capped_at_the_usable_cores(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
     monkeypatch.setattr(multiprocessing, "get_context", no_pool)
     results = list(check_logs(POLICY, [str(LOG)], jobs=64))
-    assert len(results) == 52
+    assert len(results) == 55
 
 
 def test_a_record_too_deep_to_pickle_is_checked_in_the_parent(

@@ -288,10 +288,17 @@ class Policy:
         if not messages:
             return ConversationReport("malformed", error="the conversation has no messages")
         try:
-            events = conversation_events(messages)
+            events = conversation_events(messages, lenient=True)
         except LogError as e:
             return ConversationReport("malformed", error=e.message, error_message=e.index)
-        return self.check_events(events)
+        report = self.check_events(events)
+        bad = next((ev for ev in events if ev.error is not None), None)
+        if bad is None:
+            return report
+        # a call whose arguments are not JSON is still a call of its name (design §12): judged,
+        # and reported as malformed unless the judgement already finds a violation
+        verdict = "violated" if report.verdict == "violated" else "malformed"
+        return replace(report, verdict=verdict, error=bad.error, error_message=bad.message)
 
     def check_events(self, events: Sequence[Event]) -> ConversationReport:
         """The verdict on a trace of events (the fast path: one memoised lookup per step and
