@@ -199,6 +199,10 @@ def test_content_parts_keyword_rules_and_empty_arguments_as_documented() -> None
     call = {"id": "1", "type": "function", "function": {"name": "find_user", "arguments": ""}}
     assert message_events({"role": "assistant", "content": None, "tool_calls": [call]}, 0)[0].arguments == {}
     assert call_arguments(call) == ("find_user", {})
+    blank = {"id": "1", "type": "function", "function": {"name": "find_user", "arguments": " \n"}}
+    assert message_events({"role": "assistant", "content": None, "tool_calls": [blank]}, 0)[0].arguments \
+        == {} == call_arguments(blank)[1]
+    assert parse_call('{"name": "find_user", "arguments": " "}', "json").arguments == {}
     assert parse_call('<tool_call>\n{"name": "find_user", "arguments": ""}\n</tool_call>') == \
         ToolCall("find_user", {})
     assert "an empty string counts as `{}`" in _flat(README)
