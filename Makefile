@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 TEST_JOBS ?= auto
 STAMP := $(VENV)/.ltlagent-installed
 
-.PHONY: install demo test lint bench clean test-vllm bench-vllm
+.PHONY: install demo test test-explore lint bench clean test-vllm bench-vllm
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,10 +27,17 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/ltlagent run --tools calculator "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?"
 
+# Property tests run derandomised (Hypothesis profile "ci", tests/conftest.py): the same examples on
+# every run, so the suite never passes or fails by chance.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q -n $(TEST_JOBS) --dist worksteal
+	LTLAGENT_HYPOTHESIS=ci $(PY) -m pytest -q -n $(TEST_JOBS) --dist worksteal
+
+# Only the property tests, unseeded, with 10 times their examples (profile "explore"; not in CI).
+# A failure found here is kept as an @example(...) on its test, so that `make test` checks it.
+test-explore: $(STAMP)
+	LTLAGENT_HYPOTHESIS=explore $(PY) -m pytest -q -n $(TEST_JOBS) --dist worksteal -p no:cacheprovider
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

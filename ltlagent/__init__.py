@@ -29,6 +29,7 @@ from ltlagent.logic.automaton import Automaton, Verdict
 from ltlagent.logic.compiled import CompiledSpec, compile_spec
 from ltlagent.logic.policy import ConversationReport, Decision, Policy, PolicyCursor
 from ltlagent.spec.syntax import Spec, State, bundled_specs, load_spec, parse_spec
+from ltlagent.version import __version__
 
 if TYPE_CHECKING:  # the lazily loaded names, for type checkers and editors
     from ltlagent.agent.runner import Agent, RunResult
@@ -38,7 +39,6 @@ if TYPE_CHECKING:  # the lazily loaded names, for type checkers and editors
     from ltlagent.decode.monitor import Monitor, TokenIndex, build_index
     from ltlagent.decode.processor import LtlLogitsProcessor, LtlStoppingCriteria, logits_processor
 
-__version__ = "0.1.0"
 
 #: name -> module, for the names loaded on first use.
 _LAZY = {

@@ -5,6 +5,7 @@ domain modules know nothing of argparse."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +42,7 @@ def test_domain_modules_have_no_argparse() -> None:
 
 
 #: The layers of docs/design.md §10, lowest first: a module imports only from layers below its own.
-LAYERS = {"errors": 0, "spotlib": 0, "graph": 0, "text": 1, "chat": 1, "spec": 2, "logic": 3,
+LAYERS = {"errors": 0, "spotlib": 0, "graph": 0, "version": 0, "text": 1, "chat": 1, "spec": 2, "logic": 3,
           "checks": 4, "decode": 4, "agent": 5, "guard": 5, "cli": 6, "__init__": 7, "__main__": 7}
 
 
@@ -79,6 +80,95 @@ def test_no_module_imports_upward() -> None:
     upward = [(str(p.relative_to(PACKAGE)), t) for p in files for t in _targets(p)
               if t != _layer_of(p) and LAYERS[t] >= LAYERS[_layer_of(p)]]
     assert upward == []
+
+
+def _module_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports (at the top, inside functions or under
+    ``TYPE_CHECKING``: a type-only edge is still a dependency), relative imports resolved. A
+    package's ``__init__`` is the package's name; ``from pkg import sub`` names the submodule."""
+    files = {}
+    for pkg in packages:
+        for path in (root / pkg).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            files[".".join(parts)] = path
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, path in files.items():
+        here = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here[:len(here) - node.level + 1] if node.level else []
+                src = ".".join([*base, *([node.module] if node.module else [])])
+                targets = [f"{src}.{a.name}" if f"{src}.{a.name}" in files else src for a in node.names]
+            for t in targets:
+                while t and t not in files:  # `import a.b.c` of a name inside a module: its module
+                    t = t.rpartition(".")[0]
+                if t and t != mod:
+                    graph[mod].add(t)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected group of modules that has one (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles() -> None:
+    """No module depends on itself through others (docs/design.md §10), type-only and lazy imports
+    included: a cycle is a design knot even where Python tolerates it at run time. The experiment
+    scripts under validation/ and benchmarks/ are held to the same rule."""
+    graph = _module_graph(PACKAGE.parent, ("ltlagent", "validation", "benchmarks"))
+    assert "ltlagent.agent.runner" in graph["ltlagent.agent.vllm_backend"]  # it sees real edges
+    assert "ltlagent.decode.machine" in graph["ltlagent.decode.memo"]
+    assert _cycles(graph) == []
+
+
+def test_cycle_check_finds_a_type_only_cycle(tmp_path: Path) -> None:
+    """The check above fails on the shapes of cycle the issue found: a lazy import one way and a
+    ``TYPE_CHECKING`` import the other, across three modules, and through a package's ``__init__``."""
+    pkg = tmp_path / "p"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from p.sub.c import C\n__version__ = '1'\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from p import b\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n")
+    (pkg / "sub" / "c.py").write_text("from ..d import x\nC = 1\n")
+    (pkg / "d.py").write_text("def x():\n    from p import __version__\n")
+    assert _cycles(_module_graph(tmp_path, ("p",))) == [["p", "p.d", "p.sub.c"], ["p.a", "p.b"]]
 
 
 def test_layering_check_sees_imports() -> None:
@@ -158,3 +248,33 @@ def test_the_vllm_modules_import_without_vllm_or_torch() -> None:
             "assert p.LtlLogitsProcessorV2.__mro__[1] is object\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_property_tests_are_derandomised_unless_exploring() -> None:
+    """CI and ``make test`` run the Hypothesis profile ``ci`` (tests/conftest.py): derandomised, no
+    example database, so a property test passes or fails the same way on every run."""
+    from hypothesis import settings
+
+    if settings.get_current_profile_name() == "ci":
+        assert settings().derandomize and settings().database is None
+
+
+def test_the_explore_profile_runs_only_property_tests_with_more_examples() -> None:
+    """``make test-explore``: the property tests only, unseeded, ten times their examples."""
+    code = ("import sys, pytest\n"
+            "class P:\n"
+            "    def pytest_collection_finish(self, session):\n"
+            "        from hypothesis import settings\n"
+            "        for it in session.items:\n"
+            "            s = it.obj._hypothesis_internal_use_settings\n"
+            "            print('ITEM', it.name, s.max_examples, s.derandomize)\n"
+            "sys.exit(pytest.main(['-q', '--co', '-p', 'no:cacheprovider', 'tests/test_lexer.py'], "
+            "plugins=[P()]))\n")
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["LTLAGENT_HYPOTHESIS"] = "explore"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=PACKAGE.parent)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    items = [line.split()[1:] for line in proc.stdout.splitlines() if line.startswith("ITEM ")]
+    assert items and "deselected" in proc.stdout, proc.stdout
+    assert all(derand == "False" and int(n) >= 10 * 100 for _name, n, derand in items), items

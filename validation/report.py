@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from validation.experiment import PAPER, PAPER_NAMES, load_records  # noqa: E402
+from validation.records import PAPER, PAPER_NAMES, load_records  # noqa: E402
 
 __all__ = ["write_report"]
 

@@ -306,8 +306,10 @@ class ChatAgent:
         if hasattr(self.model, "llm_engine"):
             from ltlagent.agent.vllm_chat import run_chats
 
-            return run_chats(self, chats, max_turns=max_turns, max_new_tokens=max_new_tokens,
-                             temperature=temperature, seed=seed)
+            convs = [self.start(u, f) for u, f in chats]
+            run_chats(self, convs, max_turns=max_turns, max_new_tokens=max_new_tokens,
+                      temperature=temperature, seed=seed)
+            return [c.result for c in convs]
         return [self.run(u, f, max_turns=max_turns, max_new_tokens=max_new_tokens,
                          temperature=temperature, seed=(seed or 0) + k)
                 for k, (u, f) in enumerate(chats)]

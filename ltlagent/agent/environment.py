@@ -25,8 +25,8 @@ from ltlagent.logic.compiled import CompiledSpec
 from ltlagent.spec.syntax import Spec
 
 if TYPE_CHECKING:
+    from ltlagent.agent.record import Step
     from ltlagent.agent.roles import Roles
-    from ltlagent.agent.runner import Step
 
 __all__ = ["EnvContext", "EnvReply", "EnvFn", "call_environment", "ToolEnvironment", "prompt_template",
            "prompt_examples", "render_prompt", "neutralise", "PROMPTS", "ZWSP", "check_task", "read_prompt"]

@@ -2,7 +2,10 @@
 conversations at once, each assistant turn one vLLM request.
 
 ``ChatAgent(llm, llm.get_tokenizer(), tools, call_tool, …).run_batch(chats)`` (``llm`` a
-``vllm.LLM`` built with ``logits_processors=[LtlLogitsProcessor]``) comes here. A conversation's
+``vllm.LLM`` built with ``logits_processors=[LtlLogitsProcessor]``) comes here with its started
+conversations. This module sits below :mod:`ltlagent.agent.chat` (which imports it): it knows the
+agent and its conversations only as the protocols :class:`ChatEngine` and :class:`ChatTurns`
+state (docs/design.md §10: no import cycles). A conversation's
 next turn is submitted as soon as its previous one has been consumed (tool run, user asked), while
 the others decode. A constrained turn carries its :class:`~ltlagent.decode.chat.TurnRule` as
 :class:`~ltlagent.decode.vllm_processor.TurnOptions` in ``extra_args``, and the processor masks it
@@ -13,16 +16,63 @@ transformers loop, so greedy conversations are the same on both backends.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ltlagent.decode.vllm_processor import EXTRA_KEY, TurnOptions
 from ltlagent.errors import UsageError
 
 if TYPE_CHECKING:
-    from ltlagent.agent.chat import ChatAgent, ChatResult, Conversation, UserFn
+    from ltlagent.decode.chat import TurnRule
+    from ltlagent.decode.vocab import Vocab
 
-__all__ = ["run_chats", "engine_eos"]
+__all__ = ["run_chats", "engine_eos", "ChatEngine", "ChatTurns", "TurnRecord"]
+
+
+class TurnRecord(Protocol):
+    """What :func:`run_chats` writes into a conversation's result
+    (:class:`~ltlagent.agent.chat.ChatResult`)."""
+
+    turns: int
+    stop_reason: str
+    notes: list[str]
+
+
+class ChatTurns(Protocol):
+    """A conversation between turns, as :func:`run_chats` drives it
+    (:class:`~ltlagent.agent.chat.Conversation`)."""
+
+    @property
+    def messages(self) -> Sequence[Mapping[str, object]]: ...
+    @property
+    def result(self) -> TurnRecord: ...
+    def wants_turn(self, max_turns: int) -> bool: ...
+    def consume(self, text: str, used: int, ended: bool) -> bool: ...
+    def finish(self) -> object: ...
+
+
+C = TypeVar("C", bound=ChatTurns)
+C_contra = TypeVar("C_contra", bound=ChatTurns, contravariant=True)
+
+
+class ChatEngine(Protocol[C_contra]):
+    """What :func:`run_chats` needs of the agent (:class:`~ltlagent.agent.chat.ChatAgent`)."""
+
+    @property
+    def model(self) -> Any: ...
+    @property
+    def tokenizer(self) -> Any: ...
+    @property
+    def vocab(self) -> Vocab: ...
+    @property
+    def schemas(self) -> Mapping[str, Mapping[str, object]]: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def fields(self) -> Mapping[str, Mapping[str, str]] | None: ...
+    def render(self, messages: Sequence[Mapping[str, object]]) -> str: ...
+    def turn_rule(self, conv: C_contra) -> TurnRule | None: ...
+    def turn_text(self, tokens: Sequence[int], constrained: bool) -> str: ...
 
 
 def engine_eos(llm: Any, tokenizer: Any) -> list[int] | None:
@@ -40,12 +90,12 @@ def engine_eos(llm: Any, tokenizer: Any) -> list[int] | None:
     return ids or None
 
 
-def run_chats(agent: ChatAgent, chats: Sequence[tuple[UserFn, str]], *, max_turns: int = 12,
-              max_new_tokens: int = 96, temperature: float = 0.0,
-              seed: int | None = None) -> list[ChatResult]:
-    """Run ``chats`` (user, first message) concurrently on ``agent.model`` (a ``vllm.LLM``); one
-    result per chat, in order. With a temperature and ``seed``, turn ``t`` of chat ``k`` is seeded
-    by ``seed + 1000 * k + t``."""
+def run_chats(agent: ChatEngine[C], convs: Sequence[C], *, max_turns: int = 12,
+              max_new_tokens: int = 96, temperature: float = 0.0, seed: int | None = None) -> None:
+    """Run the started conversations ``convs`` concurrently on ``agent.model`` (a ``vllm.LLM``)
+    until each is finished (its ``finish()`` called once, when it ends, so that its time is its
+    own). With a temperature and ``seed``, turn ``t`` of conversation ``k`` is seeded by
+    ``seed + 1000 * k + t``."""
     if max_turns < 1 or max_new_tokens < 1:
         raise UsageError("max_turns and max_new_tokens must be at least 1")
     import vllm
@@ -57,8 +107,7 @@ def run_chats(agent: ChatAgent, chats: Sequence[tuple[UserFn, str]], *, max_turn
         n_ctx = None
     eos = [int(e) for e in agent.vocab.eos_ids]
     eos_set = set(eos)
-    convs: list[Conversation] = [agent.start(user, first) for user, first in chats]
-    results: list[ChatResult | None] = [None] * len(convs)
+    finished = [False] * len(convs)
     tag = uuid.uuid4().hex[:8]
     pending: dict[str, tuple[int, bool]] = {}
 
@@ -66,7 +115,8 @@ def run_chats(agent: ChatAgent, chats: Sequence[tuple[UserFn, str]], *, max_turn
         """Send conversation ``k``'s next turn, or finish it."""
         conv = convs[k]
         if not conv.wants_turn(max_turns):
-            results[k] = conv.finish()
+            conv.finish()
+            finished[k] = True
             return
         ids = list(agent.tokenizer(agent.render(conv.messages), add_special_tokens=False).input_ids)
         left = max_new_tokens if n_ctx is None else min(max_new_tokens, n_ctx - len(ids))
@@ -74,7 +124,8 @@ def run_chats(agent: ChatAgent, chats: Sequence[tuple[UserFn, str]], *, max_turn
             conv.result.stop_reason = "context_full"
             conv.result.notes.append(f"the prompt has {len(ids)} tokens; the model's context "
                                      f"holds {n_ctx}")
-            results[k] = conv.finish()
+            conv.finish()
+            finished[k] = True
             return
         rule = agent.turn_rule(conv)
         extra = None if rule is None else {
@@ -103,5 +154,8 @@ def run_chats(agent: ChatAgent, chats: Sequence[tuple[UserFn, str]], *, max_turn
             if convs[k].consume(agent.turn_text(toks, constrained), used, ended):
                 submit(k)
             else:
-                results[k] = convs[k].finish()
-    return [r if r is not None else c.finish() for r, c in zip(results, convs, strict=True)]
+                convs[k].finish()
+                finished[k] = True
+    for k, conv in enumerate(convs):
+        if not finished[k]:
+            conv.finish()

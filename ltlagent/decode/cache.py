@@ -88,7 +88,8 @@ def clear_cache() -> int:
 
 
 def _versions() -> str:
-    from ltlagent import __version__, spotlib
+    from ltlagent import spotlib
+    from ltlagent.version import __version__
 
     try:
         spot_v = spotlib.version()

@@ -15,7 +15,7 @@ from ltlagent.decode.machine import ByteEvent, Machine
 from ltlagent.decode.masks import Mask
 
 if TYPE_CHECKING:
-    from ltlagent.decode.monitor import Event
+    from ltlagent.decode.events import Event
 
 __all__ = ["FastEnter", "FastStep", "IndexMemo", "Move", "TokenStep", "ROOM", "reserved_dict"]
 

@@ -165,14 +165,15 @@ def settle(cursor: PolicyCursor, content: str, calls: Sequence[Mapping[str, obje
 
 
 def call_arguments(call: Mapping[str, object]) -> tuple[str, dict[str, object]]:
-    """A tool call's function name and parsed arguments (``{}`` for empty arguments).
+    """A tool call's function name and parsed arguments (``{}`` for empty or blank arguments, as
+    check-log reads them, docs/design.md §12).
 
     Raises ``ValueError`` for arguments that are not a JSON object."""
     fn = call.get("function")
     if not isinstance(fn, Mapping):
         raise ValueError("a tool call without a function")
-    raw = fn.get("arguments") or "{}"
-    args = json.loads(raw) if isinstance(raw, str) else raw
+    raw = fn.get("arguments")
+    args = (json.loads(raw) if raw.strip() else {}) if isinstance(raw, str) else raw or {}
     if not isinstance(args, dict):
         raise ValueError("tool call arguments must be a JSON object")
     return str(fn.get("name", "")), args

@@ -131,8 +131,8 @@ def _from_object(body: str) -> ToolCall:
     if not isinstance(name, str):
         raise ToolCallError("the call has no name (a string)")
     if isinstance(args, str):  # some models write the arguments as a JSON string, as OpenAI logs do
-        try:
-            args = json.loads(args)
+        try:  # an empty string is no arguments, as everywhere a call is read (docs/design.md §12)
+            args = json.loads(args) if args.strip() else {}
         except json.JSONDecodeError:
             raise ToolCallError(f"the arguments of {name!r} are not a JSON object") from None
     if not isinstance(args, dict):
