@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import random
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from ltlagent.errors import UsageError
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA
 
-__all__ = ["ByteTable", "Glue", "Periods", "trim", "runs", "distance_to", "row_edges"]
+__all__ = ["ByteTable", "Glue", "Periods", "trim", "runs", "distance_to", "row_edges", "sample_text"]
 
 #: ``(a, b, k)`` ranges of states that repeat with period ``k`` (see :attr:`ByteTable.periods`)
 Periods = tuple[tuple[int, int, int], ...]
@@ -293,3 +294,31 @@ class Glue:
         periods = tuple((a + n_gen + b0, b + n_gen + b0, k) for j, b0 in base.items()
                         for a, b, k in blocks[j][0].periods)
         return ByteTable.build(trans, acc, what, periods)
+
+
+def sample_text(table: ByteTable, rng: random.Random, stop: float = 0.25, drift: float = 0.5,
+                max_len: int = 4000) -> bytes:
+    """A random text the table accepts: a walk that stops at an accepting state with probability
+    ``stop`` and otherwise takes a random byte, one that brings acceptance nearer with probability
+    ``drift`` (always once ``max_len`` bytes are written); for soundness checks (every text sampled
+    must be valid) and examples. The table must not be empty."""
+    if table.empty:
+        raise UsageError("an empty language has no text to sample")
+    trans = table.trans
+    dist = distance_to(trans, table.accepting)
+    out = bytearray()
+    s = 0
+    while True:
+        if table.accepting[s] and (rng.random() < stop or dist[s] == 0 and len(out) >= max_len):
+            return bytes(out)
+        row = trans[s]
+        ok = np.nonzero(row >= 0)[0]
+        if len(out) >= max_len or rng.random() < drift:
+            closer = ok[dist[row[ok]] < dist[s]]
+            if len(closer):
+                ok = closer
+        if not len(ok):  # accepting with no way on
+            return bytes(out)
+        b = int(ok[rng.randrange(len(ok))])
+        out.append(b)
+        s = int(row[b])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -46,6 +47,22 @@ _MAXCP = 0x10FFFF
 #: content can neither start nor end with one (``[c for c in range(0x110000) if chr(c).isspace()]``).
 ODD_SPACES = ((0x1C, 0x1F), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
               (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000))
+#: ECMA-262's ``\s``: WhiteSpace (TAB, VT, FF, SP, NBSP, ZWNBSP and the Zs category) and
+#: LineTerminator (LF, CR, LS, PS), §22.2.2.9 CharacterClassEscape and §12.2, §12.3.
+ECMA_SPACE = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+              (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
+              (0xFEFF, 0xFEFF))
+#: ECMA-262's line terminators: what ``.`` does not match without the ``s`` flag.
+ECMA_LINE_TERMINATORS = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))
+#: Python regex syntax that means something else, or nothing, in ECMA-262 (with the ``u`` flag, as
+#: JSON Schema validators such as ajv compile patterns): refused in the ECMA dialect.
+_NOT_ECMA = re.compile(r"""
+    (?P<esc>\\(?:[AZaUN]|0[0-9]))          # \A \Z \a \U \N and octal: Python's, not ECMA's
+  | \\.                                   # any other escape (skipped)
+  | (?P<ext>\(\?(?![:=!]|<[=!]))        # (?P…), (?#…), (?i), (?>…), (?<name>…)
+  | (?P<empty>\[\^?\])                   # [] (nothing in ECMA) and [^] (anything)
+  | (?P<comma>\{,[0-9]*\})                # Python reads {,n} as {0,n}; ECMA as text
+""", re.X | re.S)
 
 
 @dataclass(frozen=True)
@@ -461,14 +478,23 @@ def intersect(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> Cont
 
 
 class _RegexCompiler:
-    def __init__(self, pattern: str, *, exact: bool = False) -> None:
+    def __init__(self, pattern: str, *, exact: bool = False, ecma: bool = False) -> None:
         import re._constants as C
         import re._parser as P
 
         self.C = C
         self.pattern = pattern
+        self.ecma = ecma  # ECMA-262 semantics (JSON Schema's patterns), else Python's (spec :regex)
+        if ecma:
+            m = _NOT_ECMA.search(pattern)
+            while m is not None and m.lastgroup is None:
+                m = _NOT_ECMA.search(pattern, m.end())
+            if m is not None:
+                self.unsupported(f"{m.group()!r}, which ECMA-262 reads differently from Python,")
         try:
-            self.tree = P.parse(pattern, 0)
+            with warnings.catch_warnings():  # "possible nested set" (a literal [ in a class)
+                warnings.simplefilter("ignore", FutureWarning)
+                self.tree = P.parse(pattern, 0)
         except re.error as e:
             raise UsageError(f"bad :regex {pattern!r}: {e}") from e
         bad = self.tree.state.flags & ~self.harmless_flags
@@ -483,6 +509,8 @@ class _RegexCompiler:
         """Flags whose meaning is already in the parsed tree or in how we read it: ASCII (our
         classes are ASCII-exact), DOTALL (read by ``.``), UNICODE (the default), VERBOSE (parsing)."""
         C = self.C
+        if self.ecma:  # ECMA-262 has no inline flags
+            return C.SRE_FLAG_UNICODE
         return C.SRE_FLAG_ASCII | C.SRE_FLAG_DOTALL | C.SRE_FLAG_UNICODE | C.SRE_FLAG_VERBOSE
 
     def flag_names(self, flags: int) -> str:
@@ -504,6 +532,10 @@ class _RegexCompiler:
               C.CATEGORY_NOT_SPACE: r"\S", C.CATEGORY_WORD: r"\w", C.CATEGORY_NOT_WORD: r"\W"}.get(cat)
         if rx is None:
             self.unsupported(f"the character category {cat}")
+        if self.ecma:  # §22.2.2.9: over all code points, the negated ones the complements
+            base = {"d": [(0x30, 0x39)], "w": [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
+                    "s": list(ECMA_SPACE)}[rx[1].lower()]
+            return _complement(base) if rx[1].isupper() else _normalise(base)
         r = re.compile(rx)
         return _normalise([(c, c) for c in range(128) if r.fullmatch(chr(c))])
 
@@ -525,7 +557,7 @@ class _RegexCompiler:
             else:
                 self.unsupported(f"the class item {op}")
         out = _complement(ranges) if negate else _normalise(ranges)
-        if has_cat:  # membership of non-ASCII characters unknown: exclude them (stricter)
+        if has_cat and not self.ecma:  # non-ASCII membership unknown: exclude them (stricter)
             out = [(lo, min(hi, 127)) for lo, hi in out if lo <= 127]
         return out
 
@@ -555,6 +587,8 @@ class _RegexCompiler:
             self.chars([(av, av)], start, end)
         elif op is C.NOT_LITERAL:
             self.chars(_complement([(av, av)]), start, end)
+        elif op is C.ANY and self.ecma:
+            self.chars(_complement(list(ECMA_LINE_TERMINATORS)), start, end)
         elif op is C.ANY:
             self.chars([(0, _MAXCP)] if self.dotall else _complement([(10, 10)]), start, end)
         elif op is C.IN:
@@ -636,7 +670,7 @@ class _RegexCompiler:
             nfa.eps[stop].append(final)
             if not tail:  # anything after it
                 self.chars([(0, _MAXCP)], final, final)
-            elif dollar:  # Python's $ also matches before a final newline
+            elif dollar and not self.ecma:  # Python's $ also matches before a final newline
                 nfa.edges[stop].append((10, 10, final))
 
         return nfa.determinize(start, final, MAX_DFA_STATES, f":regex {self.pattern!r}",
@@ -644,13 +678,15 @@ class _RegexCompiler:
                                "multiplies states)")
 
 
-def pattern_dfa(pattern: str, *, search: bool = False) -> ContentDFA:
-    """The UTF-8 texts ``pattern`` fullmatches (or, with ``search``, in which ``re.search`` finds
-    it), with Python's own character sets (no stripping, unlike :func:`regex_dfa`): for string
-    values whose bytes are not stripped, such as JSON strings (:mod:`ltlagent.text.jsonschema`).
-    ``\\d``, ``\\w``, ``\\s`` still match ASCII characters only (as in JSON Schema's ECMA-262
-    regexes)."""
-    core, acc = _RegexCompiler(pattern, exact=True).build(search)
+def pattern_dfa(pattern: str, *, search: bool = False, ecma: bool = False) -> ContentDFA:
+    """The UTF-8 texts ``pattern`` fullmatches (or, with ``search``, in which it is found), with
+    no stripping (unlike :func:`regex_dfa`): for string values whose bytes are not stripped, such as
+    JSON strings (:mod:`ltlagent.text.jsonschema`). Python's dialect by default (``\\d``, ``\\w``,
+    ``\\s`` on ASCII only, ``$`` also before a final newline); with ``ecma``, ECMA-262's as JSON
+    Schema's ``pattern`` means it: ``$`` only at the end, ``.`` anything but a line terminator, and
+    ``\\d \\D \\w \\W \\s \\S`` and negated classes over all code points (§22.2.2.9); Python
+    syntax that ECMA-262 reads otherwise (``\\Z``, ``(?i)``, ``(?P<n>…)``, ``{,n}``, ``[]``) is refused."""
+    core, acc = _RegexCompiler(pattern, exact=True, ecma=ecma).build(search)
     return as_dfa(core, acc, ("search " if search else "regex ") + pattern)
 
 

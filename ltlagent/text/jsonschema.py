@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from fractions import Fraction
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -42,9 +43,8 @@ from ltlagent.errors import UsageError
 from ltlagent.text.bytetable import ByteTable, Glue
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa, intersect, minimize
 from ltlagent.text.jsontype import (
-    MAX_DEPTH,
-    MAX_ITEMS,
-    MAX_STRING_LENGTH,
+    NEVER,
+    JsonAny,
     JsonArray,
     JsonConst,
     JsonInteger,
@@ -54,16 +54,18 @@ from ltlagent.text.jsontype import (
     JsonString,
     JsonType,
     JsonUnion,
-    narrow,
-    parse_schema,
+    Unsupported,
+    is_never,
+    meet,
     pattern_language,
 )
+from ltlagent.text.schemaread import ANY_DEPTH, MAX_DEPTH, MAX_ITEMS, MAX_STRING_LENGTH, narrow, parse_schema
 
 __all__ = [
     "JsonConst", "JsonInteger", "JsonNumber", "JsonString", "JsonArray", "JsonProperty",
-    "JsonObject", "JsonUnion", "JsonType", "parse_schema", "narrow", "emit", "schema_dfa",
+    "JsonObject", "JsonUnion", "JsonAny", "JsonType", "parse_schema", "narrow", "emit", "schema_dfa",
     "schema_table", "string_texts", "integer_regex", "clear_caches", "MAX_DEPTH", "MAX_ITEMS",
-    "MAX_STRING_LENGTH", "MAX_JSON_STATES",
+    "MAX_STRING_LENGTH", "MAX_JSON_STATES", "ANY_DEPTH", "number_parts",
 ]
 
 #: Largest automaton built for one schema or tool-call format.
@@ -80,6 +82,7 @@ def clear_caches() -> None:
     _string_language.cache_clear()
     _minimal.cache_clear()
     _string_template.cache_clear()
+    number_parts.cache_clear()
 
 
 # --- integers as regexes ---------------------------------------------------------------------
@@ -138,13 +141,54 @@ def integer_regex(lo: int | None, hi: int | None) -> str:
 
 # --- writing the automaton -------------------------------------------------------------------
 
+_Lang = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def _lang(t: JsonString) -> _Lang:
+    """What a string's decoded text must be, as a hashable key (patterns, fullmatch, avoid, excluded)."""
+    return t.patterns, t.fullmatch, t.avoid, t.excluded
+
+
+_ANY_TEXT = "(?s:.*)"
+
+
+def _complement(d: ContentDFA) -> ContentDFA:
+    """The UTF-8 texts ``d`` rejects."""
+    n = d.num_states
+    trans = [[r if r in d.live else n for r in row] for row in d.trans] + [[n] * 256]
+    acc = {q for q in range(n + 1) if q not in d.accepting}
+    return intersect(as_dfa(trans, acc, f"not ({d.source})"), pattern_language(_ANY_TEXT, False, False))
+
+
 @functools.lru_cache(maxsize=64)
-def _string_language(pattern: str | None, fullmatch: tuple[str, ...]) -> ContentDFA:
+def _string_language(lang: _Lang) -> ContentDFA:
     """What the decoded string must be (as UTF-8 bytes)."""
-    d = pattern_language(pattern) if pattern is not None else pattern_language("(?s:.*)", search=False)
+    patterns, fullmatch, avoid, excluded = lang
+    d = pattern_language(_ANY_TEXT, False, False)
+    for rx in patterns:
+        d = intersect(d, pattern_language(rx))
     for rx in fullmatch:
-        d = intersect(d, pattern_language(rx, search=False))
+        d = intersect(d, pattern_language(rx, False, False))
+    for rx in avoid:
+        d = intersect(d, _complement(pattern_language(rx)))
+    if excluded:
+        d = intersect(d, _complement(choices_exact(excluded)))
     return as_dfa(*minimize([list(r) for r in d.trans], set(d.accepting)), d.source)
+
+
+def choices_exact(words: tuple[str, ...]) -> ContentDFA:
+    """The DFA of exactly these texts (UTF-8)."""
+    trans: list[list[int]] = [[DEAD] * 256]
+    acc: set[int] = set()
+    for w in words:
+        s = 0
+        for b in w.encode("utf-8"):
+            if trans[s][b] < 0:
+                trans[s][b] = len(trans)
+                trans.append([DEAD] * 256)
+            s = trans[s][b]
+        acc.add(s)
+    return as_dfa(trans, acc, "one of " + ", ".join(map(repr, words)))
 
 
 def string_texts(s: str) -> list[list[bytes]]:
@@ -221,10 +265,17 @@ class _Emitter:
         if isinstance(t, JsonConst):
             for v in t.values:
                 self.const(v, start, end)
+            for text in t.texts:
+                nfa.literal(text.encode("utf-8"), start, end)
         elif isinstance(t, JsonInteger):
-            nfa.embed(pattern_language(integer_regex(t.lo, t.hi), search=False), start, end)
+            nfa.embed(pattern_language(integer_regex(t.lo, t.hi), False, False), start, end)
         elif isinstance(t, JsonNumber):
-            nfa.embed(pattern_language(_NUMBER_RE, search=False), start, end)
+            for sign, d in number_parts(t):
+                s = nfa.new()
+                nfa.literal(sign, start, s)
+                nfa.embed(d, s, end)
+        elif isinstance(t, JsonAny):
+            self.value(any_value(t.depth), start, end)
         elif isinstance(t, JsonString) or (isinstance(t, JsonArray | JsonObject)
                                            and isinstance(self.glue, Glue)):
             self.part(_minimal(t, self.limit), start, end)
@@ -232,10 +283,7 @@ class _Emitter:
             self.array(t, start, end)
         elif isinstance(t, JsonObject):
             self.object(t, start, end)
-        elif t.exclusive:
-            nfa.embed(_exactly_one([schema_dfa(b, limit=self.limit) for b in t.branches],
-                                   self.limit), start, end)
-        else:
+        else:  # a union (oneOf only when its branches are disjoint: jsontype.disjoint)
             for b in t.branches:
                 self.value(b, start, end)
 
@@ -289,9 +337,34 @@ class _Emitter:
                 if some is not None:
                     nfa.eps[some].append(new_some)
             empty, some = new_empty, new_some
+        classes = extra_keys(t)
+        if classes:  # undeclared keys after the declared ones, any number of them
+            more = nfa.new()
+            for key, schema in classes:
+                for s in (empty, some, more):
+                    if s is None:
+                        continue
+                    k = nfa.new()
+                    if s is empty:
+                        nfa.eps[s].append(k)
+                    else:
+                        c = nfa.new()
+                        nfa.literal(b",", s, c)
+                        nfa.eps[self.ws(c)].append(k)
+                    self.member_of(key, schema, k, more)
+            nfa.literal(b"}", more, end)
         for s in (empty, some):
             if s is not None:
                 nfa.literal(b"}", s, end)
+
+    def member_of(self, key: JsonString, schema: JsonType, start: int, end: int) -> None:
+        """A member whose key is any string of ``key``."""
+        nfa = self.nfa
+        k = nfa.new()
+        self.value(key, start, k)
+        c = nfa.new()
+        nfa.literal(b":", k, c)
+        self.value(schema, self.ws(c), end)
 
     def member(self, p: JsonProperty, start: int, end: int) -> None:
         nfa = self.nfa
@@ -301,17 +374,134 @@ class _Emitter:
         nfa.literal(b":", k, c)
         self.value(p.schema, self.ws(c), end)
 
+def any_value(depth: int) -> JsonType:
+    """Every JSON value with arrays and objects nested at most ``depth`` deep, as a union."""
+    inner = any_value(depth - 1) if depth > 0 else NEVER
+    return JsonUnion((JsonConst((None, True, False)), JsonNumber(), JsonString(),
+                      JsonArray(inner, 0, None if depth > 0 else 0),
+                      JsonObject((), (), inner, depth > 0)))
+
+
+def extra_keys(t: JsonObject) -> list[tuple[JsonString, JsonType]]:
+    """The undeclared keys an object writes, as classes of keys with their value's schema: per
+    non-empty subset of the patterns, the keys matching exactly those (their schemas met); and,
+    with ``write_additional``, the keys matching none. Declared names are excluded."""
+    names = tuple(p.name for p in t.properties)
+    rxs = [rx for rx, _s in t.patterns]
+    out: list[tuple[JsonString, JsonType]] = []
+    for r in range(1, len(rxs) + 1):
+        for subset in itertools.combinations(range(len(rxs)), r):
+            schema: JsonType = JsonAny(0)
+            try:
+                for i in subset:
+                    schema = meet(schema, t.patterns[i][1])
+            except Unsupported:  # keys matching these patterns together are not written
+                continue
+            if is_never(schema):
+                continue
+            key = JsonString(patterns=tuple(rxs[i] for i in subset),
+                             avoid=tuple(rx for i, rx in enumerate(rxs) if i not in subset),
+                             excluded=names)
+            out.append((key, schema))
+    if t.write_additional and not is_never(t.additional):
+        out.append((JsonString(avoid=tuple(rxs), excluded=names), t.additional))
+    return [(k, s) for k, s in out if 0 in _string_language(_lang(k)).live]
+
+
+def _decimal(c: Fraction) -> tuple[int, str] | None:
+    """A non-negative bound as (integer part, fraction digits without trailing zeros); None when
+    it has no finite decimal expansion."""
+    q = c.denominator
+    for p in (2, 5):
+        while q % p == 0:
+            q //= p
+    if q != 1:
+        return None
+    ip = c.numerator // c.denominator
+    frac = c - ip
+    digits = ""
+    while frac:
+        frac *= 10
+        d = frac.numerator // frac.denominator
+        digits += str(d)
+        frac -= d
+    return ip, digits
+
+
+def _frac_cmp(g: str, greater: bool, strict: bool) -> str:
+    """A regex for the fraction digit strings f (maybe empty) with 0.f >= 0.g (``greater``) or
+    <= 0.g, strictly if ``strict``."""
+    alts = []
+    for i, ch in enumerate(g):
+        d = int(ch)
+        if greater and d < 9:
+            alts.append(f"{g[:i]}[{d + 1}-9][0-9]*")
+        if not greater and d > 0:
+            alts.append(f"{g[:i]}[0-{d - 1}][0-9]*")
+        if not greater:
+            alts.append(f"{g[:i]}0*")
+    if greater:
+        alts.append(f"{g}[0-9]*[1-9][0-9]*" if strict else f"{g}[0-9]*")
+    elif not strict:
+        alts.append(f"{g}0*")
+    return "(?:" + "|".join(alts) + ")" if alts else "(?!)"
+
+
+def _magnitude(lo: tuple[Fraction, bool] | None, hi: tuple[Fraction, bool] | None) -> ContentDFA:
+    """Non-negative decimals ``I(.F)?`` (no exponent) between the bounds (value, open)."""
+    d = pattern_language(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", False, False)
+    for bound, greater in ((lo, True), (hi, False)):
+        if bound is None:
+            continue
+        c, strict = bound
+        dec = _decimal(c)
+        if dec is None:
+            raise UsageError(f"the bound {c} has no finite decimal expansion")
+        ip, g = dec
+        if greater:
+            rx = f"{integer_regex(ip + 1, None)}(?:\\.[0-9]+)?|{ip}(?:\\.{_frac_cmp(g, True, strict)})"
+            if not g and not strict:
+                rx += f"|{ip}"
+        else:
+            rx = f"{ip}(?:\\.{_frac_cmp(g, False, strict)})?" if g or not strict else ""
+            if ip > 0:
+                rx = "|".join(r for r in (f"{integer_regex(0, ip - 1)}(?:\\.[0-9]+)?", rx) if r)
+        d = intersect(d, pattern_language(f"(?:{rx or '(?!)'})", False, False))
+    return d
+
+
+@functools.lru_cache(maxsize=256)
+def number_parts(t: JsonNumber) -> tuple[tuple[bytes, ContentDFA], ...]:
+    """A number's texts as (sign, DFA of the rest): unbounded, the full JSON syntax; bounded,
+    fixed-point texts without exponent (a subset) on each side of zero."""
+    if t.lo is None and t.hi is None:
+        return ((b"", pattern_language(_NUMBER_RE, False, False)),)
+    zero = Fraction(0)
+    parts: list[tuple[bytes, ContentDFA]] = []
+    if t.hi is None or t.hi > 0 or (t.hi == 0 and not t.hi_open):  # x >= 0
+        lo = (t.lo, t.lo_open) if t.lo is not None and t.lo >= 0 else None
+        hi = (t.hi, t.hi_open) if t.hi is not None else None
+        parts.append((b"", _magnitude(lo, hi)))
+    if t.lo is None or t.lo < 0 or (t.lo == 0 and not t.lo_open):  # x = -m <= 0
+        lo2 = ((-t.hi, t.hi_open) if t.hi is not None and t.hi <= 0 else None)
+        hi2 = (-t.lo, t.lo_open) if t.lo is not None else None
+        if lo2 is None and t.hi is not None and t.hi == zero:
+            lo2 = (zero, t.hi_open)
+        parts.append((b"-", _magnitude(lo2, hi2)))
+    return tuple((sign, d) for sign, d in parts if 0 in d.live)
+
+
 _EXIT = -2  # in a string template: the closing quote
 
 
 @functools.lru_cache(maxsize=64)
-def _string_template(pattern: str | None, fullmatch: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _string_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
     """The transducer of a JSON string over the decoded text's DFA ``pat`` (:func:`_string_language`
     of the arguments), without the count: states (pattern state, escape step), ``tgt[s, b]`` the
     successor (-1 dead, :data:`_EXIT` the closing quote, allowed where ``pat`` accepts) and
     ``inc[s, b]`` 1 where byte ``b`` begins a character (raw) or completes one (an escape).
     Minimised as a Mealy machine (edges labelled by ``inc``)."""
-    pat = _string_language(pattern, fullmatch)
+    pat = _string_language(lang)
     ranges = [_raw_ranges(pat, p) for p in range(pat.num_states)]
     escapes = [any(pat.step(p, d) >= 0 for d in (*_SHORT_ESCAPES, *range(0x20)))
                for p in range(pat.num_states)]  # not inside a multi-byte character
@@ -389,7 +579,7 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     """A JSON string with a decoded length in ``[min_length, max_length]`` and its decoded text in
     the string's language: the template (:func:`_string_template`) times the character count, built
     count by count with only the template states reachable at each count."""
-    tgt, inc = _string_template(t.pattern, t.fullmatch)
+    tgt, inc = _string_template(_lang(t))
     n_t = tgt.shape[0]
     lo, hi = t.min_length, t.max_length
     cap = hi if hi is not None else lo  # without a maximum, counts saturate at the minimum
@@ -505,35 +695,6 @@ def _raw_ranges(pat: ContentDFA, p: int) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
-def _exactly_one(dfas: list[ContentDFA], limit: int) -> ContentDFA:
-    """The product automaton accepting where exactly one of ``dfas`` accepts (``oneOf``)."""
-    start = tuple(0 for _ in dfas)
-    ids = {start: 0}
-    order = [start]
-    trans: list[list[int]] = []
-    acc: set[int] = set()
-    i = 0
-    while i < len(order):
-        cur = order[i]
-        if sum(1 for d, q in zip(dfas, cur) if q in d.accepting) == 1:
-            acc.add(i)
-        row = [DEAD] * 256
-        for b in range(256):
-            nxt = tuple(d.step(q, b) for d, q in zip(dfas, cur))
-            if all(q < 0 for q in nxt):
-                continue
-            j = ids.get(nxt)
-            if j is None:
-                j = ids[nxt] = len(order)
-                order.append(nxt)
-                if len(order) > limit:
-                    raise UsageError(f"oneOf needs more than {limit} automaton states")
-            row[b] = j
-        trans.append(row)
-        i += 1
-    return as_dfa(*minimize(trans, acc), "oneOf")
-
-
 @functools.lru_cache(maxsize=256)
 def _minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> ByteTable:
     """The table of a string, array or object, its parts embedded as tables built the same way
@@ -561,10 +722,10 @@ def emit(nfa: ByteNFA | Glue, t: JsonType, start: int, end: int, limit: int = MA
     _Emitter(nfa, limit).value(t, start, end)
 
 
-def schema_table(schema: Mapping[str, object] | JsonType, fields: Mapping[str, str] | None = None,
+def schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None = None,
                  *, limit: int = MAX_JSON_STATES) -> ByteTable:
     """:func:`schema_dfa` as a numpy :class:`ByteTable` (trimmed: every state live)."""
-    t = parse_schema(schema) if isinstance(schema, Mapping) else schema
+    t = parse_schema(schema) if isinstance(schema, Mapping | bool) else schema
     if fields:
         t = narrow(t, fields)
     if isinstance(t, JsonString | JsonArray | JsonObject):
@@ -576,7 +737,7 @@ def schema_table(schema: Mapping[str, object] | JsonType, fields: Mapping[str, s
                             "simplify the schema (fewer optional properties, shorter bounds)")
 
 
-def schema_dfa(schema: Mapping[str, object] | JsonType, fields: Mapping[str, str] | None = None,
+def schema_dfa(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None = None,
                *, limit: int = MAX_JSON_STATES) -> ContentDFA:
     """The DFA of the JSON texts of ``schema`` (a dict or a parsed description), with ``fields``
     narrowing top-level string properties (:func:`narrow`). Built from minimal parts (strings,

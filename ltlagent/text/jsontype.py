@@ -1,69 +1,72 @@
-"""JSON schemas read into small frozen descriptions: what the byte-automaton compiler supports.
+"""JSON values described by small frozen descriptions, and the algebra the schema reader needs.
 
-:func:`parse_schema` reads a JSON-schema dict into a :data:`JsonType` (``JsonConst``,
-``JsonInteger``, ``JsonNumber``, ``JsonString``, ``JsonArray``, ``JsonObject``, ``JsonUnion``),
-refusing every keyword it cannot compile exactly with a :class:`~ltlagent.errors.SchemaError` that
-names the keyword and its JSON pointer; :func:`narrow` makes string arguments fullmatch regexes.
-:mod:`ltlagent.text.jsonschema` turns descriptions into automata and says which language they
-denote (docs/design.md §5.1).
+A :data:`JsonType` (``JsonConst``, ``JsonInteger``, ``JsonNumber``, ``JsonString``, ``JsonArray``,
+``JsonObject``, ``JsonUnion``, ``JsonAny``) denotes a set of JSON *values*; :mod:`ltlagent.text.
+jsonschema` writes the texts of those values (docs/design.md §5.1). On values, exactly:
+
+- :func:`admits` (is a value in the set: for ``enum``/``const`` under other keywords),
+- :func:`meet` (the intersection: ``allOf`` and keywords beside ``$ref``/``anyOf``/``oneOf``),
+- :func:`disjoint` (no value in both, *proven*: ``oneOf`` is compiled as a union only when its
+  branches are pairwise disjoint, since a value valid for two branches is invalid for ``oneOf``).
+
+``disjoint`` may answer False for sets that are in fact disjoint (it is conservative); ``meet``
+raises :class:`Unsupported` where the intersection has no description. :mod:`ltlagent.text.
+schemaread` reads JSON-schema dicts into descriptions.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
+import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
+from fractions import Fraction
 
-from ltlagent.errors import SchemaError, UsageError
+from ltlagent.errors import UsageError
 from ltlagent.text.content import ContentDFA, pattern_dfa
 
 __all__ = [
     "JsonConst", "JsonInteger", "JsonNumber", "JsonString", "JsonArray", "JsonProperty",
-    "JsonObject", "JsonUnion", "JsonType", "parse_schema", "narrow", "pattern_language",
-    "ANNOTATIONS", "MAX_DEPTH", "MAX_ITEMS", "MAX_STRING_LENGTH",
+    "JsonObject", "JsonUnion", "JsonAny", "JsonType", "NEVER", "Unsupported", "admits", "meet",
+    "disjoint", "pattern_language", "is_never", "Scalar", "json_equal", "key_schemas",
+    "undeclared_schema", "make_object", "array_of", "integer_in", "number_in", "kinds",
+    "pairwise_disjoint",
 ]
 
-#: Deepest nesting of arrays and objects compiled.
-MAX_DEPTH = 10
-#: Largest ``minItems``/``maxItems``: the items are written out one by one.
-MAX_ITEMS = 64
-#: Largest ``minLength``/``maxLength``: the automaton counts characters up to it.
-MAX_STRING_LENGTH = 1000
-#: Keywords that carry no constraint and are passed over.
-ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated",
-                         "readOnly", "writeOnly", "$schema", "$id", "$defs", "definitions"})
-_TYPE_KEYWORDS = {
-    "string": frozenset({"minLength", "maxLength", "pattern"}),
-    "integer": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}),
-    "number": frozenset(),
-    "boolean": frozenset(),
-    "null": frozenset(),
-    "array": frozenset({"items", "minItems", "maxItems", "uniqueItems"}),
-    "object": frozenset({"properties", "required", "additionalProperties"}),
-}
-_HINT = ("supported: type (object, string, integer, number, boolean, null, array or a list of these), "
-         "properties, required, additionalProperties false/true, enum, const, anyOf, oneOf, items, "
-         "minItems, maxItems, minLength, maxLength, pattern, integer minimum/maximum, local $ref")
+Scalar = str | int | bool | None
+
+
+class Unsupported(Exception):
+    """An intersection or check outside what descriptions can say (the reader adds the path)."""
+
 
 @functools.lru_cache(maxsize=256)
-def pattern_language(rx: str, search: bool = True) -> ContentDFA:
-    """The DFA of a ``pattern`` (``search``) or narrowing regex (fullmatch), built once per regex."""
-    return pattern_dfa(rx, search=search)
+def pattern_language(rx: str, search: bool = True, ecma: bool = True) -> ContentDFA:
+    """The DFA of a schema ``pattern`` (ECMA-262, ``search``) or of a fullmatch regex (``ecma``
+    False: Python's dialect, for spec ``:regex`` narrowing and :mod:`ltlagent.text.formats`)."""
+    return pattern_dfa(rx, search=search, ecma=ecma)
 
 
-# --- the description -------------------------------------------------------------------------
+# --- the descriptions ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class JsonConst:
-    """One of a few scalar values (``null``, booleans, ``enum``, ``const``). ``kinds`` (filled in)
-    keeps ``True``/``1`` and ``False``/``0``, equal in Python, apart in comparisons and hashes."""
+    """One of a few values: scalars in ``values`` (``null``, booleans, integers, strings), other
+    values (non-integer numbers, arrays, objects) as their compact JSON ``texts``. ``kinds``
+    (filled in) keeps ``True``/``1`` and ``False``/``0``, equal in Python, apart in comparisons and
+    hashes."""
 
-    values: tuple[str | int | bool | None, ...]
+    values: tuple[Scalar, ...]
+    texts: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kinds", tuple(_type_of(v) for v in self.values))
+
+    def all_values(self) -> list[object]:
+        """Every value, the texts read back."""
+        return [*self.values, *(json.loads(t) for t in self.texts)]
 
 
 @dataclass(frozen=True)
@@ -76,18 +79,26 @@ class JsonInteger:
 
 @dataclass(frozen=True)
 class JsonNumber:
-    """Any JSON number."""
+    """A number between ``lo`` and ``hi`` (None: unbounded), each bound closed unless ``*_open``."""
+
+    lo: Fraction | None = None
+    hi: Fraction | None = None
+    lo_open: bool = False
+    hi_open: bool = False
 
 
 @dataclass(frozen=True)
 class JsonString:
-    """A string of ``min_length``..``max_length`` characters in which ``pattern`` is found and
-    which fullmatches each of ``fullmatch`` (the narrowing regexes of :func:`narrow`)."""
+    """A string of ``min_length``..``max_length`` code points in which every ECMA-262 ``patterns``
+    is found and none of ``avoid`` is, which fullmatches each of ``fullmatch`` (Python's dialect:
+    narrowing regexes, formats) and is none of ``excluded``."""
 
     min_length: int = 0
     max_length: int | None = None
-    pattern: str | None = None
+    patterns: tuple[str, ...] = ()
     fullmatch: tuple[str, ...] = ()
+    avoid: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,244 +117,44 @@ class JsonProperty:
 
 @dataclass(frozen=True)
 class JsonObject:
-    """The declared properties, in the order they are written."""
+    """An object: the declared ``properties`` (written in this order); an undeclared key's value
+    satisfies the schema of every ``patterns`` entry whose ECMA-262 regex it matches, or
+    ``additional`` if none does. Undeclared keys are written (after the declared ones) where they
+    match a pattern, and where they match none only if ``write_additional``."""
 
     properties: tuple[JsonProperty, ...]
+    patterns: tuple[tuple[str, JsonType], ...] = ()
+    additional: JsonType = field(default_factory=lambda: JsonAny(0))
+    write_additional: bool = False
+    min_properties: int = 0
+    max_properties: int | None = None
 
 
 @dataclass(frozen=True)
 class JsonUnion:
-    """``anyOf`` (``exclusive=False``) or ``oneOf`` (exactly one branch matches)."""
+    """Any of the branches (``anyOf``, type lists); ``exclusive``: proven pairwise disjoint (a
+    ``oneOf``); no branches: no value (the schema ``false``)."""
 
     branches: tuple[JsonType, ...]
     exclusive: bool = False
 
 
-JsonType = JsonConst | JsonInteger | JsonNumber | JsonString | JsonArray | JsonObject | JsonUnion
+@dataclass(frozen=True)
+class JsonAny:
+    """Any JSON value (``{}``, ``true``); written with arrays and objects nested at most ``depth``
+    deep (0: scalars, ``[]`` and ``{}`` only)."""
+
+    depth: int = 0
 
 
-# --- reading a schema ------------------------------------------------------------------------
+JsonType = JsonConst | JsonInteger | JsonNumber | JsonString | JsonArray | JsonObject | JsonUnion | JsonAny
+#: No value (the schema ``false``).
+NEVER = JsonUnion(())
 
-def _pointer(path: str, key: str | int) -> str:
-    return f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
 
-
-class _Reader:
-    def __init__(self, root: Mapping[str, object]) -> None:
-        self.root = root
-
-    def refuse(self, path: str, message: str) -> SchemaError:
-        return SchemaError(message, path, hint=_HINT)
-
-    def count(self, schema: Mapping[str, object], key: str, path: str, cap: int) -> int | None:
-        v = schema.get(key)
-        if v is None:
-            return None
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise self.refuse(_pointer(path, key), f"{key} must be a non-negative integer, got {v!r}")
-        if v > cap:
-            raise self.refuse(_pointer(path, key), f"{key} {v} is above the supported {cap}")
-        return v
-
-    def resolve(self, ref: object, path: str) -> tuple[Mapping[str, object], str]:
-        if not isinstance(ref, str) or not ref.startswith("#/"):
-            raise self.refuse(_pointer(path, "$ref"), f"only local refs (#/$defs/…) are supported, "
-                                                       f"got {ref!r}")
-        node: object = self.root
-        for part in ref[2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(node, Mapping) or part not in node:
-                raise self.refuse(_pointer(path, "$ref"), f"the ref {ref!r} points at nothing")
-            node = node[part]
-        if not isinstance(node, Mapping):
-            raise self.refuse(_pointer(path, "$ref"), f"the ref {ref!r} is not a schema")
-        return node, ref[1:]
-
-    def read(self, schema: object, path: str, depth: int, refs: tuple[str, ...]) -> JsonType:
-        if schema is True or schema == {}:
-            raise self.refuse(path, "a schema that allows any value cannot be compiled (give a type)")
-        if schema is False:
-            raise self.refuse(path, "the schema false allows nothing")
-        if not isinstance(schema, Mapping):
-            raise self.refuse(path, f"a schema must be an object, got {schema!r}")
-        if depth > MAX_DEPTH:
-            raise self.refuse(path, f"nesting deeper than {MAX_DEPTH} levels")
-        keys = set(schema) - ANNOTATIONS
-        for k in sorted(keys, key=str):
-            if not isinstance(k, str):
-                raise self.refuse(path, f"keys must be strings, got {k!r}")
-        if "$ref" in schema:
-            extra = keys - {"$ref"}
-            if extra:
-                raise self.refuse(_pointer(path, min(extra)), f"{min(extra)} beside $ref is not supported")
-            target, where = self.resolve(schema["$ref"], path)
-            if where in refs:
-                raise self.refuse(_pointer(path, "$ref"), f"the ref {schema['$ref']!r} is recursive")
-            return self.read(target, where, depth, (*refs, where))
-        for comb in ("anyOf", "oneOf"):
-            if comb in schema:
-                extra = keys - {comb}
-                if extra:
-                    raise self.refuse(_pointer(path, min(extra)), f"{min(extra)} beside {comb} is not "
-                                                                   "supported (move it into the branches)")
-                branches = schema[comb]
-                if not isinstance(branches, list) or not branches:
-                    raise self.refuse(_pointer(path, comb), f"{comb} must be a non-empty list")
-                return JsonUnion(tuple(self.read(b, _pointer(_pointer(path, comb), i), depth, refs)
-                                       for i, b in enumerate(branches)), exclusive=comb == "oneOf")
-        types_ = schema.get("type")
-        names: list[str]
-        if types_ is None:
-            names = []
-        elif isinstance(types_, str):
-            names = [types_]
-        elif isinstance(types_, list) and types_ and all(isinstance(t, str) for t in types_):
-            names = list(dict.fromkeys(types_))
-        else:
-            raise self.refuse(_pointer(path, "type"), f"type must be a name or a list of names, "
-                                                       f"got {types_!r}")
-        for t in names:
-            if t not in _TYPE_KEYWORDS:
-                raise self.refuse(_pointer(path, "type"), f"unknown type {t!r}")
-        if "enum" in schema or "const" in schema:
-            return self.constants(schema, keys, names, path)
-        if not names:
-            raise self.refuse(path, "a schema without type, enum, const, anyOf, oneOf or $ref "
-                                    "allows any value and cannot be compiled")
-        allowed = set().union(*(_TYPE_KEYWORDS[t] for t in names))
-        for k in sorted(keys - allowed - {"type"}):
-            what = ("is not supported" if not any(k in kw for kw in _TYPE_KEYWORDS.values())
-                    else f"does not apply to type {'/'.join(names)}")
-            raise self.refuse(_pointer(path, k), f"the keyword {k!r} {what}")
-        out = [self.typed(t, schema, path, depth, refs) for t in names]
-        return out[0] if len(out) == 1 else JsonUnion(tuple(out))
-
-    def constants(self, schema: Mapping[str, object], keys: set[str], names: list[str],
-                  path: str) -> JsonType:
-        extra = keys - {"enum", "const", "type"}
-        if extra:
-            k = min(extra)
-            raise self.refuse(_pointer(path, k), f"{k} beside enum/const is not supported")
-        if "enum" in schema and "const" in schema:
-            raise self.refuse(_pointer(path, "const"), "enum and const together are not supported")
-        key = "enum" if "enum" in schema else "const"
-        raw = schema[key]
-        if key == "enum":
-            if not isinstance(raw, list) or not raw:
-                raise self.refuse(_pointer(path, "enum"), "enum must be a non-empty list")
-            values = list(raw)
-        else:
-            values = [raw]
-        out: list[str | int | bool | None] = []
-        for i, v in enumerate(values):
-            where = _pointer(path, "enum") + (f"/{i}" if key == "enum" else "")
-            if key == "const":
-                where = _pointer(path, "const")
-            if isinstance(v, float) and not isinstance(v, bool):
-                raise self.refuse(where, f"the value {v!r} is a non-integer number (only strings, "
-                                         "integers, booleans and null are supported)")
-            if not (v is None or isinstance(v, str | int)):
-                raise self.refuse(where, f"the value {v!r} is not a scalar (only strings, integers, "
-                                         "booleans and null are supported)")
-            if isinstance(v, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in v):
-                raise self.refuse(where, "a string with a lone surrogate cannot be written")
-            if not names or _type_of(v) in names or (_type_of(v) == "integer" and "number" in names):
-                if not any(_same(v, w) for w in out):
-                    out.append(v)
-        if not out:
-            raise self.refuse(path, "no value of enum/const has the declared type")
-        return JsonConst(tuple(out))
-
-    def typed(self, t: str, schema: Mapping[str, object], path: str, depth: int,
-              refs: tuple[str, ...]) -> JsonType:
-        if t == "null":
-            return JsonConst((None,))
-        if t == "boolean":
-            return JsonConst((True, False))
-        if t == "number":
-            return JsonNumber()
-        if t == "integer":
-            return self.integer(schema, path)
-        if t == "string":
-            lo = self.count(schema, "minLength", path, MAX_STRING_LENGTH) or 0
-            hi = self.count(schema, "maxLength", path, MAX_STRING_LENGTH)
-            pattern = schema.get("pattern")
-            if pattern is not None:
-                if not isinstance(pattern, str):
-                    raise self.refuse(_pointer(path, "pattern"), "pattern must be a string")
-                try:
-                    pattern_language(pattern)
-                except UsageError as e:
-                    raise SchemaError(str(e), _pointer(path, "pattern"), hint=e.hint) from None
-            return JsonString(lo, hi, pattern)
-        if t == "array":
-            if schema.get("uniqueItems", False) is not False:
-                raise self.refuse(_pointer(path, "uniqueItems"), "uniqueItems true is not supported")
-            if "items" not in schema:
-                raise self.refuse(path, "an array needs items (a schema for every item)")
-            items = self.read(schema["items"], _pointer(path, "items"), depth + 1, refs)
-            lo = self.count(schema, "minItems", path, MAX_ITEMS) or 0
-            hi = self.count(schema, "maxItems", path, MAX_ITEMS)
-            if hi is None and lo == MAX_ITEMS:
-                raise self.refuse(_pointer(path, "minItems"), f"minItems above {MAX_ITEMS - 1} "
-                                                              "without maxItems is not supported")
-            return JsonArray(items, lo, hi)
-        return self.object(schema, path, depth, refs)
-
-    def integer(self, schema: Mapping[str, object], path: str) -> JsonInteger:
-        lo: int | None = None
-        hi: int | None = None
-        for key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-            v = schema.get(key)
-            if v is None:
-                continue
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                raise self.refuse(_pointer(path, key), f"{key} must be a finite number, got {v!r}")
-            if key == "minimum":
-                b = math.ceil(v)
-            elif key == "exclusiveMinimum":
-                b = math.floor(v) + 1
-            elif key == "maximum":
-                b = math.floor(v)
-            else:
-                b = math.ceil(v) - 1
-            if key in ("minimum", "exclusiveMinimum"):
-                lo = b if lo is None else max(lo, b)
-            else:
-                hi = b if hi is None else min(hi, b)
-        if lo is not None and hi is not None and lo > hi:
-            raise self.refuse(path, f"no integer lies in [{lo}, {hi}]")
-        return JsonInteger(lo, hi)
-
-    def object(self, schema: Mapping[str, object], path: str, depth: int,
-               refs: tuple[str, ...]) -> JsonObject:
-        extra = schema.get("additionalProperties", False)
-        if extra is not False and extra is not True:
-            raise self.refuse(_pointer(path, "additionalProperties"),
-                              "additionalProperties must be false or true (a schema is not supported)")
-        if "properties" not in schema and schema.get("additionalProperties") is not False:
-            raise self.refuse(path, "an object without properties allows any keys, which cannot be "
-                                    "compiled (declare properties, or additionalProperties false for {})")
-        props = schema.get("properties", {})
-        if not isinstance(props, Mapping):
-            raise self.refuse(_pointer(path, "properties"), "properties must be an object")
-        required = schema.get("required", [])
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise self.refuse(_pointer(path, "required"), "required must be a list of names")
-        for r in required:
-            if r not in props:
-                raise self.refuse(_pointer(path, "required"), f"the required property {r!r} is not "
-                                                              "declared in properties")
-        ppath = _pointer(path, "properties")
-        out = []
-        for name, sub in props.items():
-            if any(0xD800 <= ord(c) <= 0xDFFF for c in name):
-                raise self.refuse(_pointer(ppath, name), "a name with a lone surrogate")
-            out.append(JsonProperty(name, self.read(sub, _pointer(ppath, name), depth + 1, refs),
-                                    name in required))
-        return JsonObject(tuple(out))
+def is_never(t: JsonType) -> bool:
+    """``t`` has no value (as far as its structure shows)."""
+    return isinstance(t, JsonUnion) and not t.branches
 
 
 def _type_of(v: object) -> str:
@@ -351,57 +162,325 @@ def _type_of(v: object) -> str:
         return "null"
     if isinstance(v, bool):
         return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    return "string"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
 
 
-def _same(a: object, b: object) -> bool:
-    return type(a) is type(b) and a == b
+# --- values ----------------------------------------------------------------------------------
+
+def json_equal(a: object, b: object) -> bool:
+    """JSON Schema's equality: numbers by value (``1 == 1.0``), booleans apart from numbers."""
+    ka, kb = _type_of(a), _type_of(b)
+    if ka != kb:
+        return False
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return a == b
 
 
-def parse_schema(schema: Mapping[str, object]) -> JsonType:
-    """The description of ``schema``; :class:`SchemaError` (with the JSON pointer) for anything
-    outside the supported subset (module docstring)."""
-    return _Reader(schema).read(schema, "", 0, ())
+def _in_bounds(x: Fraction, lo: Fraction | None, hi: Fraction | None, lo_open: bool,
+               hi_open: bool) -> bool:
+    return ((lo is None or x > lo or (x == lo and not lo_open))
+            and (hi is None or x < hi or (x == hi and not hi_open)))
 
 
-def narrow(t: JsonType, fields: Mapping[str, str]) -> JsonType:
-    """``t`` (an object) where each key of ``fields`` is required and its value is a string that
-    fullmatches the regex given for it (issue 17's ``(:args (KEY (:regex "…")))``), intersected with
-    what the schema allows there."""
-    if not fields:
-        return t
-    if not isinstance(t, JsonObject):
-        raise SchemaError("argument regexes need an object schema", "")
-    props = list(t.properties)
-    for key, rx in fields.items():
-        where = _pointer("/properties", key)
-        try:
-            pattern_language(rx, search=False)
-        except UsageError as e:
-            raise SchemaError(str(e), where, hint=e.hint) from None
-        for i, p in enumerate(props):
-            if p.name == key:
-                sub = _narrow_value(p.schema, rx)
-                if sub is None:
-                    raise SchemaError(f"no string value of {key!r} allowed by the schema fullmatches "
-                                      f"{rx!r}", where)
-                props[i] = JsonProperty(key, sub, True)
-                break
-        else:
-            raise SchemaError(f"the argument {key!r} is not a declared property", where)
-    return JsonObject(tuple(props))
+def _string_ok(t: JsonString, v: str) -> bool:
+    n = len(v)
+    if n < t.min_length or (t.max_length is not None and n > t.max_length) or v in t.excluded:
+        return False
+    try:
+        data = v.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: never written
+        return False
+    return (all(pattern_language(p).matches(data) for p in t.patterns)
+            and not any(pattern_language(p).matches(data) for p in t.avoid)
+            and all(pattern_language(r, False, False).matches(data) for r in t.fullmatch))
 
 
-def _narrow_value(t: JsonType, rx: str) -> JsonType | None:
-    if isinstance(t, JsonString):
-        return replace(t, fullmatch=(*t.fullmatch, rx))
-    if isinstance(t, JsonConst):
-        d = pattern_language(rx, search=False)
-        kept = tuple(v for v in t.values if isinstance(v, str) and d.matches(v.encode()))
-        return JsonConst(kept) if kept else None
+def key_schemas(t: JsonObject, key: str) -> JsonType:
+    """The schema a value under ``key`` must satisfy in ``t`` (declared, patterns or additional)."""
+    for p in t.properties:
+        if p.name == key:
+            return p.schema
+    return undeclared_schema(t, key)
+
+
+def undeclared_schema(t: JsonObject, key: str) -> JsonType:
+    """The schema of an undeclared ``key``: its patterns' meet, or ``additional``."""
+    data = key.encode("utf-8", "surrogatepass")
+    hits = [s for rx, s in t.patterns if pattern_language(rx).matches(data)]
+    if not hits:
+        return t.additional
+    out: JsonType = JsonAny(0)
+    for s in hits:
+        out = meet(out, s)
+    return out
+
+
+def admits(t: JsonType, v: object) -> bool:
+    """``v`` (a value as ``json.loads`` gives it) is in ``t``."""
+    if isinstance(t, JsonAny):
+        return True
     if isinstance(t, JsonUnion):
-        bs = tuple(b for b in (_narrow_value(b, rx) for b in t.branches) if b is not None)
-        return JsonUnion(bs, t.exclusive) if bs else None
+        return any(admits(b, v) for b in t.branches)
+    if isinstance(t, JsonConst):
+        return any(json_equal(v, w) for w in t.all_values())
+    kind = _type_of(v)
+    if isinstance(t, JsonInteger):
+        if kind != "number" or (isinstance(v, float) and not v.is_integer()):
+            return False
+        x = Fraction(v)  # type: ignore[arg-type]
+        return _in_bounds(x, None if t.lo is None else Fraction(t.lo),
+                          None if t.hi is None else Fraction(t.hi), False, False)
+    if isinstance(t, JsonNumber):
+        return kind == "number" and _in_bounds(Fraction(v), t.lo, t.hi, t.lo_open,  # type: ignore[arg-type]
+                                               t.hi_open)
+    if isinstance(t, JsonString):
+        return isinstance(v, str) and _string_ok(t, v)
+    if isinstance(t, JsonArray):
+        return (isinstance(v, list) and len(v) >= t.min_items
+                and (t.max_items is None or len(v) <= t.max_items) and all(admits(t.items, x) for x in v))
+    if not isinstance(v, dict):
+        return False
+    if any(p.required and p.name not in v for p in t.properties):
+        return False
+    if len(v) < t.min_properties or (t.max_properties is not None and len(v) > t.max_properties):
+        return False
+    return all(admits(key_schemas(t, k), x) for k, x in v.items())
+
+
+# --- intersection ----------------------------------------------------------------------------
+
+def _lower(a: tuple[Fraction | None, bool], b: tuple[Fraction | None, bool]) -> tuple[Fraction | None, bool]:
+    """The tighter of two lower bounds (value, open)."""
+    if a[0] is None:
+        return b
+    if b[0] is None or a[0] > b[0]:
+        return a
+    if b[0] > a[0]:
+        return b
+    return a[0], a[1] or b[1]
+
+
+def _upper(a: tuple[Fraction | None, bool], b: tuple[Fraction | None, bool]) -> tuple[Fraction | None, bool]:
+    """The tighter of two upper bounds."""
+    if a[0] is None:
+        return b
+    if b[0] is None or a[0] < b[0]:
+        return a
+    if b[0] < a[0]:
+        return b
+    return a[0], a[1] or b[1]
+
+
+def integer_in(lo: Fraction | None, hi: Fraction | None, lo_open: bool, hi_open: bool) -> JsonType:
+    """The integers between two bounds, or :data:`NEVER`."""
+    a = None if lo is None else (math.floor(lo) + 1 if lo_open else math.ceil(lo))
+    b = None if hi is None else (math.ceil(hi) - 1 if hi_open else math.floor(hi))
+    if a is not None and b is not None and a > b:
+        return NEVER
+    return JsonInteger(a, b)
+
+
+def number_in(lo: Fraction | None, hi: Fraction | None, lo_open: bool, hi_open: bool) -> JsonType:
+    """The numbers between two bounds, or :data:`NEVER`."""
+    if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_open or hi_open))):
+        return NEVER
+    return JsonNumber(lo, hi, lo_open, hi_open)
+
+
+def _union(branches: list[JsonType], exclusive: bool = False) -> JsonType:
+    kept = [b for b in branches if not is_never(b)]
+    return kept[0] if len(kept) == 1 else JsonUnion(tuple(kept), exclusive)
+
+
+def _meet_objects(a: JsonObject, b: JsonObject) -> JsonType:
+    trivial_a = not a.patterns and isinstance(a.additional, JsonAny)
+    trivial_b = not b.patterns and isinstance(b.additional, JsonAny)
+    if not trivial_a and not trivial_b:
+        raise Unsupported("an intersection of two objects that both constrain undeclared keys "
+                          "(patternProperties or additionalProperties in both)")
+    names = list(dict.fromkeys([p.name for p in a.properties] + [p.name for p in b.properties]))
+    req = {p.name for p in (*a.properties, *b.properties) if p.required}
+    props: list[JsonProperty] = []
+    for name in names:
+        s = meet(key_schemas(a, name), key_schemas(b, name))
+        if is_never(s):
+            if name in req:
+                return NEVER
+            continue
+        props.append(JsonProperty(name, s, name in req))
+    rest = b if trivial_a else a
+    lo = max(a.min_properties, b.min_properties)
+    his = [h for h in (a.max_properties, b.max_properties) if h is not None]
+    return make_object(props, rest.patterns, rest.additional,
+                       rest.write_additional if (trivial_a != trivial_b) else
+                       a.write_additional and b.write_additional, lo, min(his) if his else None)
+
+
+def make_object(props: list[JsonProperty], patterns: tuple[tuple[str, JsonType], ...],
+                additional: JsonType, write_additional: bool, min_properties: int = 0,
+                max_properties: int | None = None) -> JsonType:
+    """An object description, or :data:`NEVER`; :class:`Unsupported` for property counts the
+    generation language cannot keep (``minProperties`` above the required ones, ``maxProperties``
+    below what may be written)."""
+    required = sum(p.required for p in props)
+    if max_properties is not None and required > max_properties:
+        return NEVER
+    if min_properties > required:
+        raise Unsupported(f"minProperties {min_properties} above the {required} required properties")
+    writes_extra = bool(patterns) or (write_additional and not is_never(additional))
+    if max_properties is not None and (writes_extra or len(props) > max_properties):
+        raise Unsupported(f"maxProperties {max_properties} below the properties that may be written")
+    return JsonObject(tuple(props), patterns, additional, write_additional and not is_never(additional),
+                      min_properties, max_properties)
+
+
+def meet(a: JsonType, b: JsonType) -> JsonType:
+    """The values in both ``a`` and ``b``; :class:`Unsupported` where no description says it."""
+    if isinstance(a, JsonAny) or is_never(b):
+        return b
+    if isinstance(b, JsonAny) or is_never(a):
+        return a
+    if isinstance(a, JsonUnion):
+        return _union([meet(x, b) for x in a.branches], a.exclusive)
+    if isinstance(b, JsonUnion):
+        return _union([meet(a, x) for x in b.branches], b.exclusive)
+    if isinstance(b, JsonConst):
+        a, b = b, a
+    if isinstance(a, JsonConst):
+        kept = [v for v in a.values if admits(b, v)]
+        texts = [t for t in a.texts if admits(b, json.loads(t))]
+        return JsonConst(tuple(kept), tuple(texts)) if kept or texts else NEVER
+    if isinstance(a, JsonInteger | JsonNumber) and isinstance(b, JsonInteger | JsonNumber):
+        lo = _lower(_bound_lo(a), _bound_lo(b))
+        hi = _upper(_bound_hi(a), _bound_hi(b))
+        if isinstance(a, JsonInteger) or isinstance(b, JsonInteger):
+            return integer_in(lo[0], hi[0], lo[1], hi[1])
+        return number_in(lo[0], hi[0], lo[1], hi[1])
+    if isinstance(a, JsonString) and isinstance(b, JsonString):
+        his = [h for h in (a.max_length, b.max_length) if h is not None]
+        lo_n, hi_n = max(a.min_length, b.min_length), (min(his) if his else None)
+        if hi_n is not None and lo_n > hi_n:
+            return NEVER
+        return JsonString(lo_n, hi_n, _merge(a.patterns, b.patterns), _merge(a.fullmatch, b.fullmatch),
+                          _merge(a.avoid, b.avoid), _merge(a.excluded, b.excluded))
+    if isinstance(a, JsonArray) and isinstance(b, JsonArray):
+        items = meet(a.items, b.items)
+        his = [h for h in (a.max_items, b.max_items) if h is not None]
+        lo_n, hi_n = max(a.min_items, b.min_items), (min(his) if his else None)
+        return array_of(items, lo_n, hi_n)
+    if isinstance(a, JsonObject) and isinstance(b, JsonObject):
+        return _meet_objects(a, b)
+    return NEVER  # different kinds of value
+
+
+def array_of(items: JsonType, lo: int, hi: int | None) -> JsonType:
+    """An array description, or :data:`NEVER` (no items possible but some required)."""
+    if is_never(items):
+        if lo > 0:
+            return NEVER
+        hi = 0
+    if hi is not None and lo > hi:
+        return NEVER
+    return JsonArray(items, lo, hi)
+
+
+def _merge(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*a, *b)))
+
+
+def _bound_lo(t: JsonInteger | JsonNumber) -> tuple[Fraction | None, bool]:
+    if isinstance(t, JsonInteger):
+        return (None if t.lo is None else Fraction(t.lo)), False
+    return t.lo, t.lo_open
+
+
+def _bound_hi(t: JsonInteger | JsonNumber) -> tuple[Fraction | None, bool]:
+    if isinstance(t, JsonInteger):
+        return (None if t.hi is None else Fraction(t.hi)), False
+    return t.hi, t.hi_open
+
+
+# --- disjointness ----------------------------------------------------------------------------
+
+def kinds(t: JsonType) -> frozenset[str]:
+    """The JSON kinds of ``t``'s values (integers are numbers)."""
+    if isinstance(t, JsonAny):
+        return frozenset({"null", "boolean", "number", "string", "array", "object"})
+    if isinstance(t, JsonUnion):
+        return frozenset().union(*(kinds(b) for b in t.branches))
+    if isinstance(t, JsonConst):
+        return frozenset(_type_of(v) for v in t.all_values())
+    if isinstance(t, JsonInteger | JsonNumber):
+        return frozenset({"number"})
+    if isinstance(t, JsonString):
+        return frozenset({"string"})
+    return frozenset({"array" if isinstance(t, JsonArray) else "object"})
+
+
+def _string_empty_meet(a: JsonString, b: JsonString) -> bool:
+    """No string satisfies both (lengths ignored past their ranges; patterns by automaton)."""
+    from ltlagent.text.content import intersect  # the product of the two decoded-text DFAs
+
+    lo = max(a.min_length, b.min_length)
+    his = [h for h in (a.max_length, b.max_length) if h is not None]
+    if his and lo > min(his):
+        return True
+    parts = [pattern_language(p) for p in (*a.patterns, *b.patterns)]
+    parts += [pattern_language(r, False, False) for r in (*a.fullmatch, *b.fullmatch)]
+    if not parts:
+        return False
+    d = parts[0]
+    try:
+        for x in parts[1:]:
+            d = intersect(d, x)
+    except UsageError:
+        return False
+    return 0 not in d.live
+
+
+def disjoint(a: JsonType, b: JsonType) -> bool:
+    """No value is in both ``a`` and ``b`` (True only when proven)."""
+    if is_never(a) or is_never(b):
+        return True
+    if not kinds(a) & kinds(b):
+        return True
+    if isinstance(a, JsonAny) or isinstance(b, JsonAny):
+        return False
+    if isinstance(a, JsonUnion):
+        return all(disjoint(x, b) for x in a.branches)
+    if isinstance(b, JsonUnion):
+        return all(disjoint(a, x) for x in b.branches)
+    if isinstance(b, JsonConst):
+        a, b = b, a
+    if isinstance(a, JsonConst):
+        return not any(admits(b, v) for v in a.all_values())
+    if isinstance(a, JsonInteger | JsonNumber) and isinstance(b, JsonInteger | JsonNumber):
+        m = meet(a, b)
+        return is_never(m)
+    if isinstance(a, JsonString) and isinstance(b, JsonString):
+        return _string_empty_meet(a, b)
+    if isinstance(a, JsonArray) and isinstance(b, JsonArray):
+        lo = max(a.min_items, b.min_items)
+        his = [h for h in (a.max_items, b.max_items) if h is not None]
+        return bool(his and lo > min(his)) or (lo > 0 and disjoint(a.items, b.items))
+    if isinstance(a, JsonObject) and isinstance(b, JsonObject):
+        for x, y in ((a, b), (b, a)):
+            for p in x.properties:
+                if p.required and disjoint(p.schema, key_schemas(y, p.name)):
+                    return True
+    return False
+
+
+def pairwise_disjoint(branches: list[JsonType]) -> tuple[int, int] | None:
+    """The first pair of branches not proven disjoint, or None."""
+    for i, j in itertools.combinations(range(len(branches)), 2):
+        if not disjoint(branches[i], branches[j]):
+            return i, j
     return None

@@ -83,7 +83,7 @@ def call_table(tools: Mapping[str, Mapping[str, object] | JsonType], format: str
                              f"{', '.join(tools)}")
     parsed: list[tuple[str, JsonType]] = []
     for name, schema in tools.items():
-        t = parse_schema(schema) if isinstance(schema, Mapping) else schema
+        t = parse_schema(schema) if isinstance(schema, Mapping | bool) else schema
         if fields and name in fields:
             t = narrow(t, fields[name])
         parsed.append((name, t))

@@ -1,0 +1,221 @@
+"""JSON-schema coverage, soundness and compile time on JSONSchemaBench's development sample (issue 30).
+
+For each of the 2,589 schemas of ``../shared/data/jsonschemabench/schemas.jsonl``: ours compiles it
+(``parse_schema`` + ``schema_table``) or refuses it (``SchemaError``/``UsageError``, counted by the
+refusal's first words), or crashes (any other exception: must be 0). For every compiled schema,
+``--samples`` random texts of its automaton (``bytetable.sample_text``) are read with ``json.loads``
+and validated with the ``jsonschema`` package (the schema's own draft, formats checked); patterns
+are judged by ECMA-262 itself (``node``, in one batch) where node is installed, else by Python's
+``re.search`` (then differences in ``$`` and ``\\d\\s\\w`` classes may show as false alarms). A
+value that does not validate is *wrongly accepted* (must be 0).
+
+Compile time is the wall time of parse + table per schema (caches cleared before each); llguidance
+(``LLMatcher.validate_grammar`` + ``LLMatcher`` over a byte tokenizer) and XGrammar
+(``GrammarCompiler.compile_json_schema``) are timed on the same schemas in the same process when
+importable (``pip install llguidance xgrammar``), and skipped otherwise.
+
+    PYTHONPATH=$PWD python benchmarks/bench_schema_coverage.py [--limit N] [--samples K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ltlagent.errors import SchemaError, UsageError  # noqa: E402
+from ltlagent.text import jsonschema as js  # noqa: E402
+from ltlagent.text.bytetable import sample_text  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench" / "schemas.jsonl"
+if not DATA.exists():
+    DATA = Path("/work/shared/data/jsonschemabench/schemas.jsonl")
+
+
+def _reason(e: Exception) -> str:
+    """A short class of refusal: the keyword named, or the message's first words."""
+    text = str(e)
+    m = re.search(r"keyword '([^']*)'|the format '([^']*)'", text)
+    if m:
+        return f"keyword {m.group(1)}" if m.group(1) else f"format {m.group(2)}"
+    text = text.split(": ", 1)[-1]
+    return " ".join(text.split()[:6])
+
+
+def _validator(schema: Any, patterns: list[tuple[str, str]]) -> Any:
+    """The schema's own draft's validator, formats checked, ``pattern`` recorded for ECMA-262."""
+    import jsonschema
+    from jsonschema import validators
+
+    base = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+
+    def pattern(_v: Any, rx: str, instance: object, _s: Any) -> Any:
+        if isinstance(instance, str):
+            patterns.append((rx, instance))
+        return iter(())
+
+    cls = validators.extend(base, {"pattern": pattern})
+    return cls(schema, format_checker=base.FORMAT_CHECKER)
+
+
+def _node_check(pairs: list[tuple[str, str]]) -> list[bool] | None:
+    """Whether each (pattern, string) pair matches under ECMA-262 (``new RegExp(p, "u").test(s)``)."""
+    node = shutil.which("node")
+    if node is None or not pairs:
+        return None
+    code = ("let d='';process.stdin.on('data',c=>d+=c).on('end',()=>{const ps=JSON.parse(d);"
+            "console.log(JSON.stringify(ps.map(([p,s])=>{try{return new RegExp(p,'u').test(s)}"
+            "catch(e){return null}})))})")
+    out = subprocess.run([node, "-e", code], input=json.dumps(pairs), capture_output=True, text=True,
+                         timeout=600, check=True)
+    return [bool(x) for x in json.loads(out.stdout)]
+
+
+def _peers() -> dict[str, Any]:
+    """Compile functions of llguidance and XGrammar, where installed."""
+    out: dict[str, Any] = {}
+    try:
+        import llguidance
+
+        def ll(schema: Any) -> bool:
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(
+                schema, defaults={"whitespace_flexible": False})
+            ok, _warnings = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+            return bool(ok)
+
+        out["llguidance"] = ll
+    except ImportError:
+        pass
+    try:
+        import xgrammar
+
+        info = xgrammar.TokenizerInfo([bytes([b]).decode("latin-1") for b in range(256)])
+        compiler = xgrammar.GrammarCompiler(info, cache_enabled=False)
+
+        def xg(schema: Any) -> bool:
+            compiler.compile_json_schema(json.dumps(schema), any_whitespace=False)
+            return True
+
+        out["xgrammar"] = xg
+    except ImportError:
+        pass
+    return out
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--limit", type=int, default=0, help="first N schemas only (0: all)")
+    ap.add_argument("--samples", type=int, default=10, help="random texts checked per compiled schema")
+    ap.add_argument("--unknown-formats", choices=["refuse", "ignore"], default="refuse",
+                    help="formats outside text/formats.py: refused (default) or read as annotations")
+    ap.add_argument("--no-peers", action="store_true", help="skip llguidance and XGrammar")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    rows = [json.loads(line) for line in DATA.read_text().splitlines()]
+    if args.limit:
+        rows = rows[:args.limit]
+    rng = random.Random(args.seed)
+    peers = {} if args.no_peers else _peers()
+    refused: collections.Counter[str] = collections.Counter()
+    crashes: list[tuple[str, str]] = []
+    ours: dict[str, float] = {}
+    peer_times: dict[str, dict[str, float]] = {k: {} for k in peers}
+    wrong: list[tuple[str, str, str]] = []
+    pending: list[tuple[str, str, str, str]] = []  # (id, text, pattern, string) judged by node
+    checked = 0
+    for r in rows:
+        sid, schema = r["id"], r["schema"]
+        js.clear_caches()
+        t0 = time.perf_counter()
+        try:
+            t = js.parse_schema(schema, unknown_formats=args.unknown_formats)
+            table = js.schema_table(t)
+        except (SchemaError, UsageError) as e:
+            refused[_reason(e)] += 1
+            table = None
+        except Exception as e:  # a crash: reported, must not happen
+            crashes.append((sid, f"{type(e).__name__}: {e}"))
+            table = None
+        dt = time.perf_counter() - t0
+        if dt > 2:
+            print(f"slow: {sid} {dt:.1f} s", file=sys.stderr, flush=True)
+        for name, fn in peers.items():
+            p0 = time.perf_counter()
+            try:
+                if fn(schema):
+                    peer_times[name][sid] = time.perf_counter() - p0
+            except Exception:  # noqa: BLE001 - a peer's refusal
+                pass
+        if table is None or table.empty:
+            continue
+        ours[sid] = dt
+        for _ in range(args.samples):
+            text = sample_text(table, rng).decode("utf-8")
+            checked += 1
+            try:
+                value = json.loads(text)
+            except ValueError as e:
+                wrong.append((sid, text, f"not JSON: {e}"))
+                continue
+            pats: list[tuple[str, str]] = []
+            errors = list(_validator(schema, pats).iter_errors(value))
+            if errors:
+                wrong.append((sid, text, errors[0].message[:200]))
+            pending += [(sid, text, p, s) for p, s in pats]
+    verdicts = _node_check([(p, s) for _sid, _t, p, s in pending])
+    judge = "ECMA-262 (node)"
+    if verdicts is None:
+        judge = "Python re.search (node not installed)"
+        verdicts = [re.search(p, s) is not None for _sid, _t, p, s in pending]
+    for (sid, text, p, s), ok in zip(pending, verdicts):
+        if not ok:
+            wrong.append((sid, text, f"pattern {p!r} does not match {s!r} ({judge})"))
+    n = len(rows)
+    print(f"schemas: {n}; compiled {len(ours)} ({100 * len(ours) / n:.1f} %), refused "
+          f"{sum(refused.values())}, crashed {len(crashes)}")
+    print(f"soundness: {checked} sampled texts, {len(pending)} pattern checks by {judge}; "
+          f"wrongly accepted: {len(wrong)}")
+    for sid, text, why in wrong[:20]:
+        print(f"  WRONG {sid}: {text[:120]!r}: {why}")
+    for sid, why in crashes[:20]:
+        print(f"  CRASH {sid}: {why}")
+    print("refusals (most common):")
+    for why, k in refused.most_common(25):
+        print(f"  {k:5d}  {why}")
+    times = list(ours.values())
+    print(f"compile time, ours on its {len(times)}: median {1000 * statistics.median(times):.1f} ms, "
+          f"p99 {1000 * _pct(times, 0.99):.0f} ms")
+    for name, got in peer_times.items():
+        print(f"{name}: compiles {len(got)} ({100 * len(got) / n:.1f} %); median "
+              f"{1000 * statistics.median(got.values()):.1f} ms, p99 {1000 * _pct(list(got.values()), 0.99):.0f} ms")
+    if peers:
+        common = set(ours).intersection(*(set(v) for v in peer_times.values()))
+        print(f"on the {len(common)} schemas every engine compiles:")
+        for name, got in [("ours", ours), *peer_times.items()]:
+            xs = [got[s] for s in common]
+            if xs:
+                print(f"  {name:10s} median {1000 * statistics.median(xs):.1f} ms, p99 "
+                      f"{1000 * _pct(xs, 0.99):.0f} ms")
+    if not peers and not args.no_peers:
+        print("llguidance and XGrammar are not installed: no side-by-side times")
+    return 1 if wrong or crashes else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

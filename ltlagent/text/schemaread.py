@@ -1,0 +1,477 @@
+"""JSON-schema dicts read into frozen descriptions (:mod:`ltlagent.text.jsontype`).
+
+:func:`parse_schema` reads every draft from 04 to 2020-12 into a :data:`~ltlagent.text.jsontype.
+JsonType` whose values all validate against the schema, refusing what it cannot describe with a
+:class:`~ltlagent.errors.SchemaError` that names the keyword and its JSON pointer. Keywords that
+are not in :data:`ASSERTIONS` are annotations and are ignored, as the specification says of unknown
+keywords (draft-04's ``id``, ``title``, ``x-*``, ``readOnly``, ``links``, …). Where a reading
+restricts the values (a missing ``type`` read from the keywords present, ``maxLength`` above
+:data:`MAX_STRING_LENGTH` capped, recursion cut at :data:`MAX_RECURSION`) it restricts to a
+subset, never widens (docs/design.md §5.1). :func:`narrow` makes string arguments fullmatch
+regexes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from fractions import Fraction
+
+from ltlagent.errors import SchemaError, UsageError
+from ltlagent.text.formats import FORMATS
+from ltlagent.text.jsontype import (
+    NEVER,
+    JsonAny,
+    JsonConst,
+    JsonObject,
+    JsonProperty,
+    JsonString,
+    JsonType,
+    JsonUnion,
+    Scalar,
+    Unsupported,
+    array_of,
+    integer_in,
+    is_never,
+    make_object,
+    meet,
+    number_in,
+    pairwise_disjoint,
+    pattern_language,
+    undeclared_schema,
+)
+
+__all__ = ["parse_schema", "narrow", "ASSERTIONS", "ANY_DEPTH", "MAX_DEPTH", "MAX_ITEMS",
+           "MAX_STRING_LENGTH", "MAX_RECURSION", "MAX_PATTERN_PROPERTIES"]
+
+#: Deepest nesting of arrays and objects compiled.
+MAX_DEPTH = 10
+#: Largest ``minItems``; a larger ``maxItems`` is capped here (the items are written out one by one).
+MAX_ITEMS = 64
+#: Largest ``minLength``; a larger ``maxLength`` is capped here (the automaton counts characters).
+MAX_STRING_LENGTH = 1000
+#: Nesting of the values written for ``{}``/``true`` (and objects without properties).
+ANY_DEPTH = 2
+#: How often one ``$ref`` may recur inside itself before the innermost is read as ``false``.
+MAX_RECURSION = 2
+#: Most ``patternProperties`` of one object (a key class per subset of them).
+MAX_PATTERN_PROPERTIES = 3
+#: The keywords that constrain values (every draft, 04 to 2020-12); all others are annotations.
+ASSERTIONS = frozenset({
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
+    "exclusiveMinimum", "maxLength", "minLength", "pattern", "format", "items", "additionalItems",
+    "prefixItems", "maxItems", "minItems", "uniqueItems", "contains", "maxProperties",
+    "minProperties", "required", "properties", "patternProperties", "additionalProperties",
+    "propertyNames", "dependencies", "dependentRequired", "dependentSchemas", "allOf", "anyOf",
+    "oneOf", "not", "if", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedItems",
+    "unevaluatedProperties"})
+#: Assertions refused wherever they appear (``then``/``else`` without ``if``, ``minContains``
+#: without ``contains`` and ``additionalItems`` beside a schema ``items`` constrain nothing).
+_REFUSED = frozenset({"contains", "propertyNames", "dependencies", "dependentRequired",
+                      "dependentSchemas", "not", "if", "$dynamicRef", "$recursiveRef",
+                      "unevaluatedItems", "unevaluatedProperties", "prefixItems"})
+_TYPE_KEYWORDS = {
+    "string": frozenset({"minLength", "maxLength", "pattern", "format"}),
+    "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}),
+    "array": frozenset({"items", "minItems", "maxItems", "uniqueItems", "additionalItems"}),
+    "object": frozenset({"properties", "required", "additionalProperties", "patternProperties",
+                         "minProperties", "maxProperties"}),
+}
+_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+_HINT = ("the compiler writes every value the schema allows except where docs/design.md §5.1 says "
+         "otherwise; refused: not, if, contains, propertyNames, dependencies, prefixItems, "
+         "multipleOf (but 1), uniqueItems true, non-local $ref, oneOf whose branches may overlap")
+
+
+def _pointer(path: str, key: str | int) -> str:
+    return f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+
+
+def _number(v: object) -> Fraction | None:
+    """A bound as the decimal it is written as (``0.1`` is 1/10, not the nearest double: a text
+    above the decimal reads as a double at or above the bound's double, so either reading holds)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
+
+
+class _Reader:
+    def __init__(self, root: object, unknown_formats: str) -> None:
+        self.root = root
+        self.unknown_formats = unknown_formats
+
+    def refuse(self, path: str, message: str) -> SchemaError:
+        return SchemaError(message, path, hint=_HINT)
+
+    def count(self, schema: Mapping[str, object], key: str, path: str) -> int | None:
+        v = schema.get(key)
+        if v is None:
+            return None
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise self.refuse(_pointer(path, key), f"{key} must be a non-negative integer, got {v!r}")
+        return v
+
+    def resolve(self, ref: object, path: str) -> tuple[object, str]:
+        if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+            raise self.refuse(_pointer(path, "$ref"), f"only local refs (#/$defs/…) are supported, "
+                                                       f"got {ref!r}")
+        node: object = self.root
+        for part in ref[2:].split("/") if ref != "#" else []:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+                continue
+            if not isinstance(node, Mapping) or part not in node:
+                raise self.refuse(_pointer(path, "$ref"), f"the ref {ref!r} points at nothing")
+            node = node[part]
+        return node, ref[1:]
+
+    def any_value(self, depth: int) -> JsonAny:
+        return JsonAny(max(0, min(ANY_DEPTH, MAX_DEPTH - depth)))
+
+    def meet(self, a: JsonType, b: JsonType, path: str) -> JsonType:
+        try:
+            return meet(a, b)
+        except Unsupported as e:
+            raise self.refuse(path, str(e)) from None
+
+    def read(self, schema: object, path: str, depth: int, refs: tuple[str, ...]) -> JsonType:
+        if schema is True:
+            return self.any_value(depth)
+        if schema is False:
+            return NEVER
+        if not isinstance(schema, Mapping):
+            raise self.refuse(path, f"a schema must be an object or a boolean, got {schema!r}")
+        if depth > MAX_DEPTH:
+            raise self.refuse(path, f"nesting deeper than {MAX_DEPTH} levels")
+        keys = {k for k in schema if k in ASSERTIONS}
+        for k in sorted(keys & _REFUSED):
+            raise self.refuse(_pointer(path, k), f"the keyword {k!r} is not supported")
+        parts: list[tuple[JsonType, str]] = []
+        if "$ref" in keys:
+            target, where = self.resolve(schema["$ref"], path)
+            if refs.count(where) >= MAX_RECURSION:  # recursion cut: a subset of the values
+                return NEVER
+            parts.append((self.read(target, where, depth, (*refs, where)), _pointer(path, "$ref")))
+        for comb in ("allOf", "anyOf", "oneOf"):
+            if comb in keys:
+                branches = schema[comb]
+                if not isinstance(branches, list) or not branches:
+                    raise self.refuse(_pointer(path, comb), f"{comb} must be a non-empty list")
+        if "allOf" in keys:
+            for i, b in enumerate(schema["allOf"]):  # type: ignore[attr-defined]
+                where = _pointer(_pointer(path, "allOf"), i)
+                parts.append((self.read(b, where, depth, refs), where))
+        if "anyOf" in keys:
+            where = _pointer(path, "anyOf")
+            parts.append((JsonUnion(tuple(self.read(b, _pointer(where, i), depth, refs)
+                                          for i, b in enumerate(schema["anyOf"]))),  # type: ignore[arg-type]
+                          where))
+        out = self.base(schema, keys, path, depth, refs, bool(parts) or "oneOf" in keys)
+        for p, where in parts:
+            out = self.meet(out, p, where)
+        if "oneOf" in keys:
+            where = _pointer(path, "oneOf")
+            branches = [self.meet(out, self.read(b, _pointer(where, i), depth, refs), _pointer(where, i))
+                        for i, b in enumerate(schema["oneOf"])]  # type: ignore[arg-type]
+            clash = pairwise_disjoint(branches)
+            if clash is not None:
+                i, j = clash
+                raise self.refuse(where, f"branches {i} and {j} may both match a value (oneOf would "
+                                         "reject it): only oneOf with provably disjoint branches is "
+                                         "supported (different types, consts, or a required property "
+                                         "whose values differ); use anyOf if overlaps are meant")
+            out = JsonUnion(tuple(b for b in branches if not is_never(b)), exclusive=True)
+        return out
+
+    def base(self, schema: Mapping[str, object], keys: set[str], path: str, depth: int,
+             refs: tuple[str, ...], combined: bool) -> JsonType:
+        """The schema's own keywords, without ``$ref`` and the combinators."""
+        types_ = schema.get("type")
+        names: list[str]
+        if types_ is None:
+            names = [t for t in ("string", "number", "array", "object") if _TYPE_KEYWORDS[t] & keys]
+            if not names:
+                names = list(_TYPES)
+        elif isinstance(types_, str):
+            names = [types_]
+        elif isinstance(types_, list) and types_ and all(isinstance(t, str) for t in types_):
+            names = list(dict.fromkeys(types_))
+        else:
+            raise self.refuse(_pointer(path, "type"), f"type must be a name or a list of names, "
+                                                       f"got {types_!r}")
+        for t in names:
+            if t not in _TYPES:
+                raise self.refuse(_pointer(path, "type"), f"unknown type {t!r}")
+        if "integer" in names and "number" in names:
+            names.remove("integer")
+        if set(names) == set(_TYPES) - {"integer"} and not keys & set().union(*_TYPE_KEYWORDS.values()):
+            typed: JsonType = self.any_value(depth)
+        else:
+            out = [self.typed(t, schema, path, depth, refs) for t in names]
+            typed = out[0] if len(out) == 1 else JsonUnion(tuple(b for b in out if not is_never(b)))
+        if "enum" in keys or "const" in keys:
+            return self.meet(self.constants(schema, path), typed, path)
+        return typed
+
+    def constants(self, schema: Mapping[str, object], path: str) -> JsonType:
+        out: JsonType = JsonAny(0)
+        for key in ("enum", "const"):
+            if key not in schema:
+                continue
+            raw = schema[key]
+            if key == "enum" and (not isinstance(raw, list) or not raw):
+                raise self.refuse(_pointer(path, "enum"), "enum must be a non-empty list")
+            values = list(raw) if key == "enum" else [raw]  # type: ignore[call-overload]
+            scalars: list[Scalar] = []
+            texts: list[str] = []
+            for i, v in enumerate(values):
+                where = _pointer(path, "enum") + f"/{i}" if key == "enum" else _pointer(path, "const")
+                try:
+                    text = json_text(v)
+                except ValueError as e:
+                    raise self.refuse(where, str(e)) from None
+                if isinstance(v, float) and v.is_integer():
+                    v = int(v)
+                if v is None or isinstance(v, str | int):
+                    if not any(type(w) is type(v) and w == v for w in scalars):
+                        scalars.append(v)
+                elif text not in texts:
+                    texts.append(text)
+            out = self.meet(out, JsonConst(tuple(scalars), tuple(texts)), _pointer(path, key))
+        return out
+
+    def typed(self, t: str, schema: Mapping[str, object], path: str, depth: int,
+              refs: tuple[str, ...]) -> JsonType:
+        if t == "null":
+            return JsonConst((None,))
+        if t == "boolean":
+            return JsonConst((True, False))
+        if t in ("integer", "number"):
+            return self.numeric(t, schema, path)
+        if t == "string":
+            return self.string(schema, path)
+        if t == "array":
+            return self.array(schema, path, depth, refs)
+        return self.object(schema, path, depth, refs)
+
+    def numeric(self, t: str, schema: Mapping[str, object], path: str) -> JsonType:
+        lo: Fraction | None = None
+        hi: Fraction | None = None
+        lo_open = hi_open = False
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            v = schema.get(key)
+            if v is None or isinstance(v, bool):  # draft-04's booleans are read with their bound
+                continue
+            b = _number(v)
+            if b is None:
+                raise self.refuse(_pointer(path, key), f"{key} must be a finite number, got {v!r}")
+            is_lo = key in ("minimum", "exclusiveMinimum")
+            is_open = key.startswith("exclusive") or schema.get(
+                "exclusiveMinimum" if is_lo else "exclusiveMaximum") is True
+            if is_lo and (lo is None or b > lo or (b == lo and is_open)):
+                lo, lo_open = b, is_open
+            elif not is_lo and (hi is None or b < hi or (b == hi and is_open)):
+                hi, hi_open = b, is_open
+        step = schema.get("multipleOf")
+        if step is not None:
+            k = _number(step)
+            if k is None or k <= 0:
+                raise self.refuse(_pointer(path, "multipleOf"), f"multipleOf must be a positive "
+                                                                f"number, got {step!r}")
+            if k != 1:
+                raise self.refuse(_pointer(path, "multipleOf"), "the keyword 'multipleOf' is not "
+                                                                "supported (but 1: an integer)")
+            t = "integer"
+        if t == "integer":
+            return integer_in(lo, hi, lo_open, hi_open)
+        return number_in(lo, hi, lo_open, hi_open)
+
+    def string(self, schema: Mapping[str, object], path: str) -> JsonType:
+        lo = self.count(schema, "minLength", path) or 0
+        if lo > MAX_STRING_LENGTH:
+            raise self.refuse(_pointer(path, "minLength"), f"minLength {lo} is above the supported "
+                                                           f"{MAX_STRING_LENGTH}")
+        hi = self.count(schema, "maxLength", path)
+        if hi is not None and hi > MAX_STRING_LENGTH:
+            hi = MAX_STRING_LENGTH  # longer strings are not written (a subset)
+        if hi is not None and lo > hi:
+            return NEVER
+        patterns: tuple[str, ...] = ()
+        pattern = schema.get("pattern")
+        if pattern is not None:
+            if not isinstance(pattern, str):
+                raise self.refuse(_pointer(path, "pattern"), "pattern must be a string")
+            try:
+                pattern_language(pattern)
+            except UsageError as e:
+                raise SchemaError(str(e), _pointer(path, "pattern"), hint=e.hint) from None
+            patterns = (pattern,)
+        fullmatch: tuple[str, ...] = ()
+        fmt = schema.get("format")
+        if fmt is not None:
+            if isinstance(fmt, str) and fmt in FORMATS:
+                fullmatch = FORMATS[fmt]
+            elif self.unknown_formats != "ignore":
+                raise self.refuse(_pointer(path, "format"), f"the format {fmt!r} is not supported "
+                                                            f"(supported: {', '.join(FORMATS)})")
+        return JsonString(lo, hi, patterns, fullmatch)
+
+    def array(self, schema: Mapping[str, object], path: str, depth: int, refs: tuple[str, ...]) -> JsonType:
+        raw = schema.get("items", True)
+        if isinstance(raw, list):
+            raise self.refuse(_pointer(path, "items"), "items as a list (a tuple) is not supported")
+        items = self.read(raw, _pointer(path, "items"), depth + 1, refs)
+        lo = self.count(schema, "minItems", path) or 0
+        hi = self.count(schema, "maxItems", path)
+        if lo > MAX_ITEMS:
+            raise self.refuse(_pointer(path, "minItems"), f"minItems {lo} is above the supported "
+                                                          f"{MAX_ITEMS}")
+        if hi is not None and hi > MAX_ITEMS:
+            hi = MAX_ITEMS  # longer arrays are not written (a subset)
+        if schema.get("uniqueItems", False) is not False and (hi is None or hi > 1):
+            raise self.refuse(_pointer(path, "uniqueItems"), "uniqueItems true is not supported "
+                                                             "(but with maxItems 1)")
+        return array_of(items, lo, hi)
+
+    def object(self, schema: Mapping[str, object], path: str, depth: int,
+               refs: tuple[str, ...]) -> JsonType:
+        props = schema.get("properties", {})
+        if not isinstance(props, Mapping):
+            raise self.refuse(_pointer(path, "properties"), "properties must be an object")
+        required = schema.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise self.refuse(_pointer(path, "required"), "required must be a list of names")
+        raw_patterns = schema.get("patternProperties", {})
+        if not isinstance(raw_patterns, Mapping):
+            raise self.refuse(_pointer(path, "patternProperties"), "patternProperties must be an object")
+        ppath = _pointer(path, "patternProperties")
+        patterns: list[tuple[str, JsonType]] = []
+        for rx, sub in raw_patterns.items():
+            try:
+                pattern_language(rx)
+            except UsageError as e:
+                raise SchemaError(str(e), _pointer(ppath, rx), hint=e.hint) from None
+            patterns.append((rx, self.read(sub, _pointer(ppath, rx), depth + 1, refs)))
+        if len(patterns) > MAX_PATTERN_PROPERTIES:
+            raise self.refuse(ppath, f"more than {MAX_PATTERN_PROPERTIES} patternProperties")
+        if "additionalProperties" in schema:
+            additional = self.read(schema["additionalProperties"], _pointer(path, "additionalProperties"),
+                                   depth + 1, refs)
+        else:
+            additional = self.any_value(depth + 1)
+        shell = JsonObject((), tuple(patterns), additional)
+        ppath = _pointer(path, "properties")
+        out: list[JsonProperty] = []
+        for name, sub in props.items():
+            if any(0xD800 <= ord(c) <= 0xDFFF for c in name):
+                raise self.refuse(_pointer(ppath, name), "a name with a lone surrogate")
+            s = self.read(sub, _pointer(ppath, name), depth + 1, refs)
+            for rx, ps in patterns:
+                if pattern_language(rx).matches(name.encode("utf-8")):
+                    s = self.meet(s, ps, _pointer(ppath, name))
+            out.append(JsonProperty(name, s, name in required))
+        for r in dict.fromkeys(required):
+            if r not in props:
+                out.append(JsonProperty(r, self.meet(JsonAny(0), undeclared_schema(shell, r),
+                                                     _pointer(path, "required")), True))
+        kept = []
+        for p in out:
+            if is_never(p.schema):
+                if p.required:
+                    return NEVER
+                continue
+            kept.append(p)
+        write = (not isinstance(additional, JsonAny)) or (not props and not patterns)
+        lo = self.count(schema, "minProperties", path) or 0
+        hi = self.count(schema, "maxProperties", path)
+        try:
+            return make_object(kept, tuple(patterns), additional, write, lo, hi)
+        except Unsupported as e:
+            raise self.refuse(path, str(e)) from None
+
+
+def json_text(v: object) -> str:
+    """The compact JSON text a constant is written as (``ValueError`` for what JSON cannot hold or
+    the generation language cannot write: NaN, lone surrogates)."""
+    import json
+
+    def check(x: object) -> None:
+        if isinstance(x, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in x):
+            raise ValueError("a string with a lone surrogate cannot be written")
+        if isinstance(x, float) and not math.isfinite(x):
+            raise ValueError(f"the value {x!r} is not JSON")
+        if isinstance(x, list):
+            for y in x:
+                check(y)
+        elif isinstance(x, dict):
+            for k, y in x.items():
+                check(k)
+                check(y)
+        elif not (x is None or isinstance(x, str | int | float | list | dict)):
+            raise ValueError(f"the value {x!r} is not JSON")
+
+    check(v)
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_schema(schema: object, *, unknown_formats: str = "refuse") -> JsonType:
+    """The description of ``schema`` (a dict or a boolean); :class:`SchemaError` (with the JSON
+    pointer) for anything outside the supported subset (docs/design.md §5.1) and for a schema that
+    allows no value. ``unknown_formats="ignore"`` reads a ``format`` outside
+    :data:`~ltlagent.text.formats.FORMATS` as an annotation (as JSON Schema 2020-12 does by
+    default) instead of refusing it."""
+    if unknown_formats not in ("refuse", "ignore"):
+        raise UsageError(f"unknown_formats must be 'refuse' or 'ignore', got {unknown_formats!r}")
+    t = _Reader(schema, unknown_formats).read(schema, "", 0, ())
+    if is_never(t):
+        raise SchemaError("the schema allows no value (false, or contradictory keywords)", "",
+                          hint=_HINT)
+    return t
+
+
+def narrow(t: JsonType, fields: Mapping[str, str]) -> JsonType:
+    """``t`` (an object) where each key of ``fields`` is required and its value is a string that
+    fullmatches the regex given for it (issue 17's ``(:args (KEY (:regex "…")))``), intersected with
+    what the schema allows there."""
+    if not fields:
+        return t
+    if not isinstance(t, JsonObject):
+        raise SchemaError("argument regexes need an object schema", "")
+    props = list(t.properties)
+    for key, rx in fields.items():
+        where = _pointer("/properties", key)
+        try:
+            pattern_language(rx, False, False)
+        except UsageError as e:
+            raise SchemaError(str(e), where, hint=e.hint) from None
+        for i, p in enumerate(props):
+            if p.name == key:
+                sub = _narrow_value(p.schema, rx)
+                if sub is None:
+                    raise SchemaError(f"no string value of {key!r} allowed by the schema fullmatches "
+                                      f"{rx!r}", where)
+                props[i] = JsonProperty(key, sub, True)
+                break
+        else:
+            raise SchemaError(f"the argument {key!r} is not a declared property", where)
+    return replace(t, properties=tuple(props))
+
+
+def _narrow_value(t: JsonType, rx: str) -> JsonType | None:
+    if isinstance(t, JsonString):
+        return replace(t, fullmatch=(*t.fullmatch, rx))
+    if isinstance(t, JsonAny):
+        return JsonString(fullmatch=(rx,))
+    if isinstance(t, JsonConst):
+        d = pattern_language(rx, False, False)
+        kept = tuple(v for v in t.values if isinstance(v, str) and d.matches(v.encode()))
+        return JsonConst(kept) if kept else None
+    if isinstance(t, JsonUnion):
+        bs = tuple(b for b in (_narrow_value(b, rx) for b in t.branches) if b is not None)
+        return JsonUnion(bs, t.exclusive) if bs else None
+    return None
+

@@ -1,0 +1,260 @@
+"""JSON schemas read on values (issue 30): soundness (oneOf, booleans), ECMA-262 patterns, the
+keywords real schemas use (annotations, formats, additional/pattern properties, missing types,
+number bounds), each checked against the ``jsonschema`` package on texts sampled from the automaton.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ltlagent.errors import SchemaError
+from ltlagent.text.bytetable import sample_text
+from ltlagent.text.content import pattern_dfa, regex_dfa
+from ltlagent.text.jsonschema import parse_schema, schema_dfa, schema_table
+
+jsonschema = pytest.importorskip("jsonschema")
+from jsonschema import validators  # noqa: E402
+
+NODE = shutil.which("node")
+
+
+def _valid(schema: Any, value: object) -> bool:
+    cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return bool(cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(value))
+
+
+def _samples_validate(schema: Any, n: int = 60, seed: int = 0) -> list[object]:
+    """``n`` texts sampled from the schema's automaton, each valid for ``jsonschema``."""
+    table = schema_table(schema)
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        text = sample_text(table, rng).decode("utf-8")
+        value = json.loads(text)
+        assert _valid(schema, value), (schema, text)
+        out.append(value)
+    return out
+
+
+# --- soundness -----------------------------------------------------------------------------------
+
+def test_one_of_overlapping_on_values_is_refused() -> None:
+    """``1.0`` and ``0e9035755`` are integers on values, though only the number branch's automaton
+    accepts their texts: "exactly one automaton accepts" let both through."""
+    with pytest.raises(SchemaError, match="oneOf"):
+        parse_schema({"oneOf": [{"type": "number"}, {"type": "integer"}]})
+    two_objects = {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                             {"type": "object", "properties": {"b": {"type": "integer"}}}]}
+    with pytest.raises(SchemaError, match="oneOf"):  # {"a": 1} is valid for both
+        parse_schema(two_objects)
+
+
+def test_one_of_disjoint_branches_compile_as_a_union() -> None:
+    by_kind = schema_dfa({"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})
+    assert by_kind.matches(b'"x"') and by_kind.matches(b"3") and by_kind.matches(b"null")
+    tagged = {"type": "object", "oneOf": [
+        {"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+        {"properties": {"kind": {"const": "b"}, "y": {"type": "string"}}, "required": ["kind"]}]}
+    d = schema_dfa(tagged)
+    assert d.matches(b'{"kind":"a","x":1}') and d.matches(b'{"kind":"b","y":"s"}')
+    assert not d.matches(b'{"kind":"a","y":"s"}')
+    _samples_validate(tagged)
+
+
+def test_boolean_schemas_anywhere() -> None:
+    anything = schema_dfa(True)
+    for text in (b"1", b"-2.5e3", b'"x"', b"null", b"[]", b'{"a":[null, {}]}', b'[{"b":true}]'):
+        assert anything.matches(text), text
+    with pytest.raises(SchemaError, match="allows no value"):
+        parse_schema(False)
+    d = schema_dfa({"type": "object", "properties": {"a": False, "b": {"type": "integer"}}})
+    assert d.matches(b'{"b":1}') and not d.matches(b'{"a":1,"b":1}')
+    assert schema_dfa({"type": "array", "items": False}).matches(b"[]")
+    assert not schema_dfa({"type": "array", "items": False}).matches(b"[1]")
+    with pytest.raises(SchemaError, match="allows no value"):
+        parse_schema({"type": "object", "properties": {"a": False}, "required": ["a"]})
+
+
+# --- ECMA-262 patterns ---------------------------------------------------------------------------
+
+def _string(pattern: str) -> Any:
+    return schema_dfa({"type": "string", "pattern": pattern})
+
+
+def test_dollar_is_the_end_of_input() -> None:
+    d = _string("^[A-Z]{2}[0-9]{6}$")
+    assert d.matches(b'"HS525965"') and not d.matches(b'"HS525965\\n"')
+
+
+def test_classes_over_code_points() -> None:
+    assert _string(r"^\S+$").matches('"é"'.encode())
+    assert _string(r"^\D$").matches('"٣"'.encode())  # ECMA-262's \d is [0-9] only
+    assert _string(r"^[^\d]$").matches('"é"'.encode())
+    assert _string(r"^\W$").matches('"é"'.encode())
+    assert not _string(r"^\w$").matches('"é"'.encode())
+    for space in ("\u00a0", "\ufeff", "\u2028", "\u3000"):
+        assert _string(r"^\s$").matches(json.dumps(space, ensure_ascii=False).encode()), space
+        assert not _string(r"^\S$").matches(json.dumps(space, ensure_ascii=False).encode()), space
+    assert not _string("^.$").matches('"\u2028"'.encode()) and _string("^.$").matches('"é"'.encode())
+
+
+@pytest.mark.parametrize("pattern", [r"a\Z", "(?i)a", "(?P<n>a)", "a{,3}", "[]a", "[^]", r"\a"])
+def test_python_only_syntax_is_refused(pattern: str) -> None:
+    with pytest.raises(SchemaError, match="ECMA-262"):
+        parse_schema({"type": "string", "pattern": pattern})
+
+
+def test_spec_regexes_keep_python_semantics() -> None:
+    """The spec's ``:regex`` (content.py's default dialect) is unchanged: Python's ``$`` in a
+    search, and classes that never match non-ASCII characters."""
+    assert pattern_dfa("a$", search=True).matches(b"a\n")
+    assert not regex_dfa(r"\S+").matches("é".encode())
+
+
+PATTERNS = [r"^\d+$", r"^\D+$", r"^\w+$", r"^\W$", r"^\s$", r"^\S+$", r"^[^a-c]+$", r"^.$", r"^.+$",
+            "^abc$", "b", "^[A-Z]{2}[0-9]{2}$", r"^[\s\S]$", r"^(?:x|yz)*$", r"é$", "^[^\\d\\s]$",
+            r"^a.c$", r"^\u00e9$"]
+STRINGS = ["123", "abc", "abc\n", "é", "٣", "\u00a0", "\ufeff", "\u2028", "\r", "\n", " ", "a\u2029c",
+           "AB12", "AB12\n", "xyzx", "x", "", "_", "😀", "a\rc"]
+
+
+@pytest.mark.skipif(NODE is None, reason="node (the ECMA-262 reference) is not installed")
+def test_patterns_agree_with_ecma262() -> None:
+    """Our search DFAs against JavaScript's ``RegExp(p, "u").test(s)``."""
+    pairs = [(p, s) for p in PATTERNS for s in STRINGS]
+    code = ("let d='';process.stdin.on('data',c=>d+=c).on('end',()=>{const ps=JSON.parse(d);"
+            "console.log(JSON.stringify(ps.map(([p,s])=>new RegExp(p,'u').test(s))))})")
+    got = subprocess.run([str(NODE), "-e", code], input=json.dumps(pairs), capture_output=True,
+                         text=True, timeout=60, check=True)
+    for (p, s), want in zip(pairs, json.loads(got.stdout)):
+        assert pattern_dfa(p, search=True, ecma=True).matches(s.encode()) == want, (p, s)
+
+
+# --- coverage ------------------------------------------------------------------------------------
+
+def test_annotations_and_unknown_keywords_are_ignored() -> None:
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://x/y", "title": "T",
+              "type": "object", "x-kubernetes-group": "g", "readonly": True, "links": [],
+              "properties": {"a": {"type": "string", "example": "e", "_format": "z", "self": {}}}}
+    d = schema_dfa(schema)
+    assert d.matches(b'{"a":"x"}')
+
+
+@pytest.mark.parametrize(("fmt", "good", "bad"), [
+    ("date", ["2024-02-29", "1999-12-31"], ["2023-02-29", "2024-13-01", "2024-1-01"]),
+    ("time", ["23:59:59Z", "01:02:03.5+05:30"], ["24:00:00Z", "12:00:00"]),
+    ("date-time", ["2024-02-29T12:00:00Z"], ["2024-02-29 12:00:00Z"]),
+    ("duration", ["P1Y2M3DT4H5M6S", "PT1S", "P2W"], ["P", "PT", "P1H"]),
+    ("email", ["a.b@example.com"], ["a@@b", "@b.c", "a..b@c.d"]),
+    ("hostname", ["example.com", "a-b.c"], ["-a.com", "a_b.com", "a..b"]),
+    ("ipv4", ["192.168.0.1"], ["256.1.1.1", "01.1.1.1", "1.1.1"]),
+    ("ipv6", ["::1", "2001:db8::8a2e:370:7334", "::ffff:1.2.3.4"], ["1:::2", "12345::"]),
+    ("uuid", ["123e4567-e89b-12d3-a456-426614174000"], ["123e4567e89b12d3a456426614174000"]),
+    ("uri", ["https://example.com/a?b=c#d", "urn:isbn:0451450523"], ["//example.com", "a b:c"]),
+])
+def test_formats(fmt: str, good: list[str], bad: list[str]) -> None:
+    schema = {"type": "string", "format": fmt}
+    d = schema_dfa(schema)
+    for s in good:
+        assert d.matches(json.dumps(s).encode()), s
+    for s in bad:
+        assert not d.matches(json.dumps(s).encode()), s
+    _samples_validate(schema, n=40)
+
+
+def test_unknown_formats_refused_or_ignored_by_option() -> None:
+    with pytest.raises(SchemaError, match="format"):
+        parse_schema({"type": "string", "format": "int32"})
+    assert parse_schema({"type": "string", "format": "int32"}, unknown_formats="ignore")
+    assert parse_schema({"type": "integer", "format": "int32"})  # format constrains strings only
+
+
+def test_additional_and_pattern_properties() -> None:
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}},
+              "patternProperties": {"^x-": {"type": "string"}},
+              "additionalProperties": {"type": "boolean"}}
+    d = schema_dfa(schema)
+    assert d.matches(b'{"id":1,"x-a":"s","flag":true}')
+    assert not d.matches(b'{"x-a":true}') and not d.matches(b'{"flag":"s"}')
+    assert not d.matches(b'{"id":true}')  # a declared key never takes the additional schema
+    _samples_validate(schema)
+    free = schema_dfa({"type": "object"})
+    assert free.matches(b'{"a":[1,{"b":null}],"c":"d"}')
+
+
+def test_missing_type_read_from_keywords() -> None:
+    d = schema_dfa({"properties": {"a": {"maxLength": 2}}, "required": ["a"]})
+    assert d.matches(b'{"a":"xy"}') and not d.matches(b'{"a":"xyz"}')
+    assert schema_dfa({"minimum": 3}).matches(b"3.5")
+
+
+def test_all_of_and_siblings_intersect() -> None:
+    schema = {"$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}},
+                                 "required": ["id"]}},
+              "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"name": {"type": "string"}}}],
+              "properties": {"id": {"minimum": 0}}}
+    d = schema_dfa(schema)
+    assert d.matches(b'{"id":3,"name":"n"}') and not d.matches(b'{"id":-3}')
+    assert not d.matches(b'{"name":"n"}')
+    _samples_validate(schema)
+
+
+def test_draft04_exclusive_bounds() -> None:
+    d = schema_dfa({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer",
+                    "minimum": 0, "exclusiveMinimum": True})
+    assert not d.matches(b"0") and d.matches(b"1")
+
+
+BOUNDS = st.one_of(st.none(), st.decimals(min_value=-30, max_value=30, places=2, allow_nan=False))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(BOUNDS, BOUNDS, st.booleans(), st.booleans(),
+       st.lists(st.decimals(min_value=-40, max_value=40, places=3, allow_nan=False), max_size=12))
+def test_number_bounds_are_exact(lo: Any, hi: Any, lo_open: bool, hi_open: bool, xs: list[Any]) -> None:
+    schema: dict[str, Any] = {"type": "number"}
+    if lo is not None:
+        schema["exclusiveMinimum" if lo_open else "minimum"] = float(lo)
+    if hi is not None:
+        schema["exclusiveMaximum" if hi_open else "maximum"] = float(hi)
+    try:
+        d = schema_dfa(schema)
+    except SchemaError:
+        assert lo is not None and hi is not None and lo >= hi
+        return
+    for x in xs:
+        text = format(x, "f")
+        f = Fraction(text)
+        want = ((lo is None or f > Fraction(str(float(lo))) or (not lo_open and f == Fraction(str(float(lo)))))
+                and (hi is None or f < Fraction(str(float(hi)))
+                     or (not hi_open and f == Fraction(str(float(hi))))))
+        assert d.matches(text.encode()) == want, (schema, text)
+
+
+REAL = [
+    {"type": "object", "properties": {"port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                                      "host": {"type": "string", "format": "hostname"},
+                                      "tags": {"type": "array", "items": {"type": "string"},
+                                               "maxItems": 3},
+                                      "meta": {"type": "object",
+                                               "additionalProperties": {"type": "string"}}},
+     "required": ["port"]},
+    {"anyOf": [{"type": "string", "pattern": "^[a-z]+$"}, {"type": "number", "maximum": 0}]},
+    {"type": "array", "items": {"$ref": "#"}, "maxItems": 2},
+    {"type": ["string", "null"], "enum": ["a", None, 3], "title": "t"},
+    {"enum": [1.5, [1, 2], {"a": "b"}]},
+]
+
+
+@pytest.mark.parametrize("schema", REAL)
+def test_sampled_texts_validate(schema: Any) -> None:
+    _samples_validate(schema, n=80)
