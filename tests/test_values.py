@@ -153,6 +153,20 @@ def test_substring_json_texts_are_sound_and_complete(texts: list[str], seed: int
                 assert accepts(table, w), (w, texts)
 
 
+@SETTINGS
+@given(st.lists(st.text(alphabet="ab c", max_size=12), min_size=1, max_size=3))
+def test_substring_automaton_is_minimal(texts: list[str]) -> None:
+    """On ASCII texts (every state accepts) the states are exactly the classes of substrings with
+    the same end positions, plus the root (brute force): no redundant clone, none missing."""
+    ends: dict[str, set[tuple[int, int]]] = {}
+    for k, t in enumerate(texts):
+        for i in range(len(t)):
+            for j in range(i + 1, len(t) + 1):
+                ends.setdefault(t[i:j], set()).add((k, j))
+    classes = {frozenset(e) for e in ends.values()}
+    assert substring_language(texts).num_states == len(classes) + 1
+
+
 def test_substrings_all_short_strings_exhaustively() -> None:
     """Every string of up to 3 characters over the alphabet: in the language iff a substring (the
     JSON texts too), whatever the escapes."""
@@ -212,13 +226,24 @@ def test_enum_json_texts_are_sound_and_complete(values: list[str], others: list[
 def test_enum_scalars_are_written_as_their_json_text() -> None:
     """A number bound earlier is compared by its JSON text: ``42`` and ``"42"`` are both that
     value; ``42.0``, ``-0`` or ``4.2e1`` are other texts (another value for the policy)."""
-    lang = enum_language(["42", "1.5", "true", "0", "x", "1e+16", "[1, 2]"])
+    lang = enum_language(["42", "1.5", "true", "0", "x", "1e+16", "[1, 2]", "null"])
     table = json_texts(lang)
     for ok in (b"42", b'"42"', b"1.5", b"true", b"0", b'"true"', b'"x"', b"1e+16", b"[1, 2]"):
         assert accepts(table, ok), ok
-    for bad in (b"42.0", b"-0", b"4.2e1", b"x", b"True", b"1.50", b'"y"', b"[1,2]", b"NaN"):
+    for bad in (b"42.0", b"-0", b"4.2e1", b"x", b"True", b"1.50", b'"y"', b"[1,2]", b"NaN", b"null"):
         assert not accepts(table, bad), bad
     assert not accepts(json_texts(enum_language(["NaN", "Infinity"])), b"NaN")
+    assert accepts(table, b'"null"')  # the string is a value; JSON null binds none (below)
+
+
+def test_null_is_written_only_when_asked() -> None:
+    """A null argument binds no value (issue 27), so whether it may be written is the caller's
+    choice, not the language's."""
+    for lang in (enum_language(["null", "a"]), complement(enum_language(["a"])),
+                 substring_language(["null"])):
+        assert not accepts(json_texts(lang), b"null")
+        assert accepts(json_texts(lang, null=True), b"null")
+        assert accepts(json_texts(lang, null=True), b'"null"') == ("null" in lang)
 
 
 def test_enum_leaves_out_values_no_text_can_be() -> None:
@@ -255,9 +280,9 @@ def test_complement_scalars_are_canonical() -> None:
     for t in samples(table, 3, n=300):
         assert json.dumps(json.loads(t)).encode() == t, t
         assert t != b"7"
-    for ok in (b"12", b"-3", b"0.5", b"1.0", b"0.0001", b"123456789012345.0", b"null", b"false"):
+    for ok in (b"12", b"-3", b"0.5", b"1.0", b"0.0001", b"123456789012345.0", b"false"):
         assert accepts(table, ok), ok
-    for bad in (b"7", b"1.50", b"-0", b"0.00001", b"1e5", b"1234567890123456.0", b"01", b"1.",
+    for bad in (b"7", b"1.50", b"-0", b"0.00001", b"1e5", b"1234567890123456.0", b"01", b"1.", b"null",
                 b"9007199254740993.0"):
         assert not accepts(table, bad), bad
 

@@ -46,12 +46,12 @@ MAX_VALUE_STATES = 50_000
 #: JSON's two-character escapes: the decoded byte → the letter after the backslash.
 _SHORT_ESCAPES = {0x22: ord('"'), 0x5C: ord("\\"), 0x2F: ord("/"), 8: ord("b"), 12: ord("f"),
                   10: ord("n"), 13: ord("r"), 9: ord("t")}
-#: Texts ``json.dumps`` writes for integers, booleans and null, and for the floats whose shortest
+#: Texts ``json.dumps`` writes for integers and booleans, and for the floats whose shortest
 #: repr is a plain decimal of at most 15 significant digits (DBL_DIG: such a decimal comes back
 #: from a double unchanged, so it is its own repr; repr writes decimals without exponent for
 #: exponents -4 … 15). Each accepted text ``t`` has ``json.dumps(json.loads(t)) == t``.
 _CANONICAL_SCALAR = (
-    r"(?:true|false|null|0|-?[1-9][0-9]*|-?0\.0"
+    r"(?:true|false|0|-?[1-9][0-9]*|-?0\.0"
     r"|-?[1-9][0-9]{0,14}\.0"
     + "".join(rf"|-?[1-9][0-9]{{{a}}}\.[0-9]{{0,{13 - a}}}[1-9]" for a in range(14))
     + r"|-?0\.0{0,3}[1-9](?:[0-9]{0,13}[1-9])?)"
@@ -325,7 +325,7 @@ def _utf8_table() -> ByteTable:
 
 @functools.lru_cache(maxsize=1)
 def _scalar_table() -> ByteTable:
-    """The canonical JSON texts of integers, simple floats, booleans and null."""
+    """The canonical JSON texts of integers, simple floats and booleans."""
     return _table_of_pattern(_CANONICAL_SCALAR)
 
 
@@ -433,13 +433,14 @@ def _quoted(lang: ByteTable, budget: int) -> ByteTable:
 
 
 def json_texts(lang: ValueLanguage, *, strings: bool = True, scalars: bool = True,
-               budget: int = MAX_VALUE_STATES) -> ByteTable:
+               null: bool = False, budget: int = MAX_VALUE_STATES) -> ByteTable:
     """The JSON texts of an argument whose value is in ``lang``: with ``strings``, the JSON strings
     (every spelling of §5.1's generation language) that decode to a value in it; with
     ``scalars``, the non-string texts ``json.dumps`` writes for a value in it: of a finite set,
-    each value that is such a text; otherwise integers, booleans, null and floats of at most 15
+    each value that is such a text; otherwise integers, booleans and floats of at most 15
     significant digits without exponent (every accepted text ``t`` has
-    ``json.dumps(json.loads(t)) in lang``)."""
+    ``json.dumps(json.loads(t)) in lang``). ``null`` binds no value (issue 27: the rule then does
+    not apply), so it is written only when ``null`` is set, whatever ``lang`` holds."""
     parts: list[ByteTable] = []
     if strings:
         parts.append(_quoted(lang.table, budget))
@@ -450,6 +451,8 @@ def json_texts(lang: ValueLanguage, *, strings: bool = True, scalars: bool = Tru
         else:
             parts.append(product(lang.table, _scalar_table(), "and", budget=budget,
                                  what="the scalar texts of the allowed values"))
+    if null:
+        parts.append(enum_language(["null"]).table)
     if not parts:
         return ByteTable.build(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool))
     out = parts[0]
@@ -467,7 +470,7 @@ def _canonical_scalar(v: str) -> bool:
         x = json.loads(v, parse_constant=refuse)
     except ValueError:
         return False
-    return not isinstance(x, str) and json.dumps(x, ensure_ascii=False) == v
+    return x is not None and not isinstance(x, str) and json.dumps(x, ensure_ascii=False) == v
 
 
 def restrict(field: ByteTable, allowed: ByteTable, *, budget: int = MAX_VALUE_STATES) -> ByteTable:
