@@ -153,18 +153,22 @@ def test_substring_json_texts_are_sound_and_complete(texts: list[str], seed: int
                 assert accepts(table, w), (w, texts)
 
 
-@SETTINGS
-@given(st.lists(st.text(alphabet="ab c", max_size=12), min_size=1, max_size=3))
-def test_substring_automaton_is_minimal(texts: list[str]) -> None:
+def test_substring_automaton_is_minimal() -> None:
     """On ASCII texts (every state accepts) the states are exactly the classes of substrings with
-    the same end positions, plus the root (brute force): no redundant clone, none missing."""
-    ends: dict[str, set[tuple[int, int]]] = {}
-    for k, t in enumerate(texts):
-        for i in range(len(t)):
-            for j in range(i + 1, len(t) + 1):
-                ends.setdefault(t[i:j], set()).add((k, j))
-    classes = {frozenset(e) for e in ends.values()}
-    assert substring_language(texts).num_states == len(classes) + 1
+    the same end positions, plus the root (brute force): no redundant clone, none missing. 600
+    seeded cases over small alphabets (a clone's length off by one shows in about 1 case in 15)."""
+    rng = random.Random(7)
+    for _ in range(600):
+        alphabet = rng.choice(("ab", "abc", "ab c"))
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 15)))
+                 for _ in range(rng.randrange(1, 4))]
+        ends: dict[str, set[tuple[int, int]]] = {}
+        for k, t in enumerate(texts):
+            for i in range(len(t)):
+                for j in range(i + 1, len(t) + 1):
+                    ends.setdefault(t[i:j], set()).add((k, j))
+        classes = {frozenset(e) for e in ends.values()}
+        assert substring_language(texts).num_states == len(classes) + 1, texts
 
 
 def test_substrings_all_short_strings_exhaustively() -> None:
