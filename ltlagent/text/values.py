@@ -299,7 +299,7 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
                 new.append(k)
             got[i] = j
         _check(len(ids), budget, what)
-        out = np.full(keys.shape, DEAD, dtype=np.int64)
+        out = np.full(keys.shape, DEAD, dtype=np.int32)
         out[ok] = got[np.searchsorted(uniq, keys[ok])]
         rows.append(out)
         arr = np.asarray(new, dtype=np.int64)
@@ -313,8 +313,28 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
         acc = acc_a[p_all] | acc_b[q_all]
     else:
         acc = acc_a[p_all] & ~acc_b[q_all]
-    trans = np.concatenate(rows).astype(np.int32)
-    return ByteTable.build(trans, acc, what, reachable=True)
+    return ByteTable.build(np.concatenate(rows), acc, what, reachable=True)
+
+
+def _join(tables: Sequence[ByteTable], what: str) -> ByteTable:
+    """The union of DFAs whose first bytes differ (a JSON string begins with ``"``, a number
+    with a digit or ``-``, ``true`` with ``t``…): a fresh start whose row is theirs side by side,
+    each table's states copied after it by one numpy operation (no product)."""
+    n = 1 + sum(t.num_states for t in tables)
+    trans = np.full((n, 256), DEAD, dtype=np.int32)
+    acc = np.zeros(n, dtype=bool)
+    at = 1
+    for t in tables:
+        block = np.where(t.trans >= 0, t.trans + at, DEAD)
+        trans[at:at + t.num_states] = block
+        first = t.trans[0] >= 0
+        if (first & (trans[0] >= 0)).any():
+            raise ValueError("_join needs tables whose first bytes differ")
+        trans[0, first] = block[0, first]
+        acc[0] |= bool(t.accepting[0])
+        acc[at:at + t.num_states] = t.accepting
+        at += t.num_states
+    return ByteTable.build(trans, acc, what)
 
 
 @functools.lru_cache(maxsize=1)
@@ -453,12 +473,9 @@ def json_texts(lang: ValueLanguage, *, strings: bool = True, scalars: bool = Tru
                                  what="the scalar texts of the allowed values"))
     if null:
         parts.append(enum_language(["null"]).table)
-    if not parts:
-        return ByteTable.build(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool))
-    out = parts[0]
-    for p in parts[1:]:
-        out = product(out, p, "or", budget=budget, what=f"the JSON texts of {lang.source}")
-    return ByteTable(out.trans, out.accepting, f"JSON texts of {lang.source}")
+    what = f"JSON texts of {lang.source}"
+    _check(1 + sum(p.num_states for p in parts), budget, what)
+    return _join(parts, what)
 
 
 def _canonical_scalar(v: str) -> bool:
