@@ -358,6 +358,21 @@ def test_restrict_to_a_field_schema(texts: list[str], max_len: int, seed: int) -
                 assert accepts(got, w) == want, (w, max_len)
 
 
+def test_products_larger_than_one_step() -> None:
+    """Products of more states than one numpy step computes (4096) keep every row in its place."""
+    rng = random.Random(4)
+    text = "".join(rng.choice("abcdefgh é\n") for _ in range(5000))
+    lang = complement(substring_language([text]), budget=10**6)
+    assert lang.num_states > 4096
+    table = json_texts(lang, budget=10**6)
+    for _ in range(300):
+        i = rng.randrange(len(text))
+        s = text[i:i + rng.randrange(1, 12)]
+        probe = s + rng.choice(("", "z", "a", "hh"))
+        assert (probe in lang) == (probe not in text)
+        assert accepts(table, json.dumps(probe, ensure_ascii=False).encode()) == (probe not in text)
+
+
 def test_restrict_to_integer_and_enum_fields() -> None:
     ints = schema_table({"type": "integer", "minimum": 10})
     got = restrict(ints, json_texts(substring_language(["pay 5 or 120 or 7.5"])))

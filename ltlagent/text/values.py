@@ -21,6 +21,7 @@ set is described by small frozen terms (:class:`ValueEnum`, :class:`ValueSubstri
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -58,6 +59,8 @@ _CANONICAL_SCALAR = (
 )
 
 Op = Literal["and", "or", "minus"]
+#: States whose rows a product step computes at once (bounds its temporary arrays to ~50 MB).
+_CHUNK = 4096
 
 
 class ValueBudgetExceeded(UsageError):
@@ -277,8 +280,12 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
     ps: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
     qs: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
     rows: list[np.ndarray] = []
-    front_p, front_q = ps[0], qs[0]
-    while front_p.size:
+    todo = collections.deque([(ps[0], qs[0])])  # states in the order of their ids
+    while todo:
+        front_p, front_q = todo.popleft()
+        if front_p.size > _CHUNK:
+            todo.appendleft((front_p[_CHUNK:], front_q[_CHUNK:]))
+            front_p, front_q = front_p[:_CHUNK], front_q[:_CHUNK]
         ra, rb = _rows(a.trans, front_p), _rows(b.trans, front_q)
         if op == "and":
             ok = (ra != na) & (rb != nb)
@@ -287,8 +294,12 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
         else:
             ok = ra != na
         keys = ra * width + rb
-        uniq = np.unique(keys[ok])
-        got = np.empty(uniq.size, dtype=np.int64)
+        # one key per run of equal successors in a row (a row has a few runs, not 256 edges)
+        first = np.ones(keys.shape, dtype=bool)
+        first[:, 1:] = keys[:, 1:] != keys[:, :-1]
+        run_keys, run_ok = keys[first], ok[first]
+        uniq, inv = np.unique(run_keys[run_ok], return_inverse=True)
+        got = np.empty(uniq.size, dtype=np.int32)
         new: list[int] = []
         for i, k in enumerate(uniq.tolist()):
             j = ids.get(k)
@@ -297,13 +308,14 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
                 new.append(k)
             got[i] = j
         _check(len(ids), budget, what)
-        out = np.full(keys.shape, DEAD, dtype=np.int32)
-        out[ok] = got[np.searchsorted(uniq, keys[ok])]
-        rows.append(out)
-        arr = np.asarray(new, dtype=np.int64)
-        front_p, front_q = arr // width, arr % width
-        ps.append(front_p)
-        qs.append(front_q)
+        run_val = np.full(run_keys.size, DEAD, dtype=np.int32)
+        run_val[run_ok] = got[inv.ravel()]
+        rows.append(run_val[np.cumsum(first.ravel()) - 1].reshape(keys.shape))
+        if new:
+            arr = np.asarray(new, dtype=np.int64)
+            ps.append(arr // width)
+            qs.append(arr % width)
+            todo.append((ps[-1], qs[-1]))
     p_all, q_all = np.concatenate(ps), np.concatenate(qs)
     if op == "and":
         acc = acc_a[p_all] & acc_b[q_all]
