@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import UsageError
+from ltlagent.text import values
 from ltlagent.text.bytetable import ByteTable, distance_to
 from ltlagent.text.jsonschema import schema_table
 from ltlagent.text.values import (
@@ -358,8 +359,18 @@ def test_restrict_to_a_field_schema(texts: list[str], max_len: int, seed: int) -
                 assert accepts(got, w) == want, (w, max_len)
 
 
-def test_products_larger_than_one_step() -> None:
-    """Products of more states than one numpy step computes (4096) keep every row in its place."""
+def test_products_larger_than_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Products of more states than one numpy step computes keep every row in its place: with
+    steps of 5 states, the same languages as with the default."""
+    texts = ["abcab cbaé", "bacca\nab"]
+    want = [complement(substring_language(texts)).table,
+            restrict(schema_table({"type": "string", "maxLength": 5}), json_texts(substring_language(texts)))]
+    monkeypatch.setattr(values, "_CHUNK", 5)
+    got = [complement(substring_language(texts)).table,
+           restrict(schema_table({"type": "string", "maxLength": 5}), json_texts(substring_language(texts)))]
+    monkeypatch.undo()
+    for w, g in zip(want, got):
+        assert w.num_states > 30 and equivalent(w, g)
     rng = random.Random(4)
     text = "".join(rng.choice("abcdefgh é\n") for _ in range(5000))
     lang = complement(substring_language([text]), budget=10**6)
