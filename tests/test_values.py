@@ -42,6 +42,7 @@ from ltlagent.text.values import (
     json_texts,
     product,
     restrict,
+    restrict_field,
     substring_language,
     to_json,
     union,
@@ -382,6 +383,17 @@ def test_products_larger_than_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
         probe = s + rng.choice(("", "z", "a", "hh"))
         assert (probe in lang) == (probe not in text)
         assert accepts(table, json.dumps(probe, ensure_ascii=False).encode()) == (probe not in text)
+
+
+def test_restrict_field_keeps_null_where_the_schema_has_it() -> None:
+    term = ValueSubstrings(("pay DE12 please",))
+    nullable = schema_table({"anyOf": [{"type": "string"}, {"type": "null"}]})
+    got = restrict_field(nullable, term)
+    assert [t for t in (b'"DE12"', b"null", b'"US13"', b'"null"') if accepts(got, t)] == [b'"DE12"', b"null"]
+    got = restrict_field(schema_table({"type": "string"}), term)
+    assert [t for t in (b'"DE12"', b"null", b'"US13"') if accepts(got, t)] == [b'"DE12"']
+    with pytest.raises(ValueBudgetExceeded):
+        restrict_field(nullable, term, budget=10)
 
 
 def test_restrict_to_integer_and_enum_fields() -> None:

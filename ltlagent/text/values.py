@@ -39,7 +39,7 @@ __all__ = [
     "ValueBudgetExceeded", "ValueLanguage", "ValueEnum", "ValueSubstrings", "ValueNot", "ValueAnd",
     "ValueOr", "ValueTerm", "MAX_VALUE_STATES", "enum_language", "substring_language", "complement",
     "intersection", "union", "difference", "product", "json_texts", "restrict", "value_language",
-    "to_json", "from_json", "value_text", "accepts", "clear_caches",
+    "to_json", "from_json", "value_text", "accepts", "clear_caches", "restrict_field",
 ]
 
 #: Default state budget of one value language, its JSON texts, or their product with a schema.
@@ -518,6 +518,15 @@ def restrict(field: ByteTable, allowed: ByteTable, *, budget: int = MAX_VALUE_ST
     return ByteTable(got.trans, got.accepting, got.source)
 
 
+def restrict_field(field: ByteTable, term: ValueTerm, *, budget: int = MAX_VALUE_STATES) -> ByteTable:
+    """The block of an argument bound by a rule: the texts of its schema table ``field`` whose value
+    ``term`` allows, and ``null`` where the schema allows it (null binds nothing, so no rule about
+    the value applies to it). :class:`ValueBudgetExceeded` when any step needs more than
+    ``budget`` states: the caller then keeps ``field`` and checks the call after it is written."""
+    texts = json_texts(value_language(term, budget=budget), null=accepts(field, b"null"), budget=budget)
+    return restrict(field, texts, budget=budget)
+
+
 # --- terms ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -559,7 +568,7 @@ def value_language(term: ValueTerm, *, budget: int = MAX_VALUE_STATES) -> ValueL
     return _compiled(term, budget)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)  # a 10 kB text's substrings are ~15 MB of table
 def _compiled(term: ValueTerm, budget: int) -> ValueLanguage:
     if isinstance(term, ValueEnum):
         return enum_language(term.values, budget=budget)
