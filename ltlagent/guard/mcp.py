@@ -64,6 +64,9 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
 
 SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
+#: The revisions with an ``initialize`` handshake (and sessions); later ones are stateless.
+HANDSHAKE_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 MINTED_PREFIX = "ltlagent-"
 #: JSON-RPC error codes.
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL_ERROR = -32700, -32600, -32601, -32603
@@ -324,10 +327,13 @@ class RpcFailure(Exception):
                             status_code=self.status)
 
 
-def _refusal(rid: object, text: str) -> Response:
-    """A refused call: a tool result with ``isError`` (the model reads it and can try otherwise)."""
-    return JSONResponse({"jsonrpc": "2.0", "id": rid,
-                         "result": {"content": [{"type": "text", "text": text}], "isError": True}},
+def _refusal(rid: object, text: str, version: str | None) -> Response:
+    """A refused call: a tool result with ``isError`` (the model reads it and can try otherwise);
+    past the handshake revisions (``version``: the request's) a result says it is complete."""
+    result: dict[str, object] = {"content": [{"type": "text", "text": text}], "isError": True}
+    if version is not None and version not in HANDSHAKE_VERSIONS:
+        result["resultType"] = "complete"
+    return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": result},
                         headers={"x-ltlagent-guard": "refused"})
 
 
@@ -419,8 +425,10 @@ class _McpGuard:
         name = params.get("name") if isinstance(params, Mapping) else None
         label = name if isinstance(name, str) and TOOL_NAME.fullmatch(name) else "the call"
 
+        version = request.headers.get(VERSION_HEADER)
+
         def refuse(why: str) -> Response:
-            return _refusal(rid, f"{REFUSAL_MARK} {label} was not run: {why}")
+            return _refusal(rid, f"{REFUSAL_MARK} {label} was not run: {why}", version)
 
         if msg.get("method") != "tools/call" or msg.get("jsonrpc") != "2.0":
             return refuse(f"the method must be exactly 'tools/call' in JSON-RPC 2.0, not "
@@ -451,7 +459,7 @@ class _McpGuard:
             return refuse(e.message)
         d = session.cursor.decide(event)
         if not d.allowed:
-            return _refusal(rid, Refusal(0, str(rid), name, event.text, d).explain())
+            return _refusal(rid, Refusal(0, str(rid), name, event.text, d).explain(), version)
         session.cursor.push(event)  # no await since decide: no other request came in between
         session.pending[key] = name
         return await self._forward(request, msg, session, call=key)
