@@ -56,6 +56,8 @@ __all__ = ["McpProxyConfig", "McpSession", "build_mcp_app", "result_text", "stri
 #: The largest request body, and the largest response body or SSE event the proxy reads.
 MAX_BODY_BYTES = 8 << 20
 MAX_EVENT_BYTES = 16 << 20
+#: The most calls of one session awaiting their results.
+MAX_PENDING = 1024
 #: The deepest JSON nesting accepted (MCP messages are a few levels deep).
 MAX_DEPTH = 64
 #: The characters MCP allows in a tool name (2025-11-25: "SHOULD"), 1 to 128 of them.
@@ -337,6 +339,18 @@ def _refusal(rid: object, text: str, version: str | None) -> Response:
                         headers={"x-ltlagent-guard": "refused"})
 
 
+def _headed(response: Response, headers: list[tuple[str, str]]) -> Response:
+    """``response`` with the upstream's headers (each of a repeated one, e.g. ``set-cookie``)."""
+    response.raw_headers.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers)
+    return response
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A bug in the guard is a JSON-RPC error (500), never a page or a traceback; nothing of the
+    request was forwarded past the point where it failed."""
+    return RpcFailure(500, INTERNAL_ERROR, f"internal error in the guard: {type(exc).__name__}").response()
+
+
 class _McpGuard:
     """The handlers over one configuration, one upstream connection pool and the sessions."""
 
@@ -453,6 +467,8 @@ class _McpGuard:
             return refuse(f"the server did not list a tool named {name!r}")
         if key in session.pending:
             return refuse(f"a call with id {rid!r} is still running")
+        if len(session.pending) >= MAX_PENDING:
+            return refuse(f"{MAX_PENDING} calls of this session are still running")
         try:
             event = Event.call(name, dict(arguments or {}), call_id=str(rid))
         except LogError as e:
@@ -462,7 +478,8 @@ class _McpGuard:
             return _refusal(rid, Refusal(0, str(rid), name, event.text, d).explain(), version)
         session.cursor.push(event)  # no await since decide: no other request came in between
         session.pending[key] = name
-        return await self._forward(request, msg, session, call=key)
+        judged = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+        return await self._forward(request, judged, session, call=key)
 
     async def _delete(self, request: Request) -> Response:
         sid = request.headers.get(SESSION_HEADER)
@@ -510,21 +527,21 @@ class _McpGuard:
             status = 504 if isinstance(e, httpx.TimeoutException) else 502
             raise RpcFailure(status, INTERNAL_ERROR, f"the MCP server could not be reached: "
                              f"{type(e).__name__}: {e}", rid) from None
-        headers = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS}
+        headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in HOP_HEADERS]
         sid = request.headers.get(SESSION_HEADER)
         if isinstance(body, dict) and body.get("method") == "initialize" and resp.status_code < 300:
             given = resp.headers.get(SESSION_HEADER)
             new_sid, session = self._open(given, given is None)
-            headers[SESSION_HEADER] = new_sid
+            headers = [(k, v) for k, v in headers if k.lower() != SESSION_HEADER]
+            headers.append((SESSION_HEADER, new_sid))
         elif sid is not None and sid in self.sessions and (
                 resp.status_code == 404 or (request.method == "DELETE" and resp.status_code < 300)):
             del self.sessions[sid]  # the session is over: its cursor goes with it
         ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype == "text/event-stream":
-            return StreamingResponse(self._events(resp, session), status_code=resp.status_code,
-                                     headers=headers)
+            return _headed(StreamingResponse(self._events(resp, session), resp.status_code), headers)
         if call is None and (session is None or not session.listing):
-            return StreamingResponse(self._raw(resp), status_code=resp.status_code, headers=headers)
+            return _headed(StreamingResponse(self._raw(resp), resp.status_code), headers)
         try:
             raw = await self._read(resp)
         finally:
@@ -533,13 +550,12 @@ class _McpGuard:
             value = strict_json(raw) if raw.strip() else None
         except (ValueError, UnicodeDecodeError):
             if call is None:
-                return Response(raw, status_code=resp.status_code, headers=headers)
+                return _headed(Response(raw, resp.status_code), headers)
             raise RpcFailure(502, INTERNAL_ERROR, "the MCP server's answer to the call is not JSON "
                              "the guard can read", rid) from None
         if session is not None and value is not None:
             session.observe(value)
-        return Response(_dumps(value) if value is not None else raw, status_code=resp.status_code,
-                        headers=headers)
+        return _headed(Response(_dumps(value) if value is not None else raw, resp.status_code), headers)
 
     async def _read(self, resp: httpx.Response) -> bytes:
         raw = bytearray()
@@ -599,4 +615,4 @@ def build_mcp_app(config: McpProxyConfig) -> Starlette:
     """The ASGI application of the MCP proxy (run it with uvicorn: ``ltlagent guard --mcp``)."""
     g = _McpGuard(config)
     return Starlette(routes=[Route(config.path, g.endpoint, methods=["GET", "POST", "DELETE"])],
-                     lifespan=g.lifespan)
+                     lifespan=g.lifespan, exception_handlers={Exception: _internal_error})
