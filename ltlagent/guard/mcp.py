@@ -514,10 +514,14 @@ class _McpGuard:
         if self.client is None:
             raise RpcFailure(503, INTERNAL_ERROR, "the proxy is not running")
         content = _dumps(body) if body is not None else None
+        headers = self._headers(request, session)
+        if content is not None:  # the bytes the guard wrote, labelled as what they are (no charset)
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+            headers["content-type"] = "application/json"
         timeout = self.client.timeout if request.method != "GET" else \
             httpx.Timeout(None, connect=self.config.connect_timeout)
         req = self.client.build_request(request.method, self.config.upstream, content=content,
-                                        headers=self._headers(request, session), timeout=timeout)
+                                        headers=headers, timeout=timeout)
         rid = body.get("id") if isinstance(body, dict) else None
         try:
             resp = await self.client.send(req, stream=True)
@@ -527,21 +531,21 @@ class _McpGuard:
             status = 504 if isinstance(e, httpx.TimeoutException) else 502
             raise RpcFailure(status, INTERNAL_ERROR, f"the MCP server could not be reached: "
                              f"{type(e).__name__}: {e}", rid) from None
-        headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in HOP_HEADERS]
+        back = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in HOP_HEADERS]
         sid = request.headers.get(SESSION_HEADER)
         if isinstance(body, dict) and body.get("method") == "initialize" and resp.status_code < 300:
             given = resp.headers.get(SESSION_HEADER)
             new_sid, session = self._open(given, given is None)
-            headers = [(k, v) for k, v in headers if k.lower() != SESSION_HEADER]
-            headers.append((SESSION_HEADER, new_sid))
+            back = [(k, v) for k, v in back if k.lower() != SESSION_HEADER]
+            back.append((SESSION_HEADER, new_sid))
         elif sid is not None and sid in self.sessions and (
                 resp.status_code == 404 or (request.method == "DELETE" and resp.status_code < 300)):
             del self.sessions[sid]  # the session is over: its cursor goes with it
         ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype == "text/event-stream":
-            return _headed(StreamingResponse(self._events(resp, session), resp.status_code), headers)
+            return _headed(StreamingResponse(self._events(resp, session), resp.status_code), back)
         if call is None and (session is None or not session.listing):
-            return _headed(StreamingResponse(self._raw(resp), resp.status_code), headers)
+            return _headed(StreamingResponse(self._raw(resp), resp.status_code), back)
         try:
             raw = await self._read(resp)
         finally:
@@ -550,12 +554,12 @@ class _McpGuard:
             value = strict_json(raw) if raw.strip() else None
         except (ValueError, UnicodeDecodeError):
             if call is None:
-                return _headed(Response(raw, resp.status_code), headers)
+                return _headed(Response(raw, resp.status_code), back)
             raise RpcFailure(502, INTERNAL_ERROR, "the MCP server's answer to the call is not JSON "
                              "the guard can read", rid) from None
         if session is not None and value is not None:
             session.observe(value)
-        return _headed(Response(_dumps(value) if value is not None else raw, resp.status_code), headers)
+        return _headed(Response(_dumps(value) if value is not None else raw, resp.status_code), back)
 
     async def _read(self, resp: httpx.Response) -> bytes:
         raw = bytearray()
