@@ -80,6 +80,7 @@ class Upstream:
     ran: list[tuple[str, str]] = field(default_factory=list)
     received: list[Any] = field(default_factory=list)
     sessions: set[str] = field(default_factory=set)  # the Mcp-Session-Id headers it was sent
+    content_types: list[str] = field(default_factory=list)
 
     def methods(self) -> list[str]:
         out = []
@@ -140,6 +141,7 @@ def mcp_server(json_response: bool = False, stateless: bool = False) -> Iterator
         if scope["type"] != "http" or scope["method"] != "POST":
             return await app(scope, receive, send)
         up.sessions.update(v.decode() for k, v in scope["headers"] if k.lower() == b"mcp-session-id")
+        up.content_types += [v.decode() for k, v in scope["headers"] if k.lower() == b"content-type"]
         messages, body = [], b""
         while True:
             m = await receive()
@@ -394,6 +396,18 @@ def test_a_call_the_guard_cannot_judge_never_reaches_the_server(
         # the session goes on: a good call still works
         assert _call(http, guard, sid, "lookup", {"city": "Bern"})["result"]["isError"] is False
     assert upstream.ran == [("lookup", "Bern")]
+
+
+def test_the_server_reads_the_bytes_the_guard_judged(attacked: tuple[str, Upstream]) -> None:
+    """The body is forwarded re-serialised, as UTF-8 JSON without the client's charset label."""
+    guard, upstream = attacked
+    with httpx.Client(headers=HEADERS, timeout=10) as http:
+        sid = _initialize(http, guard)
+        r = http.post(guard, content=CALL.replace('"Bern"', '"Bern" ').replace(",", " , "),
+                      headers={"mcp-session-id": sid, "content-type": "application/json; charset=utf-16"})
+    assert r.status_code == 200 and upstream.ran == [("lookup", "Bern")]
+    assert set(upstream.content_types) == {"application/json"}
+    assert upstream.received[-1] == json.loads(CALL)
 
 
 @pytest.mark.parametrize("sid", [None, "made-up"])
