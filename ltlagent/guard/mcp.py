@@ -50,7 +50,7 @@ from ltlagent.errors import LogError, UsageError
 from ltlagent.guard.screen import REFUSAL_MARK, Refusal
 from ltlagent.logic.policy import Policy, PolicyCursor
 
-__all__ = ["McpProxyConfig", "McpSession", "build_mcp_app", "result_text", "strict_json",
+__all__ = ["McpProxyConfig", "McpSession", "SseReader", "build_mcp_app", "result_text", "strict_json",
            "MAX_BODY_BYTES", "MAX_EVENT_BYTES", "MAX_DEPTH"]
 
 #: The largest request body, and the largest response body or SSE event the proxy reads.
