@@ -38,8 +38,9 @@ def _commands() -> list[str]:
 
 
 #: vLLM's snippets run in tests/test_vllm_*.py (make test-vllm); the guard's need an endpoint and
-#: run against a stand-in server in tests/test_guard*.py.
-SNIPPETS = [b for b in _blocks("python") if "vllm" not in b and "ltlagent.guard" not in b]
+#: run against a stand-in server in tests/test_guard*.py (the MCP client's: tests/test_guard_mcp.py).
+SNIPPETS = [b for b in _blocks("python") if "vllm" not in b and "ltlagent.guard" not in b
+            and "mcp.client" not in b]
 #: What a command's exit status must be: README's own words (0 ok, 1 negative verdict; the
 #: example chat log holds planted violations).
 EXPECT = {"check-equiv": 1, "check-log": 1}

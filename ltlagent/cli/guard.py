@@ -19,10 +19,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Serve an OpenAI-compatible endpoint (/v1/chat/completions, /v1/models) that forwards to "
         "UPSTREAM and checks every tool call the model proposes against the spec before the client "
         "sees it: a forbidden call is never returned. Point an agent's base_url at "
-        "http://HOST:PORT/v1.")
+        "http://HOST:PORT/v1. With --mcp: serve a proxy in front of an MCP server's Streamable HTTP "
+        "endpoint UPSTREAM instead, which checks every tools/call against the spec before the "
+        "server sees it (a refusal is a tool result with isError); point the MCP client at "
+        "http://HOST:PORT/PATH, PATH being UPSTREAM's.")
     p.add_argument("--spec", required=True, help="the policy: a spec file or bundled spec name")
     p.add_argument("--upstream", required=True, metavar="URL",
-                   help="the upstream's base URL, e.g. http://127.0.0.1:8000/v1")
+                   help="the upstream's base URL, e.g. http://127.0.0.1:8000/v1 (with --mcp: the MCP "
+                        "endpoint, e.g. http://127.0.0.1:8000/mcp)")
+    p.add_argument("--mcp", action="store_true",
+                   help="guard an MCP server (Streamable HTTP) instead of a chat-completions endpoint")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     p.add_argument("--port", type=int, default=8100, help="port to listen on (default: %(default)s)")
     p.add_argument("--on-forbidden", choices=("refuse", "reask"), default="refuse",
@@ -50,7 +56,16 @@ def main(args: argparse.Namespace) -> int:
         from ltlagent.guard.proxy import ProxyConfig, build_app
     except ImportError as e:
         raise UsageError(f"the proxy needs {e.name}", hint="pip install 'ltlagent[guard]'") from None
-    config = ProxyConfig(policy, args.upstream, args.on_forbidden, args.max_retries, args.timeout)
+    if args.mcp:
+        from ltlagent.guard.mcp import McpProxyConfig, build_mcp_app
+
+        if args.on_forbidden != "refuse":
+            raise UsageError("--on-forbidden reask: with --mcp a refused call is answered by the "
+                             "refusal (there is no model to ask again)")
+        app = build_mcp_app(McpProxyConfig(policy, args.upstream, args.timeout))
+    else:
+        app = build_app(ProxyConfig(policy, args.upstream, args.on_forbidden, args.max_retries,
+                                    args.timeout))
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:  # bound here, so that a taken port is a one-line error (exit 2), not uvicorn's exit 1
@@ -59,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
     except OSError as e:
         sock.close()
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
-    server = uvicorn.Server(uvicorn.Config(build_app(config), log_level=args.log_level))
+    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level))
     try:
         server.run(sockets=[sock])
     finally:
