@@ -30,7 +30,16 @@ from ltlagent.logic.composite import (
     step_values,
 )
 from ltlagent.logic.rules import DirectRule, Rule, TableRule, compile_rule
-from ltlagent.spec.syntax import BEHAVIOR_NAME, Spec, State, any_sequence, load_spec
+from ltlagent.logic.valueterms import ANY, trigger_term
+from ltlagent.spec.syntax import (
+    BEHAVIOR_NAME,
+    Spec,
+    State,
+    any_sequence,
+    load_spec,
+    value_keys,
+)
+from ltlagent.text.values import ValueAnd, ValueTerm
 
 __all__ = ["Policy", "PolicyCursor", "Classifier", "Decision", "Violation", "ConversationReport",
            "TOGETHER", "VERDICTS", "describe_allowed"]
@@ -516,6 +525,45 @@ class PolicyCursor:
             elif ok[0] and chain[0].args and chain[0].contains is None:
                 out[name] = spec_states[chain[0].index].args
         return out
+
+    def value_terms(self, tool: str) -> dict[str, ValueTerm] | None:
+        """For a call to ``tool`` made now: per argument key (as the spec writes it, ``a.b``
+        nested) that a first-order rule constrains, the term of the values the policy allows
+        there now ({}: no rule constrains this tool's arguments); None when a rule constrains
+        them outside the fragment enforced token by token (design §14.1): the decoder then
+        writes the call unconstrained by value, and the call is judged once written."""
+        if not self.values:
+            return {}
+        policy = self.policy
+        spec = policy.spec
+        matchers = policy.classifier.by_kind.get(("assistant", "call"), ())
+        chain: list[_Matcher] = []
+        for m in matchers:
+            if m.calls is None or tool in m.calls:
+                chain.append(m)
+                if not m.args and m.contains is None:
+                    break
+        if not chain:
+            return {}
+        states = {m.index for m in chain}
+        concerned = [inst for inst in self.values
+                     if any(a.state in states for a in inst.rule.atoms)]
+        if not concerned:
+            return {}
+        if len(chain) > 1:
+            return None  # which state the call is in depends on its arguments
+        i = chain[0].index
+        out: dict[str, list[ValueTerm]] = {}
+        for inst in concerned:
+            formula = spec.constraints[spec.constraint_names.index(inst.rule.name)]
+            got = trigger_term(formula, spec, i, inst.history)
+            if got is None:
+                return None
+            var, term = got
+            for key in value_keys(spec.states[i], var):
+                out.setdefault(key, []).append(term)
+        return {k: ValueAnd(tuple(ts)) if len(ts) > 1 else ts[0] for k, ts in out.items()
+                if any(t != ANY for t in ts)}
 
     def allowed_tools(self, names: Iterable[str]) -> tuple[str, ...]:
         """The tools among ``names`` whose call would be allowed now. Arguments are not known

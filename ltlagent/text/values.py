@@ -370,7 +370,7 @@ def _scalar_table() -> ByteTable:
 
 
 def _table_of_pattern(rx: str) -> ByteTable:
-    d = pattern_language(rx, search=False)
+    d = pattern_language(rx, search=False, ecma=False)
     trans = np.array(d.trans, dtype=np.int32)
     trans[~np.isin(trans, np.fromiter(d.live, dtype=np.int32, count=len(d.live)))] = DEAD
     acc = np.zeros(d.num_states, dtype=bool)
