@@ -83,7 +83,9 @@ def _converse(client: Any, policy: Policy, user_turns: list[str], stream: bool,
         for call in reply.get("tool_calls") or []:
             name = call["function"]["name"]
             ran.append(name)
-            msgs.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(RESULTS[name])})
+            # the look-up returns the user it was asked for (booking-policy's user-from-lookup)
+            result = {"user_id": email.split("@")[0]} if name == "find_user" else RESULTS[name]
+            msgs.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)})
         assert policy.check(msgs).verdict == "ok", msgs  # the client's conversation is always clean
         if not reply.get("tool_calls"):
             nxt = next(turns, None)
