@@ -11,6 +11,7 @@ from ltlagent.checks.show import describe, render_text
 from ltlagent.errors import UsageError
 from ltlagent.logic.automaton import Automaton
 from ltlagent.logic.compiled import compile_spec
+from ltlagent.spec.shadow import shadow_warnings
 
 __all__ = ["add_show_arguments", "show_main", "add_check_trace_arguments", "check_trace_main"]
 
@@ -27,6 +28,8 @@ def add_show_arguments(p: argparse.ArgumentParser) -> None:
 
 def show_main(args: argparse.Namespace) -> int:
     c = compile_spec(args.spec)
+    for warning in shadow_warnings(c.spec):  # states that can never match
+        print(warning, file=sys.stderr)
     if args.dot:
         sys.stdout.write(c.automaton.to_dot())
     elif args.hoa:
