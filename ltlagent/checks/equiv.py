@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ltlagent import spotlib
-from ltlagent.checks.regions import Letter, describe_message, step_alphabet
+from ltlagent.checks.regions import Letter, Undecided, describe_message, step_alphabet
 from ltlagent.errors import CompileError, UsageError
 from ltlagent.logic.automaton import Automaton, build_automaton
 from ltlagent.spec.syntax import Spec
@@ -537,8 +537,8 @@ def _check_events(a: Spec, b: Spec, implies: bool, label_a: str, label_b: str,
         more = [*letters, *((u.a, u.b) for u in alphabet.undecided)]
         if _conversation_search(ta, tb, more, want_b=not implies):
             undecided = tuple(
-                f"{u.steps} in {_name(a, u.a)} in {label_a} and in {_name(b, u.b)} in {label_b}: "
-                f"{u.why}" for u in alphabet.undecided)
+                f"{u.steps} that {label_a} would put in {_name(a, u.a) or 'no state'} and "
+                f"{label_b} in {_name(b, u.b) or 'no state'}: {u.why}" for u in alphabet.undecided)
     ces = []
     for side, word in sorted(found.items()):
         steps = [alphabet.letters[k] for k in word]
@@ -547,7 +547,8 @@ def _check_events(a: Spec, b: Spec, implies: bool, label_a: str, label_b: str,
         yes, no = (sa, sb) if side == "a" else (sb, sa)
         ces.append(Counterexample(side, tuple(n or "?" for n in yes), None,
                                   tuple(x.message for x in steps), no))
-    diffs = _event_differences(a, b, alphabet.letters) if not undecided else []
+    diffs = _event_differences(a, b, alphabet.letters, alphabet.undecided) if not undecided \
+        else []
     return EquivResult(label_a, label_b, implies, not ces and not undecided,
                        (ta.infinite, tb.infinite), tuple(ces), tuple(diffs),
                        (*a.names, *(n for n in b.names if n not in a.names)),
@@ -599,21 +600,25 @@ def _conversation_search(ta: Automaton, tb: Automaton, letters: Sequence[tuple[i
     return out
 
 
-def _event_differences(a: Spec, b: Spec, letters: Sequence[Letter]) -> list[StateDifference]:
+def _event_differences(a: Spec, b: Spec, letters: Sequence[Letter],
+                       undecided: Sequence[Undecided]) -> list[StateDifference]:
     """What the letters say about the states: a state no step is ever in, and a state of one
-    spec that matches exactly the steps of a differently named state of the other."""
+    spec that matches exactly the steps of a differently named state of the other (claimed only
+    where no undecided letter could change it)."""
     pairs = [(x.a, x.b) for x in letters]
+    maybe = [(u.a, u.b) for u in undecided]
     out: list[StateDifference] = []
     for side, spec, mine in (("a", a, 0), ("b", b, 1)):
-        used = {p[mine] for p in pairs}
+        used = {p[mine] for p in (*pairs, *maybe)}
         for i, st in enumerate(spec.states):
             if i not in used:
                 out.append(StateDifference(st.name, "never-matched", side == "a", side == "b"))
     for i, st in enumerate(a.states):
-        partners = {y for x, y in pairs if x == i}
+        partners = {y for x, y in (*pairs, *maybe) if x == i}
         if len(partners) != 1:
             continue
         (j,) = partners
-        if j >= 0 and b.states[j].name != st.name and {x for x, y in pairs if y == j} == {i}:
+        if j >= 0 and b.states[j].name != st.name and \
+                {x for x, y in (*pairs, *maybe) if y == j} == {i}:
             out.append(StateDifference(st.name, "renamed", st.name, b.states[j].name))
     return out

@@ -239,7 +239,8 @@ class _Solver:
         (``(text,)``); ``_EMPTY`` when proved impossible; else why not (a sentence)."""
         dfas = [self.dfa(r, search) for r in (*pos, *neg)]
         if any(d is None for d in dfas):
-            return "a regex is beyond the content DFAs (no exact analysis)"
+            return "no message was found for it, and a regex is beyond the content DFAs that " \
+                "would rule it out"
         yes = [d for d in dfas[:len(pos)] if d is not None] or \
             [pattern_dfa("(?s).*")]  # some accepting DFA keeps the text valid UTF-8
         no = [d for d in dfas[len(pos):] if d is not None]
@@ -310,8 +311,17 @@ def _samples(rx: str) -> list[str]:
         return out
     for variant in range(3):
         text = _generate(list(tree), variant)
-        if text is not None and text not in out and re.search(rx, text) is not None:
-            out.append(text)
+        if text is None:
+            continue
+        # anchors, \\b and lookarounds were read as empty: a word or a space around may fix them
+        fixed = next((t for t in (text, f"{text}a", f"a{text}", f" {text} ", f"a{text}a")
+                      if re.search(rx, t) is not None), None)
+        if fixed is None:
+            continue
+        # other spellings that still match (under (?i)), so a case-sensitive regex can miss them
+        for t in (fixed, fixed.upper(), fixed.swapcase()):
+            if t not in out and re.search(rx, t) is not None:
+                out.append(t)
     return out
 
 
