@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -307,7 +307,7 @@ def _samples(rx: str) -> list[str]:
         import re._parser as P
 
         tree = P.parse(rx, 0)
-    except Exception:  # noqa: BLE001 - an unreadable regex has no samples
+    except re.error:  # an unreadable regex has no samples
         return out
     for variant in range(3):
         text = _generate(list(tree), variant)
@@ -366,27 +366,30 @@ def _class_char(items: list[Any]) -> str | None:
     """A character in the class ``items`` (of a parsed regex), tried from a fixed list."""
     import re._constants as C
 
-    tests: list[Callable[[str], bool]] = []
+    ranges: list[tuple[int, int]] = []
+    cats: list[re.Pattern[str]] = []
     negate = False
+    names = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_SPACE: r"\s",
+             C.CATEGORY_NOT_SPACE: r"\S", C.CATEGORY_WORD: r"\w", C.CATEGORY_NOT_WORD: r"\W"}
     for op, av in items:
         if op is C.NEGATE:
             negate = True
         elif op is C.LITERAL:
-            tests.append(lambda c, v=av: ord(c) == v)
+            ranges.append((av, av))
         elif op is C.RANGE:
-            tests.append(lambda c, v=av: v[0] <= ord(c) <= v[1])
-        elif op is C.CATEGORY:
-            rx = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_SPACE: r"\s",
-                  C.CATEGORY_NOT_SPACE: r"\S", C.CATEGORY_WORD: r"\w",
-                  C.CATEGORY_NOT_WORD: r"\W"}.get(av)
-            if rx is None:
-                return None
-            tests.append(lambda c, r=re.compile(rx): r.fullmatch(c) is not None)
+            ranges.append(av)
+        elif op is C.CATEGORY and av in names:
+            cats.append(re.compile(names[av]))
         else:
             return None
-    literal = [chr(av) for op, av in items if op is C.LITERAL]
+
+    def inside(c: str) -> bool:
+        return any(lo <= ord(c) <= hi for lo, hi in ranges) or \
+            any(r.fullmatch(c) is not None for r in cats)
+
+    literal = [chr(lo) for lo, hi in ranges if lo == hi]
     for c in [*literal, *"aA0 x_-.,:;!?/Zz9\t\n", *(chr(k) for k in range(33, 127))]:
-        if any(t(c) for t in tests) != negate:
+        if inside(c) != negate:
             return c
     return None
 

@@ -14,6 +14,7 @@ not reported: a warning is never wrong.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -135,7 +136,7 @@ def exact_regex(pattern: str) -> bool:
 
     try:
         tree = P.parse(pattern, 0)
-    except Exception:  # noqa: BLE001 - any parse failure: nothing can be proved
+    except re.error:  # unreadable: nothing can be proved
         return False
     todo: list[object] = [list(tree)]
     while todo:
