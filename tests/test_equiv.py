@@ -308,6 +308,15 @@ def test_argument_regexes_get_a_witness_value() -> None:
     # regexes that accept the same values are the same test
     assert check_equivalence(a, parse_spec(_ROOMS.format("(Oak|Elm)"))).holds
     assert check_equivalence(a, parse_spec(_ROOMS.format("Elm|Oak"))).holds
+    # a call's text is its arguments as written: a (:contains …) on it against an argument test
+    by_text = parse_spec(_ROOMS.replace('(:args (room (:regex "{}")))',
+                                        '(:contains "^\\\\{{\\"room\\"")'))
+    by_key = parse_spec(_ROOMS.format(".*"))
+    r = check_equivalence(by_text, by_key)
+    (ce,) = r.counterexamples  # a room after another argument: by_key's W, not by_text's
+    assert ce.accepted_by == "a" and ce.trace == ("C",) and ce.messages is not None
+    assert Policy.load(by_text).check(list(ce.messages)).ok
+    assert not Policy.load(by_key).check(list(ce.messages)).ok
 
 
 def test_cannot_decide_is_said(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

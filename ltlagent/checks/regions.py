@@ -158,19 +158,17 @@ def _class_letters(cls: _Class, a: Sequence[State], b: Sequence[State], note: st
         pair = (first(side_a, true), first(side_b, true))
         if pair in letters:
             continue
-        found = solver.witness(true)
-        if found == _EMPTY:
-            continue
-        if isinstance(found, str):
-            undecided.setdefault(pair, Undecided(*pair, cls.words(), found))
-            continue
-        ev = message_events(found, 0)[0]
-        real = frozenset(p for p in preds if _holds(p, ev))
-        got = (first(side_a, real), first(side_b, real))
-        letters.setdefault(got, Letter(*got, found))
-        if got != pair:  # the witness landed elsewhere: keep it, but this pair is not shown
+        found, why = solver.witness(true)
+        if found is not None:  # read back as a step: the letter it really is
+            ev = message_events(found, 0)[0]
+            real = frozenset(p for p in preds if _holds(p, ev))
+            got = (first(side_a, real), first(side_b, real))
+            letters.setdefault(got, Letter(*got, found))
+            if got == pair:
+                continue
+        if why != _EMPTY:
             undecided.setdefault(pair, Undecided(*pair, cls.words(),
-                                                 "no message was found for it"))
+                                                 why or "no message was found for it"))
 
 
 class _Solver:
@@ -180,9 +178,10 @@ class _Solver:
         self.cls, self.preds, self.note = cls, preds, note
         self.dfas: dict[tuple[str, bool], ContentDFA | None] = {}
 
-    def witness(self, true: frozenset[_Pred]) -> dict[str, object] | str:
-        """A message whose step makes exactly ``true`` hold; ``_EMPTY`` when none can; else why
-        no witness was found (a sentence)."""
+    def witness(self, true: frozenset[_Pred]) -> tuple[dict[str, object] | None, str]:
+        """``(message, "")`` with a message whose step makes exactly ``true`` hold; ``(None,
+        _EMPTY)`` when no step can; else ``(a message that was tried or None, why no witness
+        was found)`` (the caller still learns where the tried message lands)."""
         args: dict[str, str] = {}
         for key in sorted({k for w, k, _ in self.preds if w == "args"}):
             on_key = [p for p in self.preds if p[0] == "args" and p[1] == key]
@@ -191,24 +190,29 @@ class _Solver:
                 continue  # an absent key fails every test on it
             value = self.solve(pos, [p[2] for p in on_key if p not in true], search=False)
             if not isinstance(value, tuple):
-                return value
+                return None, value
             args[key] = value[0]
         contains = [p[2] for p in self.preds if p[0] == "contains"]
         pos = [p[2] for p in self.preds if p[0] == "contains" and p in true]
-        for text in self.texts(pos, contains, args):
-            msg = self.message(text, args)
+        tried: dict[str, object] | None = None
+        for msg in self.candidates(self.texts(pos), args):
             ev = message_events(msg, 0)[0]
             if all(_holds(p, ev) == (p in true) for p in self.preds):
-                return msg
+                return msg, ""
+            tried = tried or msg
         if self.cls.tool is None and all(_exact_search(r) for r in contains):
             found = self.solve(pos, [r for r in contains if r not in pos], search=True)
-            return found if not isinstance(found, tuple) else self.message(found[0], args)
-        return "no message was found for it, and its :contains regexes are beyond exact analysis"
+            if isinstance(found, tuple):
+                return {"role": self.cls.author, "content": found[0]}, ""
+            return (None if found == _EMPTY else tried), found
+        return tried, "no message was found for it, and its :contains regexes are beyond " \
+            "exact analysis"
 
-    def texts(self, pos: list[str], contains: list[str], args: dict[str, str]) -> list[str]:
-        """Candidate texts (for a call, candidate ``note`` values) that make ``pos`` match."""
-        if not pos:
-            return ["hello", ""] if self.cls.tool is None else [""]
+    def texts(self, pos: list[str]) -> list[str]:
+        """Candidate texts (for a call, candidate ``note`` values) in which each of ``pos``
+        finds a match."""
+        if not pos:  # a call's arguments alone, then with a note
+            return ["hello", ""] if self.cls.tool is None else ["", "hello"]
         samples = [_samples(r) for r in pos]
         if any(not s for s in samples):
             return []
@@ -218,13 +222,19 @@ class _Solver:
             out += [" ".join(picked), "".join(picked), "\n".join(picked)]
         return out
 
-    def message(self, text: str, args: dict[str, str]) -> dict[str, object]:
+    def candidates(self, texts: list[str], args: dict[str, str]) -> list[dict[str, object]]:
+        """Messages of this class built from ``texts``: the text itself, or for a call the
+        arguments with the text as a ``note`` (after or before them, spaced or compact)."""
         if self.cls.tool is None:
-            return {"role": self.cls.author, "content": text}
-        full: dict[str, str] = {**args, self.note: text} if text else dict(args)
-        return {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": self.cls.tool, "arguments": json.dumps(full)}}]}
+            return [{"role": self.cls.author, "content": t} for t in texts]
+        out: list[dict[str, object]] = []
+        for t in texts:
+            for obj in ({**args, self.note: t} if t else dict(args), {self.note: t, **args}):
+                for seps in ((", ", ": "), (",", ":")):
+                    out.append({"role": "assistant", "content": None, "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {
+                            "name": self.cls.tool, "arguments": json.dumps(obj, separators=seps)}}]})
+        return out
 
     def dfa(self, rx: str, search: bool) -> ContentDFA | None:
         if (rx, search) not in self.dfas:
