@@ -433,3 +433,12 @@ def test_random_policies_against_the_engine() -> None:
                 <= differ, (ta, tb)
     assert seen["equivalent"] >= 4 and seen["not"] >= 4, seen
 
+
+
+def test_too_many_matchers_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    many = " ".join(f'(I{k} (:from user) (:contains "w{k}"))' for k in range(15))
+    p = tmp_path / "many.sexp"
+    p.write_text(f"(define m (:states {many} (U (:from user))) (:constraints (always true)))")
+    code, _, err = cli(capsys, "check-equiv", str(p), str(p))
+    assert code == 2 and "cannot decide: the states of the two specs test 15 different matchers "\
+        "on user messages" in err

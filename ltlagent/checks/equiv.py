@@ -131,6 +131,7 @@ class EquivResult:
 
     @property
     def decided(self) -> bool:
+        """False when the verdict is "cannot decide" (see ``undecided``)."""
         return not self.undecided
 
     def render(self) -> str:
@@ -557,6 +558,7 @@ def _check_events(a: Spec, b: Spec, implies: bool, label_a: str, label_b: str,
 
 
 def _name(spec: Spec, i: int) -> str | None:
+    """The name of state ``i`` of ``spec`` (None for -1: no state)."""
     return spec.states[i].name if i >= 0 else None
 
 

@@ -89,15 +89,18 @@ class _Class:
     tool: str | None  # None: text steps
 
     def applies(self, st: State) -> bool:
+        """Whether ``st`` can match steps of this class (its other options decide which)."""
         if self.tool is None:
             return st.calls is None and st.author in (None, self.author)
         return st.calls is not None and (not st.calls or self.tool in st.calls)
 
     def words(self) -> str:
+        """The class in words, for reports."""
         return f"{self.author} messages" if self.tool is None else f"calls to {self.tool!r}"
 
 
 def _preds(st: State) -> frozenset[_Pred]:
+    """The matchers a step must pass to be in ``st`` (beyond its class)."""
     out: set[_Pred] = {("args", k, r) for k, r in st.args}
     if st.contains is not None:
         out.add(("contains", "", st.contains))
@@ -177,6 +180,7 @@ class _Solver:
     def __init__(self, cls: _Class, preds: list[_Pred], note: str) -> None:
         self.cls, self.preds, self.note = cls, preds, note
         self.dfas: dict[tuple[str, bool], ContentDFA | None] = {}
+        self.solved: dict[tuple[tuple[str, ...], tuple[str, ...], bool], tuple[str] | str] = {}
 
     def witness(self, true: frozenset[_Pred]) -> tuple[dict[str, object] | None, str]:
         """``(message, "")`` with a message whose step makes exactly ``true`` hold; ``(None,
@@ -237,6 +241,7 @@ class _Solver:
         return out
 
     def dfa(self, rx: str, search: bool) -> ContentDFA | None:
+        """The content DFA of ``rx`` (built once), None where the DFAs do not cover it."""
         if (rx, search) not in self.dfas:
             try:
                 self.dfas[rx, search] = pattern_dfa(rx, search=search)
@@ -246,7 +251,14 @@ class _Solver:
 
     def solve(self, pos: list[str], neg: list[str], search: bool) -> tuple[str] | str:
         """The shortest UTF-8 text accepted by every DFA of ``pos`` and by none of ``neg``
-        (``(text,)``); ``_EMPTY`` when proved impossible; else why not (a sentence)."""
+        (``(text,)``); ``_EMPTY`` when proved impossible; else why not (a sentence). Memoised:
+        the assignments of one class repeat each key's combination many times."""
+        key = (tuple(pos), tuple(neg), search)
+        if key not in self.solved:
+            self.solved[key] = self._solve(pos, neg, search)
+        return self.solved[key]
+
+    def _solve(self, pos: list[str], neg: list[str], search: bool) -> tuple[str] | str:
         dfas = [self.dfa(r, search) for r in (*pos, *neg)]
         if any(d is None for d in dfas):
             return "no message was found for it, and a regex is beyond the content DFAs that " \
