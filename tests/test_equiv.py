@@ -388,14 +388,58 @@ def _random_pair(rng: random.Random) -> tuple[str, str]:
     return spec(list(zip(names, states))), spec(other)
 
 
+_MIXED = ['(A (:call "f") (:args (k (:regex "x"))))', '(B (:call "f") (:args (k (:regex "x.*"))))',
+          '(Y (:contains "yes"))', '(N (:from user) (:contains "no"))', '(U (:from user))',
+          '(C (:call))', '(T (:from tool))']
+
+
+def test_letters_are_exactly_the_steps_the_engine_sees() -> None:
+    """Each letter's message is, for the policy engine, a step in the letter's two states; and
+    every message of a varied pool is a step in the two states of some letter."""
+    from ltlagent.checks.regions import step_alphabet
+
+    def spec(decl: list[str]) -> Spec:
+        return parse_spec(f"(define m (:states {' '.join(decl)}) (:constraints (always true)))")
+
+    rng = random.Random(5)
+    pairs = [(load_spec("booking-policy"), _booking_swapped()),
+             (spec(_MIXED), spec([_MIXED[k] for k in (1, 0, 3, 2, 4, 6, 5)]))]
+    while len(pairs) < 20:
+        ta, tb = _random_pair(rng)
+        pairs.append((parse_spec(ta, "a"), parse_spec(tb, "b")))
+    pool = [*_POOL, *({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "f", "arguments": json.dumps(args)}}]}
+        for args in ({"k": "x"}, {"k": "xy"}, {"k": "yx"}, {"k": 1}))]
+    for k, (a, b) in enumerate(pairs):
+        pa, pb = Policy.load(replace(a, constraints=())), Policy.load(replace(b, constraints=()))
+        alphabet = step_alphabet(a.states, b.states)
+        assert k > 1 or not alphabet.undecided  # exact regexes, or one regex a class: all decided
+        named = set()
+        for x in alphabet.letters:
+            (ev,) = conversation_events([x.message])
+            want = (a.states[x.a].name if x.a >= 0 else None,
+                    b.states[x.b].name if x.b >= 0 else None)
+            assert (pa.state_of(ev), pb.state_of(ev)) == want, (a.text, b.text, x)
+            named.add(want)
+        named |= {(a.states[u.a].name if u.a >= 0 else None,
+                   b.states[u.b].name if u.b >= 0 else None) for u in alphabet.undecided}
+        for m in pool:
+            (ev,) = conversation_events([m])
+            assert (pa.state_of(ev), pb.state_of(ev)) in named, (a.text, b.text, m)
+
+
+_POOL: list[Mapping[str, object]] = [
+    *({"role": r, "content": t} for r in ("user", "assistant", "tool", "system")
+      for t in ("hi", "yes", "YES", "no yes")),
+    *({"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function",
+       "function": {"name": n, "arguments": json.dumps(args)}}]}
+      for n in ("book", "find", "zap") for args in ({}, {"room": "Oak"}, {"room": "Ash"},
+                                                   {"id": "u1", "room": "yes"}))]
+
+
 def test_random_policies_against_the_engine() -> None:
     rng = random.Random(2027)
-    extra = [{"role": "user", "content": t} for t in ("hi", "yes", "YES", "no yes")] + \
-        [{"role": "assistant", "content": "yes"}, {"role": "tool", "content": "no"}] + \
-        [{"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function",
-          "function": {"name": n, "arguments": json.dumps(args)}}]}
-         for n in ("book", "find", "zap") for args in ({}, {"room": "Oak"}, {"room": "Ash"},
-                                                      {"id": "u1", "room": "yes"})]
+    extra = _POOL
     seen = {"equivalent": 0, "not": 0, "undecided": 0}
     for _ in range(24):
         ta, tb = _random_pair(rng)
@@ -442,3 +486,12 @@ def test_too_many_matchers_is_an_error(capsys: pytest.CaptureFixture[str], tmp_p
     code, _, err = cli(capsys, "check-equiv", str(p), str(p))
     assert code == 2 and "cannot decide: the states of the two specs test 15 different matchers "\
         "on user messages" in err
+
+
+def test_the_empty_conversation_is_no_difference() -> None:
+    """A log holds at least one message: a spec that also accepts the empty trace is no
+    different for it."""
+    states = "(:states (U (:from user)) (R (:from assistant)))"
+    a = parse_spec(f"(define a {states} (:behavior (optional (next U R))))")
+    b = parse_spec(f"(define b {states} (:behavior (next U R)))")
+    assert check_equivalence(a, b).holds
