@@ -488,10 +488,15 @@ def test_too_many_matchers_is_an_error(capsys: pytest.CaptureFixture[str], tmp_p
         "on user messages" in err
 
 
-def test_the_empty_conversation_is_no_difference() -> None:
-    """A log holds at least one message: a spec that also accepts the empty trace is no
-    different for it."""
+def test_conversations_of_infinite_and_finite_policies() -> None:
+    """A log is finite and holds at least one message: an infinite policy accepts each
+    conversation that keeps it alive, and the empty trace (alive, for it) is no conversation."""
     states = "(:states (U (:from user)) (R (:from assistant)))"
-    a = parse_spec(f"(define a {states} (:behavior (optional (next U R))))")
-    b = parse_spec(f"(define b {states} (:behavior (next U R)))")
-    assert check_equivalence(a, b).holds
+    forever = parse_spec(f"(define a {states} (:behavior (always (or U R))))")
+    some = parse_spec(f"(define b {states} (:behavior (repeat (or U R) :min 1)))")
+    r = check_equivalence(forever, some)
+    assert r.holds and r.infinite == (True, False)
+    pairs = parse_spec(f"(define c {states} (:behavior (always (next U R))))")
+    (ce,) = check_equivalence(pairs, some).counterexamples
+    assert ce.accepted_by == "b" and ce.messages is not None and len(ce.messages) == 1
+    assert ce.messages[0]["role"] == "assistant"  # R first: pairs is dead, some is not
