@@ -71,6 +71,8 @@ def test_commands_warn_on_stderr_and_keep_their_exit_code(
     # broader author or no narrowing option above
     ('(U (:from user)) (Y (:from user) (:contains "yes"))', {"Y": ("U",)}),
     ('(T (:contains "x")) (Y (:from user) (:contains "x"))', {"Y": ("T",)}),
+    ('(T (:contains "(?i)\\\\b(yes|ok)")) (Y (:from user) (:contains "(?i)\\\\b(?:yes|ok)"))',
+     {"Y": ("T",)}),  # the same regex, written otherwise
     ('(C (:call)) (B (:call "book") (:args (room (:regex "Oak"))))', {"B": ("C",)}),
     # the earlier calls cover the later's, together
     ('(L (:call "find")) (C (:call "x")) (X (:call "x" "find"))', {"X": ("L", "C")}),

@@ -35,7 +35,7 @@ from typing import Any
 
 from ltlagent.chat.events import Event, message_events
 from ltlagent.errors import UsageError
-from ltlagent.spec.shadow import exact_regex
+from ltlagent.spec.shadow import exact_regex, regex_key
 from ltlagent.spec.syntax import AUTHORS, State
 from ltlagent.text.content import ContentDFA, pattern_dfa
 
@@ -99,11 +99,15 @@ class _Class:
         return f"{self.author} messages" if self.tool is None else f"calls to {self.tool!r}"
 
 
-def _preds(st: State) -> frozenset[_Pred]:
-    """The matchers a step must pass to be in ``st`` (beyond its class)."""
-    out: set[_Pred] = {("args", k, r) for k, r in st.args}
+def _preds(st: State, same: dict[object, str]) -> frozenset[_Pred]:
+    """The matchers a step must pass to be in ``st`` (beyond its class); a regex written
+    differently from one seen before with the same parse tree (``same``) is that one."""
+    def one(rx: str) -> str:
+        return same.setdefault(regex_key(rx), rx)
+
+    out: set[_Pred] = {("args", k, one(r)) for k, r in st.args}
     if st.contains is not None:
-        out.add(("contains", "", st.contains))
+        out.add(("contains", "", one(st.contains)))
     return frozenset(out)
 
 
@@ -143,8 +147,9 @@ def _class_letters(cls: _Class, a: Sequence[State], b: Sequence[State], note: st
                    letters: dict[tuple[int, int], Letter],
                    undecided: dict[tuple[int, int], Undecided]) -> None:
     """Add the letters of one class of steps (and those left undecided)."""
-    side_a = [(i, _preds(st)) for i, st in enumerate(a) if cls.applies(st)]
-    side_b = [(i, _preds(st)) for i, st in enumerate(b) if cls.applies(st)]
+    same: dict[object, str] = {}
+    side_a = [(i, _preds(st, same)) for i, st in enumerate(a) if cls.applies(st)]
+    side_b = [(i, _preds(st, same)) for i, st in enumerate(b) if cls.applies(st)]
     preds = sorted({p for _, ps in (*side_a, *side_b) for p in ps})
     if len(preds) > MAX_MATCHERS:
         raise UsageError(f"cannot decide: the states of the two specs test {len(preds)} different "

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from ltlagent.errors import UsageError
 from ltlagent.spec.syntax import AUTHORS, Spec, State
 
-__all__ = ["Shadowed", "shadowed_states", "shadow_warnings", "args_regex_implies", "exact_regex"]
+__all__ = ["Shadowed", "shadowed_states", "shadow_warnings", "args_regex_implies", "exact_regex",
+           "regex_key"]
 
 #: A call state with ``(:call)`` matches calls to any tool; a cell of its steps stands for them.
 _ANY_TOOL = None
@@ -87,10 +88,51 @@ def _covers(early: State, late: State, cell: tuple[str, str | None]) -> bool:
             return False
     elif early.calls is not None or early.author not in (None, who):
         return False
-    if early.contains is not None and early.contains != late.contains:
+    if early.contains is not None and (late.contains is None or
+                                       regex_key(early.contains) != regex_key(late.contains)):
         return False
     late_args = dict(late.args)
     return all(k in late_args and args_regex_implies(late_args[k], r) for k, r in early.args)
+
+
+def regex_key(pattern: str) -> object:
+    """The same key for regexes that differ only in how they are written (capturing or plain
+    groups, ``[e]`` for ``e``, ``a|b`` for ``[ab]``): Python's parse tree with the flags and with
+    groups that set no flag spliced in; the pattern itself where a backreference or a parse
+    error makes the tree depend on group numbers."""
+    import re._constants as C
+    import re._parser as P
+
+    def norm(items: list[object]) -> tuple[object, ...]:
+        out: list[object] = []
+        for item in items:
+            assert isinstance(item, tuple)
+            op, av = item
+            if op is C.SUBPATTERN and not av[1] and not av[2]:
+                out += norm(list(av[3]))
+            elif op is C.SUBPATTERN:
+                out.append((op, av[1], av[2], norm(list(av[3]))))
+            elif op is C.BRANCH:
+                out.append((op, tuple(norm(list(alt)) for alt in av[1])))
+            elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+                out.append((op, av[0], av[1], norm(list(av[2]))))
+            elif op in (C.ASSERT, C.ASSERT_NOT):
+                out.append((op, av[0], norm(list(av[1]))))
+            elif op is C.ATOMIC_GROUP:
+                out.append((op, norm(list(av))))
+            elif op is C.IN:
+                out.append((op, tuple(av)))
+            elif op in (C.GROUPREF, C.GROUPREF_EXISTS):
+                raise ValueError(op)
+            else:
+                out.append((op, av))
+        return tuple(out)
+
+    try:
+        tree = P.parse(pattern, 0)
+        return (tree.state.flags, norm(list(tree)))
+    except (re.error, ValueError):
+        return pattern
 
 
 def args_regex_implies(narrow: str, wide: str) -> bool:
