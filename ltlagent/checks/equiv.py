@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ltlagent import spotlib
-from ltlagent.errors import CompileError
+from ltlagent.checks.regions import Letter, Undecided, describe_message, step_alphabet
+from ltlagent.errors import CompileError, UsageError
 from ltlagent.logic.automaton import Automaton, build_automaton
 from ltlagent.spec.syntax import Spec
 
-__all__ = ["Counterexample", "StateDifference", "EquivResult", "check_equivalence", "compact"]
+__all__ = ["Counterexample", "StateDifference", "EquivResult", "check_equivalence", "compact",
+           "is_first_order"]
 
 _STATE_FIELDS = ("text", "env_input", "choices", "regex", "stop", "max_tokens", "author", "calls",
                  "args", "contains")
@@ -41,8 +43,12 @@ class Counterexample:
     """A trace one side accepts and the other does not; ``cycle`` is set for a lasso."""
 
     accepted_by: str  # "a" or "b"
-    trace: tuple[str, ...]
+    trace: tuple[str, ...]  # the accepting spec's states
     cycle: tuple[str, ...] | None = None
+    #: event specs: the conversation (OpenAI-format messages, one step each) and the rejecting
+    #: spec's state of each step (None: no state matches it)
+    messages: tuple[Mapping[str, object], ...] | None = None
+    rejected_states: tuple[str | None, ...] | None = None
 
     @property
     def length(self) -> int:
@@ -61,7 +67,11 @@ class Counterexample:
     def to_dict(self) -> dict[str, object]:
         d: dict[str, object] = {"accepted_by": self.accepted_by,
                                 "rejected_by": "b" if self.accepted_by == "a" else "a"}
-        if self.cycle is None:
+        if self.messages is not None:
+            d["messages"] = [dict(m) for m in self.messages]
+            d["states"] = {self.accepted_by: list(self.trace),
+                           d["rejected_by"]: list(self.rejected_states or ())}
+        elif self.cycle is None:
             d["trace"] = list(self.trace)
         else:
             d["prefix"], d["cycle"] = list(self.trace), list(self.cycle)
@@ -81,6 +91,11 @@ class StateDifference:
         if self.field == "same-text":
             return f"{self.a} in {la} and {self.b} in {lb} have the same text " \
                    f"{self.state!r}: states are matched by name, rename one to compare them"
+        if self.field == "never-matched":
+            return f"{self.state}: no step is ever in it in {la if self.a else lb} (earlier " \
+                   "states take every step it matches)"
+        if self.field == "renamed":
+            return f"{self.a} in {la} is {self.b} in {lb}: they take the same steps"
         if self.field == "declared":
             side, other = (la, self.a) if self.a is not None else (lb, self.b)
             return f"{self.state}: declared only in {side}" + (
@@ -105,46 +120,92 @@ class EquivResult:
     state_differences: tuple[StateDifference, ...]
     names: tuple[str, ...]
     seconds: float
+    #: event specs: compared as sets of accepted conversations (each step classified, §2.5)
+    events: bool = False
+    #: event specs: letters (state in a, state in b) that neither a message nor a proof settled;
+    #: when non-empty the verdict is "cannot decide" (``holds`` is False)
+    undecided: tuple[str, ...] = ()
+    #: False when some letters stayed undecided although the verdict did not depend on them (the
+    #: counterexamples found are real; "every conversation of B is accepted by A" is not claimed)
+    complete: bool = True
+
+    @property
+    def decided(self) -> bool:
+        """False when the verdict is "cannot decide" (see ``undecided``)."""
+        return not self.undecided
 
     def render(self) -> str:
         a, b = self.a, self.b
         sem = {(False, False): "finite traces", (True, True): "infinite traces"}.get(
             self.infinite, "finite against infinite traces")
+        unit = "trace"
+        if self.events:
+            sem, unit = "each step in the first state that matches it", "conversation"
         out = []
-        if self.holds:
-            what = f"every trace of {a} is a trace of {b}" if self.implies else \
-                f"{a} and {b} accept the same traces"
+        if self.undecided:
+            out.append(f"cannot decide: whether {a} {'implies' if self.implies else 'equals'} {b} "
+                       "depends on kinds of step for which no message could be built and which "
+                       "could not be ruled out:")
+            out += [f"  {u}" for u in self.undecided]
+        elif self.holds:
+            what = f"every {unit} of {a} is a {unit} of {b}" if self.implies else \
+                f"{a} and {b} accept the same {unit}s"
             out.append(f"{'implies' if self.implies else 'equivalent'}: {what} ({sem})")
         else:
-            what = f"{a} has traces that {b} rejects" if self.implies else \
-                f"{a} and {b} accept different traces"
+            what = f"{a} has {unit}s that {b} rejects" if self.implies else \
+                f"{a} and {b} accept different {unit}s"
             out.append(f"{'does not imply' if self.implies else 'not equivalent'}: {what} ({sem})")
             for ce in self.counterexamples:
                 yes, no = (a, b) if ce.accepted_by == "a" else (b, a)
-                unit = "step" if ce.cycle is None else "letter"
+                if ce.messages is not None:
+                    out += _render_conversation(ce, yes, no)
+                    continue
+                step = "step" if ce.cycle is None else "letter"
                 out.append(f"  accepted by {yes}, rejected by {no} "
-                           f"({ce.length} {unit}{'s' * (ce.length != 1)}):")
+                           f"({ce.length} {step}{'s' * (ce.length != 1)}):")
                 out.append(f"    {ce.words()}")
                 if ce.compact() != ce.words():
                     out.append(f"    = {ce.compact()}")
-            if not self.implies and len(self.counterexamples) == 1:
+            if not self.implies and len(self.counterexamples) == 1 and self.complete:
                 ce = self.counterexamples[0]
                 bigger, smaller = (a, b) if ce.accepted_by == "a" else (b, a)
-                out.append(f"  every trace of {smaller} is accepted by {bigger}")
+                out.append(f"  every {unit} of {smaller} is accepted by {bigger}")
         if self.state_differences:
-            out.append("state differences (states are matched by name; the verdict above is "
-                       "about behaviour only):")
+            out.append("state differences (the verdict above is about behaviour only):"
+                       if self.events else "state differences (states are matched by name; the "
+                       "verdict above is about behaviour only):")
             out += [f"  {d.message(a, b)}" for d in self.state_differences]
         return "\n".join(out)
 
     def to_dict(self) -> dict[str, object]:
         return {"a": self.a, "b": self.b, "check": "implication" if self.implies else "equivalence",
-                "holds": self.holds, "exit": 0 if self.holds else 1,
+                "holds": self.holds, "exit": self.exit_code,
+                "compared": "conversations" if self.events else "traces",
+                "undecided": list(self.undecided),
                 "infinite": {"a": self.infinite[0], "b": self.infinite[1]},
                 "states": list(self.names),
                 "counterexamples": [c.to_dict() for c in self.counterexamples],
                 "state_differences": [d.to_dict() for d in self.state_differences],
                 "seconds": round(self.seconds, 6)}
+
+
+    @property
+    def exit_code(self) -> int:
+        """0: equivalent (or implies), 1: not, 2: cannot decide."""
+        return 2 if self.undecided else 0 if self.holds else 1
+
+
+def _render_conversation(ce: Counterexample, yes: str, no: str) -> list[str]:
+    """A distinguishing conversation, one message a line with the state each spec puts it in."""
+    msgs = ce.messages or ()
+    out = [f"  accepted by {yes}, rejected by {no} ({len(msgs)} message{'s' * (len(msgs) != 1)}):"]
+    lines = [describe_message(m) for m in msgs]
+    width = min(60, max(len(x) for x in lines)) if lines else 0
+    for k, (line, st, other) in enumerate(zip(lines, ce.trace, ce.rejected_states or ())):
+        where = f"{st} in both" if st == other else \
+            f"{st} in {yes}, {other or 'no state'} in {no}"
+        out.append(f"    {k + 1}. {line.ljust(width)}  [{where}]")
+    return out
 
 
 def _val(v: object) -> str:
@@ -211,10 +272,30 @@ def state_differences(a: Spec, b: Spec, ta: Automaton, tb: Automaton) -> list[St
     return out
 
 
+def is_first_order(spec: Spec) -> bool:
+    """True for a spec with first-order rules (``(:args (KEY ?var))``, ``forall``/``exists``,
+    ``(State ?x)``, ``mentions``), which this check does not decide: the spec's own flag where it
+    has one, else any such operator or variable in its constraints."""
+    for attr in ("is_first_order", "first_order"):
+        flag = getattr(spec, attr, None)
+        if isinstance(flag, bool):
+            return flag
+    todo = list(spec.constraints)
+    while todo:
+        f = todo.pop()
+        if f.op in ("forall", "exists", "mentions") or f.op.startswith("?"):
+            return True
+        todo.extend(f.args)
+    return False
+
+
 def check_equivalence(a: Spec, b: Spec, *, implies: bool = False, label_a: str = "a",
                       label_b: str = "b") -> EquivResult:
-    """Compare the behaviours of two specs (both directions, or ``a ⊆ b`` with ``implies``)."""
+    """Compare the behaviours of two specs (both directions, or ``a ⊆ b`` with ``implies``):
+    event specs by the conversations they accept, others by their traces of state names."""
     t0 = time.perf_counter()
+    if a.is_event_spec or b.is_event_spec:
+        return _check_events(a, b, implies, label_a, label_b, t0)
     names = (*a.names, *(n for n in b.names if n not in a.names))
     wa, wb = _widen(a, names, b), _widen(b, names, a)
     ta, tb = build_automaton(wa), build_automaton(wb)
@@ -430,3 +511,116 @@ def _spot_lasso(yes: Automaton, no: Automaton, side: str) -> Counterexample:
     if -1 in pre or -1 in cyc:
         raise CompileError("Spot returned a letter that is no state")
     return Counterexample(side, tuple(yes.names[i] for i in pre), tuple(yes.names[i] for i in cyc))
+
+
+# -- event specs: conversations ---------------------------------------------------------------------
+
+def _check_events(a: Spec, b: Spec, implies: bool, label_a: str, label_b: str,
+                  t0: float) -> EquivResult:
+    """Compare two event specs by the conversations they accept (as ``check-log`` says ok): a
+    breadth-first search over the product of their tables, read through the letters of
+    :func:`ltlagent.checks.regions.step_alphabet`, so each step is classified as each spec would."""
+    for spec, label in ((a, label_a), (b, label_b)):
+        if not spec.is_event_spec:
+            raise UsageError(f"{label} declares prompt-string states and the other spec event "
+                             "states: one describes text, the other chat logs, so they cannot be "
+                             "compared")
+        if is_first_order(spec):
+            raise UsageError(f"{label} has first-order rules (variables bound by (:args …), "
+                             "forall/exists, mentions): check-equiv compares propositional "
+                             "policies only", hint="docs/design.md §8")
+    ta, tb = build_automaton(a), build_automaton(b)
+    alphabet = step_alphabet(a.states, b.states)
+    letters = [(x.a, x.b) for x in alphabet.letters]
+    found = _conversation_search(ta, tb, letters, want_b=not implies)
+    undecided: tuple[str, ...] = ()
+    if alphabet.undecided and not found:  # the witnessed letters alone show no difference
+        more = [*letters, *((u.a, u.b) for u in alphabet.undecided)]
+        if _conversation_search(ta, tb, more, want_b=not implies):
+            undecided = tuple(
+                f"{u.steps} that {label_a} would put in {_name(a, u.a) or 'no state'} and "
+                f"{label_b} in {_name(b, u.b) or 'no state'}: {u.why}" for u in alphabet.undecided)
+    ces = []
+    for side, word in sorted(found.items()):
+        steps = [alphabet.letters[k] for k in word]
+        sa = tuple(_name(a, x.a) for x in steps)
+        sb = tuple(_name(b, x.b) for x in steps)
+        yes, no = (sa, sb) if side == "a" else (sb, sa)
+        ces.append(Counterexample(side, tuple(n or "?" for n in yes), None,
+                                  tuple(x.message for x in steps), no))
+    diffs = _event_differences(a, b, alphabet.letters, alphabet.undecided) if not undecided \
+        else []
+    return EquivResult(label_a, label_b, implies, not ces and not undecided,
+                       (ta.infinite, tb.infinite), tuple(ces), tuple(diffs),
+                       (*a.names, *(n for n in b.names if n not in a.names)),
+                       time.perf_counter() - t0, events=True, undecided=undecided,
+                       complete=not alphabet.undecided)
+
+
+def _name(spec: Spec, i: int) -> str | None:
+    """The name of state ``i`` of ``spec`` (None for -1: no state)."""
+    return spec.states[i].name if i >= 0 else None
+
+
+def _conversation_search(ta: Automaton, tb: Automaton, letters: Sequence[tuple[int, int]],
+                         want_b: bool) -> dict[str, list[int]]:
+    """Shortest non-empty words over ``letters`` (indices into it) that one side accepts as a
+    conversation and the other does not: ``check-log``'s ok (a finite spec ends in an accepting
+    state; an infinite one is still live, since a log is finite)."""
+    tables = []
+    for t in (ta, tb):
+        ok = frozenset(range(t.num_states)) if t.infinite else t.accepting
+        tables.append((t.live_delta, ok))
+    (da, acc_a), (db, acc_b) = tables
+    Node = tuple[int, int, bool]
+    start: Node = (ta.initial, tb.initial, False)
+    parent: dict[Node, tuple[Node, int] | None] = {start: None}
+    todo = deque([start])
+    wanted = {"a", "b"} if want_b else {"a"}
+    found: dict[str, Node] = {}
+    while todo and not wanted <= found.keys():
+        p = todo.popleft()
+        qa, qb, some = p
+        ya, yb = qa in acc_a, qb in acc_b
+        if some and ya != yb:
+            found.setdefault("a" if ya else "b", p)
+        for k, (ia, ib) in enumerate(letters):
+            ra = da[qa][ia] if qa >= 0 and ia >= 0 else -1
+            rb = db[qb][ib] if qb >= 0 and ib >= 0 else -1
+            nxt = (ra, rb, True)
+            if (ra >= 0 or rb >= 0) and nxt not in parent:
+                parent[nxt] = (p, k)
+                todo.append(nxt)
+    out: dict[str, list[int]] = {}
+    for side in sorted(wanted & found.keys()):
+        word: list[int] = []
+        node = parent[found[side]]
+        while node is not None:
+            word.append(node[1])
+            node = parent[node[0]]
+        out[side] = word[::-1]
+    return out
+
+
+def _event_differences(a: Spec, b: Spec, letters: Sequence[Letter],
+                       undecided: Sequence[Undecided]) -> list[StateDifference]:
+    """What the letters say about the states: a state no step is ever in, and a state of one
+    spec that matches exactly the steps of a differently named state of the other (claimed only
+    where no undecided letter could change it)."""
+    pairs = [(x.a, x.b) for x in letters]
+    maybe = [(u.a, u.b) for u in undecided]
+    out: list[StateDifference] = []
+    for side, spec, mine in (("a", a, 0), ("b", b, 1)):
+        used = {p[mine] for p in (*pairs, *maybe)}
+        for i, st in enumerate(spec.states):
+            if i not in used:
+                out.append(StateDifference(st.name, "never-matched", side == "a", side == "b"))
+    for i, st in enumerate(a.states):
+        partners = {y for x, y in (*pairs, *maybe) if x == i}
+        if len(partners) != 1:
+            continue
+        (j,) = partners
+        if j >= 0 and b.states[j].name != st.name and \
+                {x for x, y in (*pairs, *maybe) if y == j} == {i}:
+            out.append(StateDifference(st.name, "renamed", st.name, b.states[j].name))
+    return out

@@ -12,6 +12,7 @@ import time
 from ltlagent.checks.logcheck import LogResult, Summary, check_logs
 from ltlagent.errors import LogError, UsageError
 from ltlagent.logic.policy import VERDICTS, Policy, describe_allowed
+from ltlagent.spec.shadow import shadow_warnings
 
 __all__ = ["add_arguments", "main"]
 
@@ -81,6 +82,8 @@ def main(args: argparse.Namespace) -> int:
     if args.logs.count("-") > 1:
         raise UsageError("standard input (-) can be read only once")
     policy = Policy.load(args.spec)
+    for warning in shadow_warnings(policy.spec):  # states that can never match
+        print(warning, file=sys.stderr)
     summary = Summary()
     t0 = time.perf_counter()
     unreadable = False

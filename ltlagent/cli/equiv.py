@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import textwrap
 
 from ltlagent.checks.equiv import check_equivalence
+from ltlagent.spec.shadow import shadow_warnings
 from ltlagent.spec.syntax import load_spec
 
 __all__ = ["add_arguments", "main"]
@@ -15,9 +17,13 @@ __all__ = ["add_arguments", "main"]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = textwrap.fill(
-        "Check whether two specs accept the same traces (states matched by name). Prints a "
-        "shortest trace that one accepts and the other does not, in both directions; differences "
-        "in state texts or flags are listed separately. Exit 0: equivalent; 1: not; 2: error.")
+        "Check whether two specs accept the same traces. Prompt-string specs compare traces of "
+        "state names (states matched by name); event specs (chat policies) compare the "
+        "conversations they accept, each step in the first declared state that matches it, and "
+        "a difference is shown as a conversation of OpenAI-format messages. Prints a shortest "
+        "trace that one accepts and the other does not, in both directions; differences in "
+        "state texts or flags are listed separately. Exit 0: equivalent; 1: not; 2: error, or "
+        "cannot decide (a kind of message that could be neither built nor ruled out, said which).")
     p.add_argument("a", help="spec file or bundled spec name")
     p.add_argument("b", help="spec file or bundled spec name")
     p.add_argument("--implies", action="store_true",
@@ -27,10 +33,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     a, b = load_spec(args.a), load_spec(args.b)
+    for warning in (*shadow_warnings(a), *shadow_warnings(b)):
+        print(warning, file=sys.stderr)
     r = check_equivalence(a, b, implies=args.implies, label_a=args.a, label_b=args.b)
     if args.format == "json":
         print(json.dumps(r.to_dict(), indent=2, ensure_ascii=False))
     else:
         print(r.render())
-    return 0 if r.holds else 1
+    return r.exit_code
 

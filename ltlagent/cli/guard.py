@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import socket
+import sys
 import textwrap
 
 from ltlagent.errors import UsageError
+from ltlagent.spec.shadow import shadow_warnings
 
 __all__ = ["add_arguments", "main"]
 
@@ -48,6 +50,8 @@ def main(args: argparse.Namespace) -> int:
     from ltlagent.logic.policy import Policy
 
     policy = Policy.load(args.spec)  # a SpecError here is exit 2 with file:line:col
+    for warning in shadow_warnings(policy.spec):  # states that can never match
+        print(warning, file=sys.stderr)
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port}: expected 1-65535")
     try:

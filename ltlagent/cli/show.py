@@ -12,6 +12,7 @@ from ltlagent.errors import UsageError
 from ltlagent.logic.automaton import Automaton
 from ltlagent.logic.compiled import compile_spec
 from ltlagent.logic.policy import Policy
+from ltlagent.spec.shadow import shadow_warnings
 from ltlagent.spec.syntax import load_spec
 
 __all__ = ["add_show_arguments", "show_main", "add_check_trace_arguments", "check_trace_main"]
@@ -29,6 +30,8 @@ def add_show_arguments(p: argparse.ArgumentParser) -> None:
 
 def show_main(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
+    for warning in shadow_warnings(spec):  # states that can never match
+        print(warning, file=sys.stderr)
     if spec.is_first_order:  # no single automaton: the rules as the monitor runs them
         if args.dot or args.hoa:
             raise UsageError(f"spec {spec.name!r} has first-order rules: it has no automaton to "
