@@ -22,6 +22,8 @@ from ltlagent.spec.syntax import Spec, load_spec, parse_spec
 DATA = Path(__file__).parent / "data"
 EQ = DATA / "equiv"
 IBM = DATA / "ibm-reference"
+#: booking-policy without its first-order rule: check-equiv compares propositional policies
+BOOKING = DATA / "booking-propositional.sexp"
 LOOP = ("Thought", "Action", "Action-Input", "Observation")
 
 
@@ -220,7 +222,7 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def _booking_swapped() -> Spec:
     """The booking policy with ``User`` declared above ``Confirm``: Confirm never gets a step."""
-    a = load_spec("booking-policy")
+    a = load_spec(BOOKING)
     text = a.text.replace(
         '   (Confirm (:from user) (:contains "(?i)\\\\byes\\\\b"))\n   (User (:from user))\n',
         '   (User (:from user))\n   (Confirm (:from user) (:contains "(?i)\\\\byes\\\\b"))\n')
@@ -234,7 +236,7 @@ def _ok(policy: Policy, messages: Sequence[Mapping[str, object]]) -> bool:
 
 def test_reordered_policy_differs_by_a_shortest_conversation(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    a, b = load_spec("booking-policy"), _booking_swapped()
+    a, b = load_spec(BOOKING), _booking_swapped()
     r = check_equivalence(a, b, label_a="booking", label_b="swapped")
     assert not r.holds and r.decided and r.events
     (ce,) = r.counterexamples  # every conversation the swapped policy accepts, the original does
@@ -255,12 +257,12 @@ def test_reordered_policy_differs_by_a_shortest_conversation(
     assert [(d.state, d.field) for d in r.state_differences] == [("Confirm", "never-matched")]
     p = tmp_path / "swapped.sexp"
     p.write_text(b.text)
-    code, out, err = cli(capsys, "check-equiv", "booking-policy", str(p))
-    assert code == 1 and out.startswith("not equivalent: booking-policy and ")
-    assert 'user: "yes"' in out and f"[Confirm in booking-policy, User in {p}]" in out
+    code, out, err = cli(capsys, "check-equiv", str(BOOKING), str(p))
+    assert code == 1 and out.startswith(f"not equivalent: {BOOKING} and ")
+    assert 'user: "yes"' in out and f"[Confirm in {BOOKING}, User in {p}]" in out
     assert "assistant calls book({})" in out
     assert err.startswith(f"{p}:9:5: warning: state 'Confirm' can never match")
-    code, out, _ = cli(capsys, "check-equiv", "booking-policy", str(p), "--format", "json")
+    code, out, _ = cli(capsys, "check-equiv", str(BOOKING), str(p), "--format", "json")
     obj = json.loads(out)
     assert code == 1 and obj["compared"] == "conversations"
     assert obj["counterexamples"][0]["messages"][confirm] == {"role": "user", "content": "yes"}
@@ -274,7 +276,7 @@ def _witnesses(a: Spec, b: Spec) -> list[Mapping[str, object]]:
 
 
 def test_equivalent_policies_stay_equivalent(capsys: pytest.CaptureFixture[str]) -> None:
-    a = load_spec("booking-policy")
+    a = load_spec(BOOKING)
     assert check_equivalence(a, a).holds
     # states that share no step, declared in another order
     moved = parse_spec(a.text.replace(
@@ -342,11 +344,10 @@ def test_cannot_decide_is_said(capsys: pytest.CaptureFixture[str], tmp_path: Pat
 
 
 def test_event_specs_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = cli(capsys, "check-equiv", "booking-policy", "react")
+    code, _, err = cli(capsys, "check-equiv", str(BOOKING), "react")
     assert code == 2 and "cannot be compared" in err
-    a = load_spec("booking-policy")
-    fo = replace(a)
-    object.__setattr__(fo, "first_order", True)  # as a spec with (:args (KEY ?var)) will say
+    a = load_spec(BOOKING)
+    fo = load_spec("booking-policy")  # its user-from-lookup rule binds values (design §2.6)
     assert is_first_order(fo) and not is_first_order(a)
     with pytest.raises(UsageError, match="first-order"):
         check_equivalence(a, fo)
@@ -404,7 +405,7 @@ def test_letters_are_exactly_the_steps_the_engine_sees() -> None:
         return parse_spec(f"(define m (:states {' '.join(decl)}) (:constraints (always true)))")
 
     rng = random.Random(5)
-    pairs = [(load_spec("booking-policy"), _booking_swapped()),
+    pairs = [(load_spec(BOOKING), _booking_swapped()),
              (spec(_MIXED), spec([_MIXED[k] for k in (1, 0, 3, 2, 4, 6, 5)]))]
     while len(pairs) < 20:
         ta, tb = _random_pair(rng)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import pickle
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ltlagent import Event, LogError, Policy, SpecError, State, UsageError, parse_spec
+from ltlagent import Event, LogError, Policy, SpecError, State, UsageError, load_spec, parse_spec
 from ltlagent.chat.events import conversation_events, message_events
 from ltlagent.checks.equiv import check_equivalence
 from ltlagent.logic.policy import TOGETHER
@@ -224,15 +225,8 @@ def test_event_state_errors(states: str, message: str) -> None:
     assert message in str(e.value) + str(e.value.hint)
 
 
-def _propositional(text: str) -> str:
-    """booking-policy without its first-order rule (check-equiv compares automata)."""
-    start = text.index("   ; a first-order rule")
-    end = text.index("(previously Lookup)))))))") + len("(previously Lookup)))))))")
-    return text[:start] + text[end:]
-
-
 def test_policies_compare_with_a_shortest_distinguishing_sequence() -> None:
-    a = parse_spec(_propositional(POLICY.spec.text), "booking.sexp")
+    a = load_spec(Path(__file__).parent / "data" / "booking-propositional.sexp")
     text = a.text.replace("(since (and (not User) (not Write)) Confirm)",
                           "(since (not Write) Confirm)")
     b = parse_spec(text, "loose.sexp")

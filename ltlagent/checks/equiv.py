@@ -274,19 +274,8 @@ def state_differences(a: Spec, b: Spec, ta: Automaton, tb: Automaton) -> list[St
 
 def is_first_order(spec: Spec) -> bool:
     """True for a spec with first-order rules (``(:args (KEY ?var))``, ``forall``/``exists``,
-    ``(State ?x)``, ``mentions``), which this check does not decide: the spec's own flag where it
-    has one, else any such operator or variable in its constraints."""
-    for attr in ("is_first_order", "first_order"):
-        flag = getattr(spec, attr, None)
-        if isinstance(flag, bool):
-            return flag
-    todo = list(spec.constraints)
-    while todo:
-        f = todo.pop()
-        if f.op in ("forall", "exists", "mentions") or f.op.startswith("?"):
-            return True
-        todo.extend(f.args)
-    return False
+    ``(State ?x)``, ``mentions``, design §2.6), which this check does not decide."""
+    return spec.is_first_order
 
 
 def check_equivalence(a: Spec, b: Spec, *, implies: bool = False, label_a: str = "a",
