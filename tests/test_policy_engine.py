@@ -203,3 +203,20 @@ def test_deep_past_nesting_loads() -> None:
     p = Policy.load(_spec([f"(always (implies S0 {f}))"]))
     assert p.check_events(_events((1, 0))).verdict == "ok"
     assert p.check_events(_events((0,))).verdict == "violated"
+
+
+def test_show_describes_a_policy_too_large_for_one_automaton(
+        tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    from ltlagent.cli import main
+
+    f = Path(str(tmp_path)) / "big.sexp"
+    f.write_text(_big_policy(40))
+    t0 = time.perf_counter()
+    assert main(["show", str(f)]) == 0
+    assert time.perf_counter() - t0 < 30
+    out = capsys.readouterr().out
+    assert "r39: G(" in out and "product of the rules, explored lazily: 256 reachable states" in out
+    assert main(["show", str(f), "--hoa"]) == 2
+    assert "too many past subformulas" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from ltlagent.logic.rules import DirectRule, TableRule
 from ltlagent.spec.syntax import State
 
 __all__ = ["describe", "render_text", "warnings", "event_summary", "describe_policy",
-           "render_policy_text"]
+           "render_policy_text", "too_large_for_spot", "SHOW_PAST_LIMIT", "SHOW_BUDGET"]
 
 
 def event_summary(st: State) -> str:
@@ -142,15 +142,29 @@ def describe_policy(p: Policy) -> dict[str, object]:
             "rules": rules}
 
 
+#: ``show`` prints a policy's product automaton (built by Spot, §3.5) only up to this many
+#: past subformulas in all its rules; past it, the rules and the size of the lazily explored
+#: product (at most :data:`SHOW_BUDGET` states).
+SHOW_PAST_LIMIT = 8
+SHOW_BUDGET = 5_000
+
+
+def too_large_for_spot(p: Policy) -> bool:
+    """Whether a propositional policy's whole product is too large to have Spot build it."""
+    past = sum(len(r.outputs) for r in p.blame if isinstance(r, DirectRule))
+    return past > SHOW_PAST_LIMIT
+
+
 def render_policy_text(p: Policy) -> str:
-    """The text ``show`` prints for a policy with first-order rules."""
+    """The text ``show`` prints for a policy described by its rules (first-order, or too large
+    for one automaton)."""
     d = describe_policy(p)
     spec = p.spec
     width = max(len(n) for n in spec.names)
     out = [f"spec {spec.name}  ({spec.source})", "", "states:"]
     for i, s in enumerate(spec.states):
         out.append(f"  {s.name:<{width}}  code {i + 1:<3} event {event_summary(s)}")
-    out += ["", "rules (first-order: one instance per value bound so far, design §2.6):"]
+    out += ["", "rules (each monitored on its own, composed on the fly, design §3.6):"]
     words = {"values": "per value", "direct": "direct (past operators step by step)",
              "automaton": "its own automaton"}
     rules = d["rules"]
@@ -159,6 +173,14 @@ def render_policy_text(p: Policy) -> str:
         out.append(f"  {r['name']}: {r['formula']}")
         out.append(f"    monitored {words[str(r['monitored'])]}")
     out.append("")
-    out.append("no automaton: values make the state space unbounded (check-log, the guard and "
-               "Policy monitor the rules directly)")
+    if spec.is_first_order:
+        out.append("no automaton: values make the state space unbounded (check-log, the guard "
+                   "and Policy monitor the rules directly)")
+    else:
+        n = p.composite.explore(SHOW_BUDGET)
+        size = f"{n} reachable states" if n is not None else \
+            f"more than {SHOW_BUDGET} reachable states (not explored further)"
+        out.append(f"product of the rules, explored lazily: {size}; not printed (more than "
+                   f"{SHOW_PAST_LIMIT} past subformulas: Spot would determinise the whole "
+                   "conjunction, design §3.6)")
     return "\n".join(out) + "\n"

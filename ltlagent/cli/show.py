@@ -7,7 +7,13 @@ import argparse
 import json
 import sys
 
-from ltlagent.checks.show import describe, describe_policy, render_policy_text, render_text
+from ltlagent.checks.show import (
+    describe,
+    describe_policy,
+    render_policy_text,
+    render_text,
+    too_large_for_spot,
+)
 from ltlagent.errors import UsageError
 from ltlagent.logic.automaton import Automaton
 from ltlagent.logic.compiled import compile_spec
@@ -32,11 +38,13 @@ def show_main(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     for warning in shadow_warnings(spec):  # states that can never match
         print(warning, file=sys.stderr)
-    if spec.is_first_order:  # no single automaton: the rules as the monitor runs them
+    policy = Policy.load(spec) if spec.is_event_spec and not spec.is_infinite else None
+    if policy is not None and (spec.is_first_order or too_large_for_spot(policy)):
+        # no single automaton to print: the rules as the monitor runs them (design §3.6)
         if args.dot or args.hoa:
-            raise UsageError(f"spec {spec.name!r} has first-order rules: it has no automaton to "
-                             "print", hint="`ltlagent show SPEC` describes its rules")
-        policy = Policy.load(spec)
+            why = "first-order rules" if spec.is_first_order else "too many past subformulas"
+            raise UsageError(f"spec {spec.name!r} has {why}: it has no automaton to print",
+                             hint="`ltlagent show SPEC` describes its rules")
         if args.format == "json":
             print(json.dumps(describe_policy(policy), indent=2, ensure_ascii=False))
         else:

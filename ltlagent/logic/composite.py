@@ -124,6 +124,22 @@ class Composite:
                 self.live_memo[x] = 0
         return found
 
+    def explore(self, budget: int) -> int | None:
+        """The number of live composite states a trace can reach, explored breadth-first from
+        the start (for ``show``); None when there are more than ``budget``."""
+        seen = {INITIAL}
+        todo = deque([INITIAL])
+        while todo:
+            x = todo.popleft()
+            for i in self.allowed(x):
+                y = self.step(x, i)
+                if y not in seen:
+                    if len(seen) >= budget:
+                        return None
+                    seen.add(y)
+                    todo.append(y)
+        return len(seen)
+
     def allowed(self, cid: int) -> tuple[int, ...]:
         """The spec states a step may be in now (its composite state stays live)."""
         if cid == DEAD:
