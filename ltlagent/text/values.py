@@ -419,56 +419,65 @@ def _quoted(lang: ByteTable, budget: int) -> ByteTable:
     """The JSON strings (quotes included) whose decoded text ``lang`` accepts, spelled as the
     generation language of §5.1 allows: raw UTF-8 but ``"``, ``\\`` and controls; ``\\" \\\\ \\/
     \\b \\f \\n \\r \\t``; ``\\u00XX`` (either case) for the controls only. States: 0 before the
-    opening quote, then ``lang``'s states, then escape steps only where an escape can go on."""
+    opening quote, then ``lang``'s states, then the escape steps. An escape step is made only where
+    the escape can go on, and once per distinct row of successors: the steps of a complement's
+    states, which all lead to its catch-all state, are one state, not one per value state."""
     d = lang.trans
     n = lang.num_states
-    live = d >= 0
-    c0 = live[:, 0x00:0x10].any(axis=1)  # \u000X can go on
-    c1 = live[:, 0x10:0x20].any(axis=1)  # \u001X
-    cu = c0 | c1
-    esc = live[:, list(_SHORT_ESCAPES)].any(axis=1) | cu
-    parts = [esc, cu, cu, cu, c0, c1]  # ESC, U, U0, U00, U000, U001
-    at = 1 + n
-    ids: list[np.ndarray] = []
-    for need in parts:
-        idx = np.full(n, DEAD, dtype=np.int64)
-        k = int(need.sum())
-        idx[need] = np.arange(at, at + k)
-        ids.append(idx)
-        at += k
-    final = at
-    total = at + 1
+    to_main = np.where(d >= 0, d + 1, DEAD).astype(np.int32)  # lang's states at 1 … n
+    at = [1 + n]
+    made: list[np.ndarray] = []  # per step kind: the successor rows of its distinct states
+
+    def steps(sig: np.ndarray) -> np.ndarray:
+        """One state per distinct row of ``sig`` (successors, DEAD where none) that has a live
+        entry; each value state's step (DEAD where its row has none)."""
+        need = (sig >= 0).any(axis=1)
+        idx = np.full(n, DEAD, dtype=np.int32)
+        if need.any():
+            rows, inv = np.unique(sig[need], axis=0, return_inverse=True)
+            idx[need] = at[0] + inv.ravel()
+            at[0] += rows.shape[0]
+        else:
+            rows = np.zeros((0, sig.shape[1]), dtype=np.int32)
+        made.append(rows)
+        return idx
+
+    u000 = steps(to_main[:, 0x00:0x10])  # \u000X: the X-th control
+    u001 = steps(to_main[:, 0x10:0x20])  # \u001X
+    u00 = steps(np.stack([u000, u001], axis=1))  # '0' or '1' next
+    u0 = steps(u00[:, None])
+    u = steps(u0[:, None])
+    shorts = list(_SHORT_ESCAPES)
+    esc = steps(np.concatenate([to_main[:, shorts], u[:, None]], axis=1))
+    final = at[0]
+    total = final + 1
     _check(total, budget, "the JSON strings of the allowed values")
-    main = np.arange(1, n + 1, dtype=np.int64)
-
-    def to_main(x: np.ndarray) -> np.ndarray:
-        return np.where(x >= 0, x + 1, DEAD)
-
     trans = np.full((total, 256), DEAD, dtype=np.int32)
     trans[0, 0x22] = 1
-    raw = to_main(d)
+    raw = to_main.copy()
     raw[:, :0x20] = DEAD
     raw[:, 0x22] = np.where(lang.accepting, final, DEAD)
-    raw[:, 0x5C] = ids[0]
-    trans[main] = raw
-    e_esc, e_u, e_u0, e_u00, e_u000, e_u001 = ids
-    p = np.nonzero(esc)[0]
-    for dec, letter in _SHORT_ESCAPES.items():
-        trans[e_esc[p], letter] = to_main(d[p, dec])
-    trans[e_esc[p], ord("u")] = e_u[p]
-    p = np.nonzero(cu)[0]
-    trans[e_u[p], 0x30] = e_u0[p]
-    trans[e_u0[p], 0x30] = e_u00[p]
-    trans[e_u00[p], 0x30] = e_u000[p]
-    trans[e_u00[p], 0x31] = e_u001[p]
-    for step, need, base in ((e_u000, c0, 0), (e_u001, c1, 16)):
-        p = np.nonzero(need)[0]
-        for h in range(16):
-            for ch in dict.fromkeys(f"{h:x}{h:X}"):
-                trans[step[p], ord(ch)] = to_main(d[p, base + h])
+    raw[:, 0x5C] = esc
+    trans[1:1 + n] = raw
+    lo = 1 + n
+    for k, rows in enumerate(made):
+        here = np.arange(lo, lo + rows.shape[0])
+        lo += rows.shape[0]
+        if k < 2:  # \u000X, \u001X: a hex digit, in either case
+            for h in range(16):
+                for ch in dict.fromkeys(f"{h:x}{h:X}"):
+                    trans[here, ord(ch)] = rows[:, h]
+        elif k == 2:
+            trans[here, 0x30], trans[here, 0x31] = rows[:, 0], rows[:, 1]
+        elif k < 5:
+            trans[here, 0x30] = rows[:, 0]
+        else:
+            for j, dec in enumerate(shorts):
+                trans[here, _SHORT_ESCAPES[dec]] = rows[:, j]
+            trans[here, ord("u")] = rows[:, len(shorts)]
     acc = np.zeros(total, dtype=bool)
     acc[final] = True
-    # every state is reachable: escape steps are made only where an escape can go on
+    # every state is reachable: a step is made only for a row some value state reaches it from
     return ByteTable.build(trans, acc, "JSON strings", reachable=True)
 
 
