@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from ltlagent.errors import UsageError
 from ltlagent.text import values
-from ltlagent.text.bytetable import ByteTable, distance_to
+from ltlagent.text.bytetable import ByteTable, distance_to, trim
 from ltlagent.text.jsonschema import schema_table
 from ltlagent.text.values import (
     ValueAnd,
@@ -118,6 +118,12 @@ def spellings(value: str, rng: random.Random) -> list[bytes]:
     return out
 
 
+def trimmed(table: ByteTable) -> bool:
+    """Every state reachable from the start and able to reach acceptance (the ``ByteTable``
+    invariant the turn index relies on)."""
+    return trim(table.trans, table.accepting)[0].shape == table.trans.shape
+
+
 def decoded(data: bytes) -> str:
     """The value a written JSON text stands for (a string as is, else its JSON text); raises when
     the text is not JSON."""
@@ -146,6 +152,7 @@ def test_substrings_equal_the_enum_of_every_substring(texts: list[str]) -> None:
 def test_substring_json_texts_are_sound_and_complete(texts: list[str], seed: int) -> None:
     lang = substring_language(texts)
     table = json_texts(lang)
+    assert trimmed(lang.table) and trimmed(table)
     for t in samples(table, seed):
         v = decoded(t)
         assert v and any(v in x for x in texts), (t, texts)
@@ -227,6 +234,7 @@ def test_substring_states_are_linear() -> None:
 def test_enum_json_texts_are_sound_and_complete(values: list[str], others: list[str], seed: int) -> None:
     lang = enum_language(values)
     table = json_texts(lang)
+    assert trimmed(lang.table) and trimmed(table)
     for t in samples(table, seed):
         assert decoded(t) in values, t
     rng = random.Random(seed)
@@ -262,6 +270,18 @@ def test_null_is_written_only_when_asked() -> None:
         assert accepts(json_texts(lang, null=True), b'"null"') == ("null" in lang)
 
 
+def test_join_of_tables_whose_start_is_entered_again() -> None:
+    """Side-by-side union: a start that edges enter stays a state of its own."""
+    loop, plus = values._table_of_pattern("(ab)*"), values._table_of_pattern("c+")
+    joined = values._join([loop, plus, enum_language([]).table], "test")
+    assert trimmed(joined)
+    for w, ok in ((b"", True), (b"ab", True), (b"abab", True), (b"c", True), (b"cc", True),
+                  (b"abc", False), (b"ca", False), (b"a", False), (b"aba", False)):
+        assert accepts(joined, w) == ok, w
+    with pytest.raises(ValueError):
+        values._join([plus, plus], "test")
+
+
 def test_enum_leaves_out_values_no_text_can_be() -> None:
     lang = enum_language(["a\udc80", "b"])
     assert lang.finite == frozenset({"b"})
@@ -275,6 +295,7 @@ def test_complement_is_sound_and_complete(texts: list[str], others: list[str], s
     base = substring_language(texts)
     lang = complement(base)
     table = json_texts(lang)
+    assert trimmed(lang.table) and trimmed(table)
     for t in samples(table, seed):
         v = decoded(t)
         assert not v or not any(v in x for x in texts), (t, texts)
@@ -473,6 +494,7 @@ def test_terms_compile_to_their_meaning(term: ValueTerm, seed: int) -> None:
     assert from_json(json.loads(json.dumps(to_json(term)))) == term
     lang = value_language(term)
     table = json_texts(lang)
+    assert trimmed(table)
     for t in samples(table, seed, n=20):
         assert holds(term, decoded(t)), t
     rng = random.Random(seed)

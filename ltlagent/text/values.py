@@ -337,24 +337,33 @@ def _rows(trans: np.ndarray, states: np.ndarray) -> np.ndarray:
 
 
 def _join(tables: Sequence[ByteTable], what: str) -> ByteTable:
-    """The union of DFAs whose first bytes differ (a JSON string begins with ``"``, a number
-    with a digit or ``-``, ``true`` with ``t``…): a fresh start whose row is theirs side by side,
-    each table's states copied after it by one numpy operation (no product)."""
-    n = 1 + sum(t.num_states for t in tables)
+    """The union of trimmed DFAs whose first bytes differ (a JSON string begins with ``"``, a
+    number with a digit or ``-``, ``true`` with ``t``…): a fresh start whose row is theirs side by
+    side, each table's states copied after it by one numpy operation (no product). A start that
+    no edge enters becomes the fresh start itself, so every state stays reachable and live (no
+    trimming pass)."""
+    parts = [t for t in tables if not t.empty]
+    if not parts:
+        return ByteTable(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool), what)
+    entered = [bool((t.trans == 0).any()) for t in parts]
+    n = 1 + sum(t.num_states - (not e) for t, e in zip(parts, entered))
     trans = np.full((n, 256), DEAD, dtype=np.int32)
     acc = np.zeros(n, dtype=bool)
     at = 1
-    for t in tables:
-        block = np.where(t.trans >= 0, t.trans + at, DEAD)
-        trans[at:at + t.num_states] = block
+    for t, e in zip(parts, entered):
+        # state q of t goes to at + q, or to at + q - 1 when its start (then never entered) merges
+        shift = at if e else at - 1
+        block = np.where(t.trans >= 0, t.trans + shift, DEAD)
         first = t.trans[0] >= 0
         if (first & (trans[0] >= 0)).any():
             raise ValueError("_join needs tables whose first bytes differ")
         trans[0, first] = block[0, first]
         acc[0] |= bool(t.accepting[0])
-        acc[at:at + t.num_states] = t.accepting
-        at += t.num_states
-    return ByteTable.build(trans, acc, what)
+        lo = 0 if e else 1
+        trans[shift + lo:shift + t.num_states] = block[lo:]
+        acc[shift + lo:shift + t.num_states] = t.accepting[lo:]
+        at = shift + t.num_states
+    return ByteTable(trans, acc, what)
 
 
 @functools.lru_cache(maxsize=1)
@@ -477,8 +486,10 @@ def _quoted(lang: ByteTable, budget: int) -> ByteTable:
             trans[here, ord("u")] = rows[:, len(shorts)]
     acc = np.zeros(total, dtype=bool)
     acc[final] = True
-    # every state is reachable: a step is made only for a row some value state reaches it from
-    return ByteTable.build(trans, acc, "JSON strings", reachable=True)
+    if lang.empty:
+        return ByteTable.build(trans, acc, "JSON strings")
+    # trimmed as it is: lang's states are live, and a step is made only where it leads to one
+    return ByteTable(trans, acc, "JSON strings")
 
 
 def json_texts(lang: ValueLanguage, *, strings: bool = True, scalars: bool = True,
