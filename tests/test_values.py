@@ -272,7 +272,9 @@ def test_null_is_written_only_when_asked() -> None:
 
 def test_join_of_tables_whose_start_is_entered_again() -> None:
     """Side-by-side union: a start that edges enter stays a state of its own."""
-    loop, plus = values._table_of_pattern("(ab)*"), values._table_of_pattern("c+")
+    trans = np.full((2, 256), -1, dtype=np.int32)
+    trans[0, ord("a")], trans[1, ord("b")] = 1, 0  # (ab)*, its start entered again
+    loop, plus = ByteTable(trans, np.array([True, False])), values._table_of_pattern("c+")
     joined = values._join([loop, plus, enum_language([]).table], "test")
     assert trimmed(joined)
     for w, ok in ((b"", True), (b"ab", True), (b"abab", True), (b"c", True), (b"cc", True),
