@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 
 from ltlagent.errors import UsageError
-from ltlagent.text.bytetable import ByteTable
+from ltlagent.text.bytetable import ByteTable, distance_to
 from ltlagent.text.content import DEAD
 from ltlagent.text.jsontype import pattern_language
 
@@ -323,7 +323,10 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
         acc = acc_a[p_all] | acc_b[q_all]
     else:
         acc = acc_a[p_all] & ~acc_b[q_all]
-    return ByteTable.build(np.concatenate(rows), acc, what, reachable=True)
+    trans = np.concatenate(rows)
+    if (distance_to(trans, acc) >= 0).all():  # every state live (a complement's are): as it is
+        return ByteTable(trans, acc, what)
+    return ByteTable.build(trans, acc, what, reachable=True)
 
 
 def _rows(trans: np.ndarray, states: np.ndarray) -> np.ndarray:
