@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import pickle
 import random
 from collections.abc import Callable
 
@@ -448,6 +449,8 @@ def test_budgets_raise_value_budget_exceeded() -> None:
     with pytest.raises(ValueBudgetExceeded) as e:
         substring_language([text], budget=100)
     assert isinstance(e.value, UsageError) and e.value.budget == 100
+    again = pickle.loads(pickle.dumps(e.value))
+    assert (type(again), again.budget, str(again)) == (ValueBudgetExceeded, 100, str(e.value))
     lang = substring_language([text])
     with pytest.raises(ValueBudgetExceeded):
         json_texts(lang, budget=lang.num_states)

@@ -73,6 +73,9 @@ class ValueBudgetExceeded(UsageError):
         self.what = what
         self.budget = budget
 
+    def __reduce__(self) -> tuple[type[ValueBudgetExceeded], tuple[str, int]]:
+        return type(self), (self.what, self.budget)  # crosses process boundaries whole
+
 
 @dataclass(frozen=True, eq=False)
 class ValueLanguage:
