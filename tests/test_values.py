@@ -514,3 +514,57 @@ def test_from_json_refuses_other_shapes() -> None:
     for bad in shapes:
         with pytest.raises(UsageError):
             from_json(bad)
+
+
+# --- under the turn index: a random model writes only allowed values ----------------------------
+
+#: Tokens that straddle quotes, escapes and UTF-8 characters, beside every single byte.
+PIECES = [b'"DE', b'12"', b'\\"', b'\\u00', b'0a', b'0A', b"\\n", b'\\/', b'/b', b"\xc3", b'\xa9"',
+          "é".encode(), "😀".encode(), "😀".encode()[:2], b"US13", b"13 ", b"pay", b' to', b'"', b'""',
+          b'a"', b"ab", b"\\\\", b"\\u001f", b"null", b"12", b"-1", b".5", b"true"]
+
+
+@SETTINGS
+@given(st.lists(TEXT, min_size=1, max_size=2), st.integers(0, 2**32))
+def test_random_model_writes_only_allowed_values(user: list[str], seed: int) -> None:
+    """The field's block as a turn (``TurnLanguage.of_table``) under the turn index: a random
+    model (uniform over the allowed tokens, EOS included once allowed) writes a JSON text whose
+    value is a substring of the user's texts, or, in the complement's field, is none; and every
+    substring can be written byte by byte."""
+    from ltlagent.decode.chat import TokenBytes, TurnCursor, TurnIndex, TurnLanguage
+    from ltlagent.decode.vocab import vocab_from_bytes
+
+    pieces = [bytes([b]) for b in range(256)] + PIECES
+    tokens = TokenBytes.of(vocab_from_bytes([*pieces, None], eos_ids=[len(pieces)]))
+    field = schema_table({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})
+    rng = random.Random(seed)
+
+    def mentioned(v: str) -> bool:
+        return bool(v) and any(v in t for t in user)
+
+    def not_mentioned(v: str) -> bool:
+        return not mentioned(v)
+
+    single = tokens.vocab.single_byte_tokens()
+    for term, ok in ((ValueSubstrings(tuple(user)), mentioned),
+                     (ValueNot(ValueSubstrings(tuple(user))), not_mentioned)):
+        index = TurnIndex(TurnLanguage.of_table(restrict_field(field, term)), tokens)
+        for _ in range(8):
+            cur = TurnCursor(index)
+            while not cur.ended:
+                allowed = np.nonzero(cur.allowed())[0]
+                assert allowed.size, bytes(cur.data)
+                cur.advance(int(rng.choice(allowed.tolist())) if len(cur.data) < 24 or not cur.can_end
+                            else tokens.vocab.eos_ids[0])
+                assert not cur.is_dead
+            value = json.loads(bytes(cur.data).decode("utf-8"))
+            assert value is None or ok(value_text(value)), bytes(cur.data)
+        for v in [*(s for t in user for s in list(substrings(t))[:6]), "zz", ""]:
+            cur = TurnCursor(index)
+            written = True
+            for b in json.dumps(v, ensure_ascii=False).encode():
+                if not cur.allowed()[single[b]]:
+                    written = False
+                    break
+                cur.advance(single[b])
+            assert (written and cur.can_end) == ok(v), v
