@@ -244,8 +244,9 @@ def _pieces(text: str) -> list[bytes]:
 
 
 def substring_language(texts: Iterable[str], *, budget: int = MAX_VALUE_STATES) -> ValueLanguage:
-    """The non-empty strings that occur in one of ``texts`` (character substrings), in time and
-    states linear in the texts' total UTF-8 length. A substring of valid UTF-8 that is itself
+    """The strings that occur in one of ``texts`` (character substrings; the empty string too when
+    there is a text, as Python's ``in`` has it), in time and states linear in the texts' total
+    UTF-8 length. A substring of valid UTF-8 that is itself
     valid UTF-8 starts and ends between characters: the root's edges on continuation bytes are
     left out, and a state accepts where its end positions lie between characters (the same for
     all of them, in a state reachable without a continuation byte first)."""
@@ -262,7 +263,7 @@ def substring_language(texts: Iterable[str], *, budget: int = MAX_VALUE_STATES) 
     trans[src, byt] = dst
     trans[0, 0x80:0xC0] = DEAD  # no substring begins inside a character
     acc = np.asarray(sam.boundary, dtype=bool)
-    acc[0] = False  # the empty string is no value here
+    acc[0] = bool(texts)  # "" in t, for any text t
     what = f"a substring of {len(texts)} text{'s' if len(texts) != 1 else ''}"
     return ValueLanguage(ByteTable.build(trans, acc, what), what)
 
@@ -564,7 +565,7 @@ class ValueEnum:
 
 @dataclass(frozen=True)
 class ValueSubstrings:
-    """A non-empty substring of one of ``texts`` (earlier steps' texts)."""
+    """A substring of one of ``texts`` (earlier steps' texts; ``in``, so ``""`` too)."""
 
     texts: tuple[str, ...]
 
