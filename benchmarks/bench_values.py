@@ -10,7 +10,9 @@ substrings (:func:`substring_language`, a generalised suffix automaton), their J
 (:func:`json_texts`), their complement, and the product with a string field's schema table
 (:func:`restrict`) without a bound and with ``maxLength`` 34 (an IBAN field), each built with a
 budget of 600,000 states so its size is known (or that it is larger), then whether it fits the default budget
-(``MAX_VALUE_STATES``) or the decoder would fall back to checking after writing. "MB" is the
+(``MAX_VALUE_STATES``) or the decoder would fall back to checking after writing; then what the
+decoder would call, :func:`restrict_field` at the default budget (caches cleared), for the
+substrings and for their negation: the block, or the time it takes to give up. "MB" is the
 table's memory (``int32 [n, 256]``). Then an enum of 1,000 earlier values.
 
 First visits: SmolLM2-135M's tokenizer (49,152 tokens, read once from the GGUF file of the
@@ -40,10 +42,15 @@ from ltlagent.text.jsonschema import schema_table  # noqa: E402
 from ltlagent.text.values import (  # noqa: E402
     MAX_VALUE_STATES,
     ValueBudgetExceeded,
+    ValueNot,
+    ValueSubstrings,
+    ValueTerm,
+    clear_caches,
     complement,
     enum_language,
     json_texts,
     restrict,
+    restrict_field,
     substring_language,
 )
 
@@ -130,6 +137,25 @@ def first_visits(table: ByteTable, tokens: Any, ids: list[int]) -> tuple[float, 
     return statistics.median(ts), max(ts), sum(ts)
 
 
+def decoder_call(name: str, field: ByteTable, term: ValueTerm, reps: int) -> str:
+    """What the decoder would call for a bound string argument at the default budget
+    (:func:`restrict_field`, caches cleared): the block's size and time, or the time to give up."""
+    took = float("inf")
+    got: ByteTable | None = None
+    for _ in range(reps):
+        clear_caches()
+        t0 = time.perf_counter()
+        try:
+            got = restrict_field(field, term)
+        except ValueBudgetExceeded:
+            got = None
+        took = min(took, time.perf_counter() - t0)
+    if got is None:
+        return (f"| restrict_field, {name}, default budget | over budget | | {1e3 * took:.1f} "
+                "(to give up) | falls back |")
+    return row(f"restrict_field, {name}, default budget", got, took)
+
+
 def one_size(size: int, reps: int, tok: Any, tokens: Any) -> None:
     """The table of one text size, and the first visits writing an IBAN it mentions."""
     plain = schema_table({"type": "string"})
@@ -156,6 +182,9 @@ def one_size(size: int, reps: int, tok: Any, tokens: Any) -> None:
     except ValueBudgetExceeded:
         print(f"| restrict to maxLength 34 | > {UNLIMITED:,} | | {1e3 * (time.perf_counter() - t0):.0f}"
               " (to give up) | falls back |")
+    for name, term in (("substrings", ValueSubstrings((text,))),
+                       ("not substrings", ValueNot(ValueSubstrings((text,))))):
+        print(decoder_call(name, plain, term, reps))
     if tokens is not None and tok is not None:
         ids = tok.encode(json.dumps(target, ensure_ascii=False), add_special_tokens=False)
         med, mx, total = first_visits(field, tokens, ids)

@@ -6,12 +6,23 @@ spelling. Accepted texts are sampled by random walks on the automata (steered to
 the distance to it); allowed values are sampled from the texts and written as ``json.dumps``
 writes them and in the other spellings the generation language allows. Random cases are
 derandomised (``derandomize=True``), so CI never passes or fails by chance.
+
+Mutants of ``text/values.py`` each applied by hand, this file run (it failed), the change reverted:
+a suffix link to the root; the solid-edge test off by one; a clone's length off by one; no clone
+on an existing edge of an earlier text; a clone's suffix link not redirected; the character
+boundary read one byte early; the root's continuation-byte edges kept; the empty string
+refused; no ``\\/`` escape; ``\\u001X`` read as ``\\u000X``; hex digits in lower case only;
+escape steps wired to the wrong kind; no ``\\u`` after the backslash; raw control bytes allowed;
+a product's run expansion off by one; a product step's remainder queued out of order; ``minus``
+accepting where both accept; 16-digit floats as canonical; a finite difference keeping the wrong
+values.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import pickle
 import random
 from collections.abc import Callable
 
@@ -22,7 +33,7 @@ from hypothesis import strategies as st
 
 from ltlagent.errors import UsageError
 from ltlagent.text import values
-from ltlagent.text.bytetable import ByteTable, distance_to
+from ltlagent.text.bytetable import ByteTable, distance_to, trim
 from ltlagent.text.jsonschema import schema_table
 from ltlagent.text.values import (
     ValueAnd,
@@ -108,6 +119,12 @@ def spellings(value: str, rng: random.Random) -> list[bytes]:
     return out
 
 
+def trimmed(table: ByteTable) -> bool:
+    """Every state reachable from the start and able to reach acceptance (the ``ByteTable``
+    invariant the turn index relies on)."""
+    return trim(table.trans, table.accepting)[0].shape == table.trans.shape
+
+
 def decoded(data: bytes) -> str:
     """The value a written JSON text stands for (a string as is, else its JSON text); raises when
     the text is not JSON."""
@@ -123,12 +140,12 @@ def equivalent(a: ByteTable, b: ByteTable) -> bool:
 @SETTINGS
 @given(st.lists(TEXT, min_size=1, max_size=3))
 def test_substrings_equal_the_enum_of_every_substring(texts: list[str]) -> None:
-    """The suffix automaton accepts exactly the set of non-empty substrings (compared with a trie
-    of all of them: an independent construction)."""
+    """The suffix automaton accepts exactly the set of substrings, the empty one included as
+    Python's ``in`` has it (compared with a trie of all of them: an independent construction)."""
     lang = substring_language(texts)
     every = set().union(*(substrings(t) for t in texts))
-    assert equivalent(lang.table, enum_language(every).table)
-    assert lang.finite is None and "" not in lang
+    assert equivalent(lang.table, enum_language(every | {""}).table)
+    assert lang.finite is None and "" in lang and "" not in substring_language([])
 
 
 @SETTINGS
@@ -136,9 +153,10 @@ def test_substrings_equal_the_enum_of_every_substring(texts: list[str]) -> None:
 def test_substring_json_texts_are_sound_and_complete(texts: list[str], seed: int) -> None:
     lang = substring_language(texts)
     table = json_texts(lang)
+    assert trimmed(lang.table) and trimmed(table)
     for t in samples(table, seed):
         v = decoded(t)
-        assert v and any(v in x for x in texts), (t, texts)
+        assert any(v in x for x in texts), (t, texts)
         if t.startswith(b'"'):
             assert accepts(STRING_SCHEMA, t), t  # a spelling the decoder may write
         else:
@@ -183,7 +201,7 @@ def test_substrings_all_short_strings_exhaustively() -> None:
     for n in range(4):
         for w in itertools.product(ALPHABET, repeat=n):
             s = "".join(w)
-            want = bool(s) and any(s in t for t in texts)
+            want = any(s in t for t in texts)
             assert (s in lang) == want, s
             for sp in spellings(s, rng):
                 assert accepts(table, sp) == want, sp
@@ -217,6 +235,7 @@ def test_substring_states_are_linear() -> None:
 def test_enum_json_texts_are_sound_and_complete(values: list[str], others: list[str], seed: int) -> None:
     lang = enum_language(values)
     table = json_texts(lang)
+    assert trimmed(lang.table) and trimmed(table)
     for t in samples(table, seed):
         assert decoded(t) in values, t
     rng = random.Random(seed)
@@ -252,6 +271,20 @@ def test_null_is_written_only_when_asked() -> None:
         assert accepts(json_texts(lang, null=True), b'"null"') == ("null" in lang)
 
 
+def test_join_of_tables_whose_start_is_entered_again() -> None:
+    """Side-by-side union: a start that edges enter stays a state of its own."""
+    trans = np.full((2, 256), -1, dtype=np.int32)
+    trans[0, ord("a")], trans[1, ord("b")] = 1, 0  # (ab)*, its start entered again
+    loop, plus = ByteTable(trans, np.array([True, False])), values._table_of_pattern("c+")
+    joined = values._join([loop, plus, enum_language([]).table], "test")
+    assert trimmed(joined)
+    for w, ok in ((b"", True), (b"ab", True), (b"abab", True), (b"c", True), (b"cc", True),
+                  (b"abc", False), (b"ca", False), (b"a", False), (b"aba", False)):
+        assert accepts(joined, w) == ok, w
+    with pytest.raises(ValueError):
+        values._join([plus, plus], "test")
+
+
 def test_enum_leaves_out_values_no_text_can_be() -> None:
     lang = enum_language(["a\udc80", "b"])
     assert lang.finite == frozenset({"b"})
@@ -265,12 +298,13 @@ def test_complement_is_sound_and_complete(texts: list[str], others: list[str], s
     base = substring_language(texts)
     lang = complement(base)
     table = json_texts(lang)
+    assert trimmed(lang.table) and trimmed(table)
     for t in samples(table, seed):
         v = decoded(t)
-        assert not v or not any(v in x for x in texts), (t, texts)
+        assert not any(v in x for x in texts), (t, texts)
     rng = random.Random(seed)
     for o in [*others, ""]:
-        allowed = not o or not any(o in x for x in texts)
+        allowed = not any(o in x for x in texts)
         assert (o in lang) == allowed
         for w in spellings(o, rng):
             assert accepts(table, w) == allowed, w
@@ -316,7 +350,7 @@ def test_canonical_floats_agree_with_repr() -> None:
 def test_boolean_combinations(user: list[str], tool: list[str], values: list[str], seed: int) -> None:
     """And, or, minus of substrings and enums, checked value by value and on sampled texts."""
     def sub(ts: list[str], v: str) -> bool:
-        return bool(v) and any(v in t for t in ts)
+        return any(v in t for t in ts)
 
     a, b, e = substring_language(user), substring_language(tool), enum_language(values)
     cases: list[tuple[ValueLanguage, Callable[[str], bool]]] = [
@@ -415,6 +449,8 @@ def test_budgets_raise_value_budget_exceeded() -> None:
     with pytest.raises(ValueBudgetExceeded) as e:
         substring_language([text], budget=100)
     assert isinstance(e.value, UsageError) and e.value.budget == 100
+    again = pickle.loads(pickle.dumps(e.value))
+    assert (type(again), again.budget, str(again)) == (ValueBudgetExceeded, 100, str(e.value))
     lang = substring_language([text])
     with pytest.raises(ValueBudgetExceeded):
         json_texts(lang, budget=lang.num_states)
@@ -440,7 +476,7 @@ def holds(term: ValueTerm, v: str) -> bool:
     if isinstance(term, ValueEnum):
         return v in term.values
     if isinstance(term, ValueSubstrings):
-        return bool(v) and any(v in t for t in term.texts)
+        return any(v in t for t in term.texts)
     if isinstance(term, ValueNot):
         return not holds(term.term, v)
     if isinstance(term, ValueAnd):
@@ -463,6 +499,7 @@ def test_terms_compile_to_their_meaning(term: ValueTerm, seed: int) -> None:
     assert from_json(json.loads(json.dumps(to_json(term)))) == term
     lang = value_language(term)
     table = json_texts(lang)
+    assert trimmed(table)
     for t in samples(table, seed, n=20):
         assert holds(term, decoded(t)), t
     rng = random.Random(seed)
@@ -477,3 +514,57 @@ def test_from_json_refuses_other_shapes() -> None:
     for bad in shapes:
         with pytest.raises(UsageError):
             from_json(bad)
+
+
+# --- under the turn index: a random model writes only allowed values ----------------------------
+
+#: Tokens that straddle quotes, escapes and UTF-8 characters, beside every single byte.
+PIECES = [b'"DE', b'12"', b'\\"', b'\\u00', b'0a', b'0A', b"\\n", b'\\/', b'/b', b"\xc3", b'\xa9"',
+          "é".encode(), "😀".encode(), "😀".encode()[:2], b"US13", b"13 ", b"pay", b' to', b'"', b'""',
+          b'a"', b"ab", b"\\\\", b"\\u001f", b"null", b"12", b"-1", b".5", b"true"]
+
+
+@SETTINGS
+@given(st.lists(TEXT, min_size=1, max_size=2), st.integers(0, 2**32))
+def test_random_model_writes_only_allowed_values(user: list[str], seed: int) -> None:
+    """The field's block as a turn (``TurnLanguage.of_table``) under the turn index: a random
+    model (uniform over the allowed tokens, EOS included once allowed) writes a JSON text whose
+    value is a substring of the user's texts, or, in the complement's field, is none; and every
+    substring can be written byte by byte."""
+    from ltlagent.decode.chat import TokenBytes, TurnCursor, TurnIndex, TurnLanguage
+    from ltlagent.decode.vocab import vocab_from_bytes
+
+    pieces = [bytes([b]) for b in range(256)] + PIECES
+    tokens = TokenBytes.of(vocab_from_bytes([*pieces, None], eos_ids=[len(pieces)]))
+    field = schema_table({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})
+    rng = random.Random(seed)
+
+    def mentioned(v: str) -> bool:
+        return any(v in t for t in user)
+
+    def not_mentioned(v: str) -> bool:
+        return not mentioned(v)
+
+    single = tokens.vocab.single_byte_tokens()
+    for term, ok in ((ValueSubstrings(tuple(user)), mentioned),
+                     (ValueNot(ValueSubstrings(tuple(user))), not_mentioned)):
+        index = TurnIndex(TurnLanguage.of_table(restrict_field(field, term)), tokens)
+        for _ in range(8):
+            cur = TurnCursor(index)
+            while not cur.ended:
+                allowed = np.nonzero(cur.allowed())[0]
+                assert allowed.size, bytes(cur.data)
+                cur.advance(int(rng.choice(allowed.tolist())) if len(cur.data) < 24 or not cur.can_end
+                            else tokens.vocab.eos_ids[0])
+                assert not cur.is_dead
+            value = json.loads(bytes(cur.data).decode("utf-8"))
+            assert value is None or ok(value_text(value)), bytes(cur.data)
+        for v in [*(s for t in user for s in list(substrings(t))[:6]), "zz", ""]:
+            cur = TurnCursor(index)
+            written = True
+            for b in json.dumps(v, ensure_ascii=False).encode():
+                if not cur.allowed()[single[b]]:
+                    written = False
+                    break
+                cur.advance(single[b])
+            assert (written and cur.can_end) == ok(v), v

@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 
 from ltlagent.errors import UsageError
-from ltlagent.text.bytetable import ByteTable
+from ltlagent.text.bytetable import ByteTable, distance_to
 from ltlagent.text.content import DEAD
 from ltlagent.text.jsontype import pattern_language
 
@@ -72,6 +72,9 @@ class ValueBudgetExceeded(UsageError):
                          hint="the call is checked after it is written instead")
         self.what = what
         self.budget = budget
+
+    def __reduce__(self) -> tuple[type[ValueBudgetExceeded], tuple[str, int]]:
+        return type(self), (self.what, self.budget)  # crosses process boundaries whole
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,8 +244,9 @@ def _pieces(text: str) -> list[bytes]:
 
 
 def substring_language(texts: Iterable[str], *, budget: int = MAX_VALUE_STATES) -> ValueLanguage:
-    """The non-empty strings that occur in one of ``texts`` (character substrings), in time and
-    states linear in the texts' total UTF-8 length. A substring of valid UTF-8 that is itself
+    """The strings that occur in one of ``texts`` (character substrings; the empty string too when
+    there is a text, as Python's ``in`` has it), in time and states linear in the texts' total
+    UTF-8 length. A substring of valid UTF-8 that is itself
     valid UTF-8 starts and ends between characters: the root's edges on continuation bytes are
     left out, and a state accepts where its end positions lie between characters (the same for
     all of them, in a state reachable without a continuation byte first)."""
@@ -259,7 +263,7 @@ def substring_language(texts: Iterable[str], *, budget: int = MAX_VALUE_STATES) 
     trans[src, byt] = dst
     trans[0, 0x80:0xC0] = DEAD  # no substring begins inside a character
     acc = np.asarray(sam.boundary, dtype=bool)
-    acc[0] = False  # the empty string is no value here
+    acc[0] = bool(texts)  # "" in t, for any text t
     what = f"a substring of {len(texts)} text{'s' if len(texts) != 1 else ''}"
     return ValueLanguage(ByteTable.build(trans, acc, what), what)
 
@@ -323,7 +327,10 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
         acc = acc_a[p_all] | acc_b[q_all]
     else:
         acc = acc_a[p_all] & ~acc_b[q_all]
-    return ByteTable.build(np.concatenate(rows), acc, what, reachable=True)
+    trans = np.concatenate(rows)
+    if (distance_to(trans, acc) >= 0).all():  # every state live (a complement's are): as it is
+        return ByteTable(trans, acc, what)
+    return ByteTable.build(trans, acc, what, reachable=True)
 
 
 def _rows(trans: np.ndarray, states: np.ndarray) -> np.ndarray:
@@ -337,24 +344,33 @@ def _rows(trans: np.ndarray, states: np.ndarray) -> np.ndarray:
 
 
 def _join(tables: Sequence[ByteTable], what: str) -> ByteTable:
-    """The union of DFAs whose first bytes differ (a JSON string begins with ``"``, a number
-    with a digit or ``-``, ``true`` with ``t``…): a fresh start whose row is theirs side by side,
-    each table's states copied after it by one numpy operation (no product)."""
-    n = 1 + sum(t.num_states for t in tables)
+    """The union of trimmed DFAs whose first bytes differ (a JSON string begins with ``"``, a
+    number with a digit or ``-``, ``true`` with ``t``…): a fresh start whose row is theirs side by
+    side, each table's states copied after it by one numpy operation (no product). A start that
+    no edge enters becomes the fresh start itself, so every state stays reachable and live (no
+    trimming pass)."""
+    parts = [t for t in tables if not t.empty]
+    if not parts:
+        return ByteTable(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool), what)
+    entered = [bool((t.trans == 0).any()) for t in parts]
+    n = 1 + sum(t.num_states - (not e) for t, e in zip(parts, entered))
     trans = np.full((n, 256), DEAD, dtype=np.int32)
     acc = np.zeros(n, dtype=bool)
     at = 1
-    for t in tables:
-        block = np.where(t.trans >= 0, t.trans + at, DEAD)
-        trans[at:at + t.num_states] = block
+    for t, e in zip(parts, entered):
+        # state q of t goes to at + q, or to at + q - 1 when its start (then never entered) merges
+        shift = at if e else at - 1
+        block = np.where(t.trans >= 0, t.trans + shift, DEAD)
         first = t.trans[0] >= 0
         if (first & (trans[0] >= 0)).any():
             raise ValueError("_join needs tables whose first bytes differ")
         trans[0, first] = block[0, first]
         acc[0] |= bool(t.accepting[0])
-        acc[at:at + t.num_states] = t.accepting
-        at += t.num_states
-    return ByteTable.build(trans, acc, what)
+        lo = 0 if e else 1
+        trans[shift + lo:shift + t.num_states] = block[lo:]
+        acc[shift + lo:shift + t.num_states] = t.accepting[lo:]
+        at = shift + t.num_states
+    return ByteTable(trans, acc, what)
 
 
 @functools.lru_cache(maxsize=1)
@@ -419,57 +435,68 @@ def _quoted(lang: ByteTable, budget: int) -> ByteTable:
     """The JSON strings (quotes included) whose decoded text ``lang`` accepts, spelled as the
     generation language of §5.1 allows: raw UTF-8 but ``"``, ``\\`` and controls; ``\\" \\\\ \\/
     \\b \\f \\n \\r \\t``; ``\\u00XX`` (either case) for the controls only. States: 0 before the
-    opening quote, then ``lang``'s states, then escape steps only where an escape can go on."""
+    opening quote, then ``lang``'s states, then the escape steps. An escape step is made only where
+    the escape can go on, and once per distinct row of successors: the steps of a complement's
+    states, which all lead to its catch-all state, are one state, not one per value state."""
     d = lang.trans
     n = lang.num_states
-    live = d >= 0
-    c0 = live[:, 0x00:0x10].any(axis=1)  # \u000X can go on
-    c1 = live[:, 0x10:0x20].any(axis=1)  # \u001X
-    cu = c0 | c1
-    esc = live[:, list(_SHORT_ESCAPES)].any(axis=1) | cu
-    parts = [esc, cu, cu, cu, c0, c1]  # ESC, U, U0, U00, U000, U001
-    at = 1 + n
-    ids: list[np.ndarray] = []
-    for need in parts:
-        idx = np.full(n, DEAD, dtype=np.int64)
-        k = int(need.sum())
-        idx[need] = np.arange(at, at + k)
-        ids.append(idx)
-        at += k
-    final = at
-    total = at + 1
+    to_main = np.where(d >= 0, d + 1, DEAD).astype(np.int32)  # lang's states at 1 … n
+    at = [1 + n]
+    made: list[np.ndarray] = []  # per step kind: the successor rows of its distinct states
+
+    def steps(sig: np.ndarray) -> np.ndarray:
+        """One state per distinct row of ``sig`` (successors, DEAD where none) that has a live
+        entry; each value state's step (DEAD where its row has none)."""
+        need = (sig >= 0).any(axis=1)
+        idx = np.full(n, DEAD, dtype=np.int32)
+        if need.any():
+            rows, inv = np.unique(sig[need], axis=0, return_inverse=True)
+            idx[need] = at[0] + inv.ravel()
+            at[0] += rows.shape[0]
+        else:
+            rows = np.zeros((0, sig.shape[1]), dtype=np.int32)
+        made.append(rows)
+        return idx
+
+    u000 = steps(to_main[:, 0x00:0x10])  # \u000X: the X-th control
+    u001 = steps(to_main[:, 0x10:0x20])  # \u001X
+    u00 = steps(np.stack([u000, u001], axis=1))  # '0' or '1' next
+    u0 = steps(u00[:, None])
+    u = steps(u0[:, None])
+    shorts = list(_SHORT_ESCAPES)
+    esc = steps(np.concatenate([to_main[:, shorts], u[:, None]], axis=1))
+    final = at[0]
+    total = final + 1
     _check(total, budget, "the JSON strings of the allowed values")
-    main = np.arange(1, n + 1, dtype=np.int64)
-
-    def to_main(x: np.ndarray) -> np.ndarray:
-        return np.where(x >= 0, x + 1, DEAD)
-
     trans = np.full((total, 256), DEAD, dtype=np.int32)
     trans[0, 0x22] = 1
-    raw = to_main(d)
+    raw = to_main.copy()
     raw[:, :0x20] = DEAD
     raw[:, 0x22] = np.where(lang.accepting, final, DEAD)
-    raw[:, 0x5C] = ids[0]
-    trans[main] = raw
-    e_esc, e_u, e_u0, e_u00, e_u000, e_u001 = ids
-    p = np.nonzero(esc)[0]
-    for dec, letter in _SHORT_ESCAPES.items():
-        trans[e_esc[p], letter] = to_main(d[p, dec])
-    trans[e_esc[p], ord("u")] = e_u[p]
-    p = np.nonzero(cu)[0]
-    trans[e_u[p], 0x30] = e_u0[p]
-    trans[e_u0[p], 0x30] = e_u00[p]
-    trans[e_u00[p], 0x30] = e_u000[p]
-    trans[e_u00[p], 0x31] = e_u001[p]
-    for step, need, base in ((e_u000, c0, 0), (e_u001, c1, 16)):
-        p = np.nonzero(need)[0]
-        for h in range(16):
-            for ch in dict.fromkeys(f"{h:x}{h:X}"):
-                trans[step[p], ord(ch)] = to_main(d[p, base + h])
+    raw[:, 0x5C] = esc
+    trans[1:1 + n] = raw
+    lo = 1 + n
+    for k, rows in enumerate(made):
+        here = np.arange(lo, lo + rows.shape[0])
+        lo += rows.shape[0]
+        if k < 2:  # \u000X, \u001X: a hex digit, in either case
+            for h in range(16):
+                for ch in dict.fromkeys(f"{h:x}{h:X}"):
+                    trans[here, ord(ch)] = rows[:, h]
+        elif k == 2:
+            trans[here, 0x30], trans[here, 0x31] = rows[:, 0], rows[:, 1]
+        elif k < 5:
+            trans[here, 0x30] = rows[:, 0]
+        else:
+            for j, dec in enumerate(shorts):
+                trans[here, _SHORT_ESCAPES[dec]] = rows[:, j]
+            trans[here, ord("u")] = rows[:, len(shorts)]
     acc = np.zeros(total, dtype=bool)
     acc[final] = True
-    # every state is reachable: escape steps are made only where an escape can go on
-    return ByteTable.build(trans, acc, "JSON strings", reachable=True)
+    if lang.empty:
+        return ByteTable.build(trans, acc, "JSON strings")
+    # trimmed as it is: lang's states are live, and a step is made only where it leads to one
+    return ByteTable(trans, acc, "JSON strings")
 
 
 def json_texts(lang: ValueLanguage, *, strings: bool = True, scalars: bool = True,
@@ -538,7 +565,7 @@ class ValueEnum:
 
 @dataclass(frozen=True)
 class ValueSubstrings:
-    """A non-empty substring of one of ``texts`` (earlier steps' texts)."""
+    """A substring of one of ``texts`` (earlier steps' texts; ``in``, so ``""`` too)."""
 
     texts: tuple[str, ...]
 
