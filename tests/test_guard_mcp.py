@@ -254,6 +254,18 @@ def test_sessions_are_independent_and_end_with_the_session(guard: str, upstream:
     assert upstream.ran == [("lookup", "Bern"), ("book", "LX12"), ("lookup", "Bern"), ("book", "LX12")]
 
 
+def test_concurrent_calls_of_one_session_cannot_race_past_the_judge(guard: str, upstream: Upstream) -> None:
+    """Ten bookings at once after one lookup: one-booking lets exactly one through."""
+    async def race() -> list[tuple[bool, str]]:
+        async with Client(guard) as client:
+            await call(client, "lookup", city="Bern")
+            return list(await asyncio.gather(*(call(client, "book", flight=f"LX{k}") for k in range(10))))
+
+    out = run(race())
+    assert sum(not e for e, _ in out) == 1 and [r[0] for r in upstream.ran] == ["lookup", "book"]
+    assert all("one-booking" in text for e, text in out if e)
+
+
 def test_a_session_ended_by_delete_leaves_no_cursor_behind(attacked: tuple[str, Upstream]) -> None:
     guard, upstream = attacked
     with httpx.Client(headers=HEADERS, timeout=10) as http:
