@@ -30,7 +30,8 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("mcp")
 
 from mcp.client import Client  # noqa: E402
-from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
+from mcp.server.streamable_http import EventMessage, EventStore  # noqa: E402
 
 from ltlagent import parse_spec  # noqa: E402
 from ltlagent.guard.mcp import (  # noqa: E402
@@ -117,16 +118,40 @@ def serve_app(app: Any) -> Iterator[str]:
         sock.close()
 
 
+class MemoryEvents(EventStore):
+    """Resumability for the server: every event kept, replayed after the one a client names."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, Any]] = []  # (event id, stream id, message)
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        self.events.append((str(len(self.events)), stream_id, message))
+        return self.events[-1][0]
+
+    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
+        stream = next((st for eid, st, _ in self.events if eid == last_event_id), None)
+        for eid, st, message in self.events[int(last_event_id) + 1:]:
+            if st == stream and message is not None:
+                await send_callback(EventMessage(message, eid))
+        return stream
+
+
 @contextmanager
-def mcp_server(json_response: bool = False, stateless: bool = False) -> Iterator[Upstream]:
-    """An ``MCPServer`` with ``lookup`` and ``book`` on a free loopback port."""
+def mcp_server(json_response: bool = False, stateless: bool = False,
+               resumable: bool = False) -> Iterator[Upstream]:
+    """An ``MCPServer`` with ``lookup`` and ``book`` on a free loopback port; ``resumable``: with an
+    event store, and ``lookup`` closes its SSE stream before it answers (the client resumes it
+    with a GET and ``Last-Event-ID``, and the answer comes on that stream)."""
     server = MCPServer("bookings", log_level="WARNING")
     up = Upstream("")
 
     @server.tool()
-    def lookup(city: str) -> str:
+    async def lookup(city: str, ctx: Context) -> str:
         """Flights to a city."""
         up.ran.append(("lookup", city))
+        if resumable:
+            await ctx.close_sse_stream()
+            await asyncio.sleep(0.2)
         return "LX12 available" if city == "Bern" else "no flights"
 
     @server.tool()
@@ -135,7 +160,9 @@ def mcp_server(json_response: bool = False, stateless: bool = False) -> Iterator
         up.ran.append(("book", flight))
         return f"booked {flight}"
 
-    app = server.streamable_http_app(json_response=json_response, stateless_http=stateless)
+    app = server.streamable_http_app(json_response=json_response, stateless_http=stateless,
+                                     event_store=MemoryEvents() if resumable else None,
+                                     retry_interval=50 if resumable else None)
 
     async def recording(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -314,6 +341,19 @@ def test_a_server_without_sessions_gets_one_minted_by_the_guard(policy: Policy) 
     assert [e for e, _ in out] == [True, False, False, True]
     assert up.ran == [("lookup", "Bern"), ("book", "LX12")]
     assert up.sessions == set()  # the id the guard made up stays between the guard and the client
+
+
+def test_a_result_that_comes_on_a_resumed_stream_is_read(policy: Policy) -> None:
+    """The server cuts the call's stream; the answer arrives on the client's GET with
+    Last-Event-ID, and booking (which needs a result that said "available") is allowed after it."""
+    with mcp_server(resumable=True) as up, guarded(policy, up) as url:
+        async def session() -> list[tuple[bool, str]]:
+            async with Client(url, mode="legacy") as client:
+                return [await call(client, "lookup", city="Bern"), await call(client, "book", flight="LX12")]
+
+        out = run(session())
+    assert out == [(False, "LX12 available"), (False, "booked LX12")]
+    assert up.ran == [("lookup", "Bern"), ("book", "LX12")]
 
 
 # -- raw HTTP: what an attacker may send ---------------------------------------------------------
