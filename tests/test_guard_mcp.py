@@ -437,7 +437,9 @@ def test_a_call_the_guard_cannot_judge_never_reaches_the_server(
         before = len(upstream.received)
         r = http.post(guard, content=body if isinstance(body, bytes) else body.encode(),
                       headers={"mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"})
-        assert len(upstream.received) == before, upstream.received[before:]  # nothing forwarded
+        forwarded = [m for m in upstream.received[before:]  # but the guard's own listing
+                     if not str(m.get("id") if isinstance(m, dict) else "").startswith("ltlagent-guard-")]
+        assert forwarded == []
         answer = r.json()
         said = answer["error"]["message"] if "error" in answer else _text(answer)
         assert said.startswith(REFUSAL_MARK) and why in said, (r.status_code, said)
@@ -448,6 +450,21 @@ def test_a_call_the_guard_cannot_judge_never_reaches_the_server(
         # the session goes on: a good call still works
         assert _call(http, guard, sid, "lookup", {"city": "Bern"})["result"]["isError"] is False
     assert upstream.ran == [("lookup", "Bern")]
+
+
+@pytest.mark.parametrize("name", ["Lookup", "LOOKUP", "lookup-", "book_"])
+def test_a_name_the_server_does_not_list_is_refused_though_the_client_never_listed(
+        name: str, attacked: tuple[str, Upstream]) -> None:
+    """The guard lists the session's tools itself (the server may be lenient about names)."""
+    guard, upstream = attacked
+    with httpx.Client(headers=HEADERS, timeout=10) as http:
+        sid = _initialize(http, guard)
+        refused = _call(http, guard, sid, name, {"city": "Bern"})
+        allowed = _call(http, guard, sid, "lookup", {"city": "Bern"})
+    assert refused["result"]["isError"] is True
+    assert f"the server did not list a tool named {name!r}" in _text(refused)
+    assert allowed["result"]["isError"] is False and upstream.ran == [("lookup", "Bern")]
+    assert upstream.methods().count("tools/call") == 1 and "tools/list" in upstream.methods()
 
 
 def test_the_server_reads_the_bytes_the_guard_judged(attacked: tuple[str, Upstream]) -> None:
