@@ -58,6 +58,8 @@ MAX_BODY_BYTES = 8 << 20
 MAX_EVENT_BYTES = 16 << 20
 #: The most calls of one session awaiting their results.
 MAX_PENDING = 1024
+#: The most pages of tools/list the guard reads when it lists a server's tools itself.
+MAX_PAGES = 100
 #: The deepest JSON nesting accepted (MCP messages are a few levels deep).
 MAX_DEPTH = 64
 #: The characters MCP allows in a tool name (2025-11-25: "SHOULD"), 1 to 128 of them.
@@ -339,6 +341,29 @@ def _refusal(rid: object, text: str, version: str | None) -> Response:
                         headers={"x-ltlagent-guard": "refused"})
 
 
+def _result_of(resp: httpx.Response, rid: str) -> Mapping[str, object] | None:
+    """The ``result`` of the answer to request ``rid`` in a whole response (JSON or SSE)."""
+    if resp.status_code >= 300 or len(resp.content) > MAX_EVENT_BYTES:
+        return None
+    ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+    try:
+        events = SseReader().feed(resp.content, end=True) if ctype == "text/event-stream" else []
+    except ValueError:
+        return None
+    texts = ["\n".join(e.data) for e in events if e is not None] if events else [resp.text]
+    values = []
+    for text in texts:
+        try:
+            values.append(strict_json(text.encode()))
+        except (ValueError, UnicodeDecodeError):
+            continue  # a priming event (no data), or one that is not the answer
+    for v in values:
+        for m in v if isinstance(v, list) else [v]:
+            if isinstance(m, Mapping) and m.get("id") == rid and isinstance(m.get("result"), Mapping):
+                return m["result"]
+    return None
+
+
 def _headed(response: Response, headers: list[tuple[str, str]]) -> Response:
     """``response`` with the upstream's headers (each of a repeated one, e.g. ``set-cookie``)."""
     response.raw_headers.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers)
@@ -463,7 +488,12 @@ class _McpGuard:
             return refuse("no MCP session the guard knows (Mcp-Session-Id "
                           + (f"{sid!r} did not begin through the guard" if sid else "missing")
                           + "): the policy follows a session from its initialize")
-        if session.tools is not None and name not in session.tools:
+        if session.tools is None or name not in session.tools:
+            listed = await self._list_tools(request, session)
+            if listed is None:
+                return refuse("the guard could not list the server's tools to check the name")
+            session.tools = (session.tools or set()) | listed
+        if name not in session.tools:
             return refuse(f"the server did not list a tool named {name!r}")
         if key in session.pending:
             return refuse(f"a call with id {rid!r} is still running")
@@ -480,6 +510,34 @@ class _McpGuard:
         session.pending[key] = name
         judged = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
         return await self._forward(request, judged, session, call=key)
+
+    async def _list_tools(self, request: Request, session: McpSession) -> set[str] | None:
+        """The tool names the server lists in this session, asked by the guard itself (every page,
+        at most :data:`MAX_PAGES`); ``None`` when the server does not answer a listing."""
+        if self.client is None:
+            return None
+        headers = self._headers(request, session)
+        headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "accept")}
+        headers.update({"content-type": "application/json", "accept": "application/json, text/event-stream"})
+        names: set[str] = set()
+        page: object = None
+        for _ in range(MAX_PAGES):
+            rid = f"ltlagent-guard-{uuid.uuid4().hex}"
+            body = {"jsonrpc": "2.0", "id": rid, "method": "tools/list",
+                    "params": {"cursor": page} if page is not None else {}}
+            try:
+                resp = await self.client.post(self.config.upstream, content=_dumps(body), headers=headers)
+            except httpx.HTTPError:
+                return None
+            result = _result_of(resp, rid)
+            tools = result.get("tools") if result is not None else None
+            if result is None or not isinstance(tools, list):
+                return None
+            names |= {t["name"] for t in tools if isinstance(t, Mapping) and isinstance(t.get("name"), str)}
+            page = result.get("nextCursor")
+            if not isinstance(page, str) or not page:
+                return names
+        return None
 
     async def _delete(self, request: Request) -> Response:
         sid = request.headers.get(SESSION_HEADER)
