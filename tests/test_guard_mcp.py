@@ -2,10 +2,13 @@
 a real ``MCPServer`` (the SDK's server: tools ``lookup`` and ``book``), all on 127.0.0.1: an allowed
 call reaches the server, a forbidden one never does (the server's own record of what ran and of
 every message it received), the refusal is a tool result with ``isError`` and the rule; results
-are read (from SSE and from JSON answers) so rules about them apply; sessions are independent and
-end with ``DELETE``; and from the attacker's side, every shape of call the proxy cannot judge —
-batches, malformed ids, names, arguments, duplicate keys, ``NaN``, deep nesting, no session —
-is refused without reaching the server."""
+are read (from SSE, from JSON answers, from a resumed GET stream) so rules about them apply;
+sessions are independent, end with ``DELETE``, are minted for a server without them, and ten
+concurrent calls of one session cannot race past the judge; and from the attacker's side, every
+shape of call the proxy cannot judge — batches, malformed ids, methods, names (and names the server
+does not list), arguments, duplicate keys, ``NaN``, deep nesting, an endless chunked body, no
+session, the stateless 2026 revision — is refused without reaching the server. README's MCP
+command and client run as written (ports changed)."""
 
 from __future__ import annotations
 
