@@ -74,7 +74,8 @@ HANDSHAKE_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-
 MINTED_PREFIX = "ltlagent-"
 #: JSON-RPC error codes.
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL_ERROR = -32700, -32600, -32601, -32603
-#: Not forwarded either way: hop-by-hop headers, and the encoding (the proxy reads bodies plain).
+#: Not forwarded either way: hop-by-hop headers, and the encoding (the proxy asks for plain bodies
+#: and passes on what it decoded).
 HOP_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "keep-alive",
                          "te", "trailer", "upgrade", "proxy-authorization", "proxy-connection",
                          "accept-encoding", "content-encoding"})
@@ -622,7 +623,7 @@ class _McpGuard:
     async def _read(self, resp: httpx.Response) -> bytes:
         raw = bytearray()
         try:
-            async for chunk in resp.aiter_raw():
+            async for chunk in resp.aiter_bytes():
                 raw += chunk
                 if len(raw) > MAX_EVENT_BYTES:
                     raise RpcFailure(502, INTERNAL_ERROR, f"the MCP server answered over "
@@ -634,7 +635,7 @@ class _McpGuard:
 
     async def _raw(self, resp: httpx.Response) -> AsyncIterator[bytes]:
         try:
-            async for chunk in resp.aiter_raw():
+            async for chunk in resp.aiter_bytes():
                 yield chunk
         except httpx.HTTPError:
             return
@@ -647,7 +648,7 @@ class _McpGuard:
         shown only what the guard read). A malformed or oversized stream ends here."""
         reader = SseReader()
         try:
-            async for chunk in resp.aiter_raw():
+            async for chunk in resp.aiter_bytes():
                 for ev in reader.feed(chunk):
                     out = self._event(ev, session)
                     if out:
