@@ -37,16 +37,9 @@ from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
 from mcp.server.streamable_http import EventMessage, EventStore  # noqa: E402
 
 from ltlagent import parse_spec  # noqa: E402
-from ltlagent.guard.mcp import (  # noqa: E402
-    MAX_BODY_BYTES,
-    MAX_DEPTH,
-    McpProxyConfig,
-    SseReader,
-    build_mcp_app,
-    result_text,
-    strict_json,
-)
+from ltlagent.guard.mcp import MAX_BODY_BYTES, McpProxyConfig, build_mcp_app, result_text  # noqa: E402
 from ltlagent.guard.screen import REFUSAL_MARK  # noqa: E402
+from ltlagent.guard.wire import MAX_DEPTH, SseReader, strict_json  # noqa: E402
 from ltlagent.logic.policy import Policy  # noqa: E402
 from tests.standin import free_port  # noqa: E402
 
