@@ -177,9 +177,9 @@ def serve_app(app: Any) -> Iterator[str]:
     """Run an ASGI app under uvicorn on a free loopback port; yields its base URL (``…/v1``)."""
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    from ltlagent.cli.guard import listen_socket
+
+    sock = listen_socket("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="on",
                                            timeout_graceful_shutdown=2))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

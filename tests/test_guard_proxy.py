@@ -28,6 +28,9 @@ from tests.standin import Reply, StandIn, booking_brain, free_port, serve_app  #
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs" / "booking-policy.sexp"
 RESULTS = {"find_user": {"user_id": "bob"}, "book": {"booking": "B-2"}}
+TOOLS = [{"type": "function", "function": {"name": name, "description": name,
+                                           "parameters": {"type": "object", "properties": {}}}}
+         for name in ("find_user", "book", "change_booking", "cancel_booking", "transfer_to_human")]
 
 
 @pytest.fixture(scope="module")
@@ -44,14 +47,16 @@ def _reply(client: Any, messages: list[dict[str, Any]], stream: bool) -> tuple[d
     """One assistant message as the client records it (streamed: assembled from the deltas), and
     the proxy's x-ltlagent-guard header (streamed: "stream")."""
     if not stream:
-        raw = client.chat.completions.with_raw_response.create(model="standin", messages=messages)
+        raw = client.chat.completions.with_raw_response.create(model="standin", messages=messages,
+                                                              tools=TOOLS)
         msg = raw.parse().choices[0].message
         out: dict[str, Any] = {"role": "assistant", "content": msg.content}
         if msg.tool_calls:
             out["tool_calls"] = [tc.model_dump(exclude_none=True) for tc in msg.tool_calls]
         return out, raw.headers.get("x-ltlagent-guard", "")
     text, calls = "", {}
-    for chunk in client.chat.completions.create(model="standin", messages=messages, stream=True):
+    for chunk in client.chat.completions.create(model="standin", messages=messages, stream=True,
+                                                tools=TOOLS):
         if not chunk.choices:
             continue
         delta = chunk.choices[0].delta
@@ -171,8 +176,9 @@ def test_bad_requests_get_openai_style_errors(policy: Policy) -> None:
         assert _error(_post(url, json.dumps({"model": "m"})), 400)["param"] == "messages"
         bad = {"model": "m", "messages": [{"role": "user", "content": "hi"}, {"content": "no role"}]}
         assert _error(_post(url, json.dumps(bad)), 400)["param"] == "messages[1]"
-        two = {"model": "m", "n": 2, "messages": [{"role": "user", "content": "hi"}]}
-        assert _error(_post(url, json.dumps(two)), 400)["param"] == "n"
+        for n in (0, 129, "2", True):
+            bad_n = {"model": "m", "n": n, "messages": [{"role": "user", "content": "hi"}]}
+            assert _error(_post(url, json.dumps(bad_n)), 400)["param"] == "n"
         assert _error(httpx.get(f"{url}/chat/completions"), 405)
         assert _error(httpx.get(f"{url}/nowhere"), 404)
         models = httpx.get(f"{url}/models")
