@@ -364,6 +364,8 @@ class _Guarded:
                         raise _bad_reply(f"a malformed chunk ({e})") from None
                     for out in forward:
                         yield sse(out)
+                if not asm.choices:
+                    raise _bad_reply("a stream without a choice")
                 found = {i: self._screen(cursor, m, len(messages), tools)
                          for i, m in asm.messages(before).items()}
             except ApiError as e:
