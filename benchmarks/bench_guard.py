@@ -18,7 +18,7 @@ Faults: M slow streams are in flight through the proxy when the upstream process
 timeout, and the proxy must then answer the next requests (502 while the upstream is down, 200
 once a new upstream is up on the same port).
 
-Command: ``python benchmarks/bench_guard.py [--conversations 200] [--streams 50]``. Loopback
+Command: ``python benchmarks/bench_guard.py [--conversations 500] [--streams 50]``. Loopback
 addresses only, every loop bounded.
 """
 
@@ -44,6 +44,10 @@ sys.path.insert(0, str(ROOT))
 from ltlagent.logic.policy import Policy  # noqa: E402
 
 SPEC = ROOT / "specs" / "booking-policy.sexp"
+#: The tools every request declares (the guard refuses a call of any other name).
+TOOLS = [{"type": "function", "function": {"name": n, "description": n,
+                                           "parameters": {"type": "object", "properties": {}}}}
+         for n in ("find_user", "book")]
 RESULTS = {"find_user": lambda email: {"user_id": email.split("@")[0]},
            "book": lambda email: {"booking": "B-" + email.split("@")[0]}}
 
@@ -55,7 +59,8 @@ def _port() -> int:
 
 
 def _spawn(args: list[str]) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                                        if p)}
     return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -90,7 +95,7 @@ def _proxy(upstream: str, port: int, timeout: float = 30) -> subprocess.Popen[by
 async def _request(client: httpx.AsyncClient, url: str, messages: list[dict[str, Any]],
                    stream: bool, times: list[float]) -> dict[str, Any]:
     t0 = time.perf_counter()
-    body = {"model": "standin", "messages": messages, "stream": stream}
+    body = {"model": "standin", "messages": messages, "stream": stream, "tools": TOOLS}
     if not stream:
         r = await client.post(f"{url}/chat/completions", json=body)
         r.raise_for_status()
@@ -227,7 +232,7 @@ async def _fault(proxy_url: str, upstream_port: int, upstream: subprocess.Popen[
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--conversations", type=int, default=200)
+    ap.add_argument("--conversations", type=int, default=500)
     ap.add_argument("--streams", type=int, default=50)
     ap.add_argument("--sequential", type=int, default=200, help="requests sent one at a time")
     ap.add_argument("--parts", default="sequential,load,fault",

@@ -230,6 +230,12 @@ def upstream() -> Iterator[StandIn]:
 
 
 @pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
 def proxies(policy: Policy, upstream: StandIn) -> Iterator[dict[str, str]]:
     with serve_app(build_app(ProxyConfig(policy, upstream.url, "refuse"))) as refuse, \
             serve_app(build_app(ProxyConfig(policy, upstream.url, "reask", 2))) as reask:
@@ -306,10 +312,10 @@ def _check_stream(r: httpx.Response, expected: str, shape: Shape) -> None:
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_no_shape_carries_a_forbidden_call_through_the_proxy(name: str, mode: str, stream: bool,
                                                              proxies: dict[str, str],
-                                                             upstream: StandIn) -> None:
+                                                             http: httpx.Client) -> None:
     shape = SHAPES[name]
     body = {"model": name, "messages": HISTORY, "tools": TOOLS, "stream": stream}
-    r = httpx.post(f"{proxies[mode]}/chat/completions", json=body, timeout=30)
+    r = http.post(f"{proxies[mode]}/chat/completions", json=body)
     if stream:
         _check_stream(r, shape.stream, shape)
     else:
