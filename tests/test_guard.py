@@ -31,6 +31,24 @@ def policy() -> Policy:
     return Policy.load(SPEC)
 
 
+@pytest.fixture(autouse=True)
+def _close_clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every ``openai`` client a Guard makes here is closed after its test (not left to the GC)."""
+    import openai
+
+    made: list[Any] = []
+
+    class Closing(openai.OpenAI):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            made.append(self)
+
+    monkeypatch.setattr(openai, "OpenAI", Closing)
+    yield
+    for client in made:
+        client.close()
+
+
 class Desk:
     """The booking tools, recording every call that actually ran."""
 

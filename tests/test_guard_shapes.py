@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("openai")
+openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -357,16 +357,17 @@ def test_no_shape_runs_a_forbidden_call_in_the_library(name: str, policy: Policy
     def tool(n: str) -> FunctionTool:
         return FunctionTool(n, n, {"type": "object", "properties": {}},
                             lambda **a: ran.append((n, a)) or {"ok": n})
-    guard = Guard(policy, [tool(n) for n in NAMES], base_url=upstream.url, model=name,
-                  max_retries=0, max_turns=1)
-    conv = guard.conversation(HISTORY)
     first = shape.plain if shape.raw is not None or len(shape.choices) == 1 else \
         ("pass" if shape.choices[0] is not None else "502")  # the library runs choices[0] only
-    if first == "502":
-        with pytest.raises(LogError):
-            conv.run()
-        return
-    turn = conv.run()
+    with openai.OpenAI(base_url=upstream.url, api_key="none", max_retries=0) as client:
+        guard = Guard(policy, [tool(n) for n in NAMES], client=client, model=name,
+                      max_retries=0, max_turns=1)
+        conv = guard.conversation(HISTORY)
+        if first == "502":
+            with pytest.raises(LogError):
+                conv.run()
+            return
+        turn = conv.run()
     assert tuple(n for n, _ in ran) == (shape.runs if len(shape.choices) == 1 else ())
     assert all(a == {"email": "bob@example.com"} or a == {} for _, a in ran)
     assert (turn.refusals != ()) == (first == "refused"), turn
