@@ -23,13 +23,11 @@ stream that already began, an ``error`` event, then the stream ends).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-import httpcore
+import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -119,62 +117,19 @@ def _bad_reply(why: str) -> ApiError:
                     "upstream_bad_reply")
 
 
-#: What a failure to talk to the upstream raises.
-TRANSPORT_ERRORS = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError,
-                    httpcore.UnsupportedProtocol, httpcore.ProxyError, OSError, TimeoutError)
-
-
 def _upstream_failure(e: Exception) -> ApiError:
     """A transport failure talking to the upstream, as the error the client gets."""
-    if isinstance(e, (httpcore.TimeoutException, TimeoutError)):
+    if isinstance(e, (httpx.TimeoutException, asyncio.TimeoutError)):
         return ApiError(504, f"the upstream did not answer in time ({type(e).__name__})",
                         "upstream_error", "upstream_timeout")
     return ApiError(502, f"the upstream could not be reached: {type(e).__name__}: {e}",
                     "upstream_error", "upstream_unreachable")
 
 
-class _Upstream:
-    """The upstream over one pool of HTTP/1.1 connections (``httpcore``, the transport under
-    ``httpx``: ``httpx``'s own layers cost about 1.3 ms of CPU per request, the most of any part of
-    the proxy). Bodies are asked for without compression, so that what is read is what is judged."""
-
-    def __init__(self, config: ProxyConfig) -> None:
-        base = config.upstream.rstrip("/") + "/"
-        parts = urlsplit(base)
-        self.base, self.path = f"{parts.scheme}://{parts.netloc}", parts.path
-        self.host = parts.netloc.encode("ascii")
-        self.pool = httpcore.AsyncConnectionPool(max_connections=1000, max_keepalive_connections=200,
-                                                 keepalive_expiry=5.0)
-        t = config.timeout
-        self.extensions = {"timeout": {"connect": config.connect_timeout, "read": t, "write": t,
-                                       "pool": t}}
-
-    async def open(self, method: str, path: str, body: bytes | None,
-                   headers: Mapping[str, str]) -> httpcore.Response:
-        """Send a request; the response's head has been read, its body is the caller's to read
-        and close. Raises what :data:`TRANSPORT_ERRORS` names."""
-        head = [(b"Host", self.host), (b"Accept-Encoding", b"identity"),
-                *((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())]
-        if body is not None:
-            head += [(b"Content-Type", b"application/json"),
-                     (b"Content-Length", str(len(body)).encode())]
-        req = httpcore.Request(method, self.base + self.path + path, headers=head, content=body,
-                               extensions=self.extensions)
-        return await self.pool.handle_async_request(req)
-
-    async def aclose(self) -> None:
-        await self.pool.aclose()
-
-
-def _content_type(resp: httpcore.Response) -> str:
-    return next((v.decode("latin-1") for k, v in resp.headers if k.lower() == b"content-type"),
-                "application/json")
-
-
-async def _upstream_status_error(resp: httpcore.Response) -> ApiError:
+async def _upstream_status_error(resp: httpx.Response) -> ApiError:
     """A non-2xx upstream answer: its own 4xx errors are the client's to see; anything else is 502."""
     body = b""
-    async for piece in resp.aiter_stream():  # the first 4000 bytes, however long the body
+    async for piece in resp.aiter_bytes():  # the first 4000 bytes, however long the body
         body += piece
         if len(body) >= 4000:
             break
@@ -183,20 +138,15 @@ async def _upstream_status_error(resp: httpcore.Response) -> ApiError:
         detail = strict_json(body)
     except ValueError:
         detail = None
-    if 400 <= resp.status < 500 and isinstance(detail, dict) and isinstance(detail.get("error"), dict):
+    if 400 <= resp.status_code < 500 and isinstance(detail, dict) and isinstance(detail.get("error"), dict):
         err = detail["error"]
         code, param = err.get("code"), err.get("param")
-        return ApiError(resp.status, str(err.get("message", "")), str(err.get("type") or
+        return ApiError(resp.status_code, str(err.get("message", "")), str(err.get("type") or
                         "invalid_request_error"), code if isinstance(code, str) else None,
                         param if isinstance(param, str) else None)
     text = body.decode("utf-8", "replace").strip()
-    return ApiError(502, f"the upstream answered {resp.status}: {text[:500]}", "upstream_error",
+    return ApiError(502, f"the upstream answered {resp.status_code}: {text[:500]}", "upstream_error",
                     "upstream_status")
-
-
-def _dumps(body: Mapping[str, object]) -> bytes:
-    """A request body for the upstream (compact, as httpx writes it)."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _refused_content(content: str, refusals: Sequence[Refusal]) -> str:
@@ -209,18 +159,20 @@ class _Guarded:
 
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
-        self.client: _Upstream | None = None
+        self.client: httpx.AsyncClient | None = None
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        self.client = _Upstream(self.config)
-        try:
+        c = self.config
+        timeout = httpx.Timeout(c.timeout, connect=c.connect_timeout)
+        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=200)
+        async with httpx.AsyncClient(base_url=c.upstream.rstrip("/") + "/", timeout=timeout,
+                                     limits=limits) as client:
+            self.client = client
             yield
-        finally:
-            await self.client.aclose()
-            self.client = None
+        self.client = None
 
-    def _client(self) -> _Upstream:
+    def _client(self) -> httpx.AsyncClient:
         if self.client is None:  # only outside the app's lifespan
             raise ApiError(503, "the proxy is not running", "server_error")
         return self.client
@@ -276,20 +228,21 @@ class _Guarded:
         """One plain completion upstream, bounded by the timeout as a whole and by the size limit
         while it is read; returns the reply and its choices (each with a message object)."""
         client = self._client()
+        req = client.build_request("POST", "chat/completions", json=body, headers=headers)
         try:
             async with asyncio.timeout(self.config.timeout):
-                resp = await client.open("POST", "chat/completions", _dumps(body), headers)
+                resp = await client.send(req, stream=True)
                 try:
-                    if resp.status >= 300:
+                    if resp.status_code >= 300:
                         raise await _upstream_status_error(resp)
                     raw = bytearray()
-                    async for piece in resp.aiter_stream():
+                    async for piece in resp.aiter_bytes():
                         raw += piece
                         if len(raw) > MAX_BODY_BYTES:
                             raise _bad_reply(f"longer than {MAX_BODY_BYTES} bytes")
                 finally:
                     await resp.aclose()
-        except TRANSPORT_ERRORS as e:
+        except (httpx.HTTPError, TimeoutError) as e:
             raise _upstream_failure(e) from None
         try:
             data = strict_json(bytes(raw))
@@ -361,17 +314,17 @@ class _Guarded:
         reply["ltlagent"] = {"refused": [r.to_dict() for r in refused], "attempts": attempts}
         return JSONResponse(reply, headers={"x-ltlagent-guard": "refused"})
 
-    async def _open(self, body: Message, headers: Mapping[str, str],
-                    deadline: float) -> httpcore.Response:
+    async def _open(self, body: Message, headers: Mapping[str, str], deadline: float) -> httpx.Response:
         """Start a streamed completion upstream; errors before the first byte are raised."""
         client = self._client()
+        req = client.build_request("POST", "chat/completions", json=body, headers=headers)
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(min(self.config.timeout, deadline - loop.time())):
-                resp = await client.open("POST", "chat/completions", _dumps(body), headers)
-        except TRANSPORT_ERRORS as e:
+                resp = await client.send(req, stream=True)
+        except (httpx.HTTPError, TimeoutError) as e:
             raise _upstream_failure(e) from None
-        if resp.status >= 300:
+        if resp.status_code >= 300:
             try:
                 raise await _upstream_status_error(resp)
             finally:
@@ -386,7 +339,7 @@ class _Guarded:
                                  media_type="text/event-stream",
                                  headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
-    async def _events(self, resp: httpcore.Response, data: Message, messages: list[Message],
+    async def _events(self, resp: httpx.Response, data: Message, messages: list[Message],
                       cursor: PolicyCursor, headers: Mapping[str, str],
                       deadline: float) -> AsyncIterator[bytes]:
         c = self.config
@@ -459,12 +412,12 @@ class _Guarded:
             yield sse(end)
         yield DONE
 
-    async def _chunks(self, resp: httpcore.Response, asm: ReplyAssembler,
+    async def _chunks(self, resp: httpx.Response, asm: ReplyAssembler,
                       deadline: float) -> AsyncIterator[Mapping[str, object]]:
         """The JSON chunks of an upstream stream until ``[DONE]``; a broken, malformed, stalled or
         endless stream raises :class:`ApiError` (each read is bounded by the client's read timeout,
         the whole stream by ``deadline``, comments included)."""
-        events = sse_events(resp.aiter_stream(), MAX_BODY_BYTES, MAX_EVENT_BYTES)
+        events = sse_events(resp.aiter_bytes(), MAX_BODY_BYTES, MAX_EVENT_BYTES)
         try:
             while True:
                 try:
@@ -491,10 +444,10 @@ class _Guarded:
             raise ApiError(504, f"the upstream stream went on past --stream-timeout "
                            f"({self.config.stream_timeout:g} s)", "upstream_error",
                            "upstream_timeout") from None
-        except (UnicodeDecodeError, ValueError) as e:
+        except (httpx.HTTPError, UnicodeDecodeError, ValueError) as e:
+            if isinstance(e, httpx.HTTPError):
+                raise _upstream_failure(e) from None
             raise _bad_reply(str(e)) from None
-        except TRANSPORT_ERRORS as e:
-            raise _upstream_failure(e) from None
         finally:
             await events.aclose()
         if not asm.finished:
@@ -504,21 +457,14 @@ class _Guarded:
     async def models(self, request: Request) -> Response:
         client = self._client()
         try:
-            async with asyncio.timeout(self.config.timeout):
-                resp = await client.open("GET", "models", None, self._headers(request))
-                try:
-                    if resp.status >= 300:
-                        return (await _upstream_status_error(resp)).response()
-                    content = bytearray()
-                    async for piece in resp.aiter_stream():
-                        content += piece
-                        if len(content) > MAX_BODY_BYTES:
-                            return _bad_reply(f"longer than {MAX_BODY_BYTES} bytes").response()
-                finally:
-                    await resp.aclose()
-        except TRANSPORT_ERRORS as e:
+            resp = await asyncio.wait_for(client.get("models", headers=self._headers(request)),
+                                          self.config.timeout)
+        except (httpx.HTTPError, asyncio.TimeoutError) as e:
             return _upstream_failure(e).response()
-        return Response(bytes(content), status_code=resp.status, media_type=_content_type(resp))
+        if resp.status_code >= 300:
+            return (await _upstream_status_error(resp)).response()
+        return Response(resp.content, status_code=resp.status_code,
+                        media_type=resp.headers.get("content-type", "application/json"))
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
