@@ -289,7 +289,11 @@ def main() -> None:
         for p in (proxy, upstream):
             if p.poll() is None:
                 p.terminate()
-                p.wait(10)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:  # still draining connections: stop it
+                    p.kill()
+                    p.wait(10)
 
 
 if __name__ == "__main__":

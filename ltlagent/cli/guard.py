@@ -77,7 +77,10 @@ def main(args: argparse.Namespace) -> int:
         sock = listen_socket(args.host, args.port)
     except OSError as e:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
-    server = uvicorn.Server(uvicorn.Config(build_app(config), log_level=args.log_level))
+    # keep-alive longer than clients' own pools keep an idle connection (httpx: 5 s), so that a
+    # client never reuses a connection at the moment the proxy closes it (a ReadError under load)
+    server = uvicorn.Server(uvicorn.Config(build_app(config), log_level=args.log_level,
+                                           timeout_keep_alive=75))
     try:
         server.run(sockets=[sock])
     finally:
