@@ -85,7 +85,7 @@ def _standin(port: int, brain: str = "eager") -> subprocess.Popen[bytes]:
     return proc
 
 
-def _proxy(upstream: str, port: int, timeout: float = 30) -> subprocess.Popen[bytes]:
+def _proxy(upstream: str, port: int, timeout: float = 120) -> subprocess.Popen[bytes]:
     proc = _spawn(["-m", "ltlagent", "guard", "--spec", str(SPEC), "--upstream", upstream,
                    "--port", str(port), "--timeout", str(timeout)])
     _wait(f"http://127.0.0.1:{port}/v1", proc)
@@ -158,7 +158,7 @@ def _pct(xs: list[float], p: float) -> float:
 async def _load(url: str, n: int, stream: bool) -> tuple[list[Any], list[float], float]:
     times: list[float] = []
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=180, limits=limits) as client:
         t0 = time.perf_counter()
         out = await asyncio.gather(*(_conversation(client, url, k, stream, times) for k in range(n)))
         wall = time.perf_counter() - t0
