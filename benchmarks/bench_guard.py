@@ -98,14 +98,16 @@ async def _request(client: httpx.AsyncClient, url: str, messages: list[dict[str,
     body = {"model": "standin", "messages": messages, "stream": stream, "tools": TOOLS}
     if not stream:
         r = await client.post(f"{url}/chat/completions", json=body)
-        r.raise_for_status()
+        if r.status_code != 200:
+            raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
         msg = r.json()["choices"][0]["message"]
         times.append(time.perf_counter() - t0)
         return {"role": "assistant", "content": msg.get("content"),
                 **({"tool_calls": msg["tool_calls"]} if msg.get("tool_calls") else {})}
     text, calls = "", {}  # type: ignore[var-annotated]
     async with client.stream("POST", f"{url}/chat/completions", json=body) as r:
-        r.raise_for_status()
+        if r.status_code != 200:
+            raise RuntimeError(f"{r.status_code}: {(await r.aread())[:300]!r}")
         async for line in r.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
@@ -235,6 +237,7 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=500)
     ap.add_argument("--streams", type=int, default=50)
     ap.add_argument("--sequential", type=int, default=200, help="requests sent one at a time")
+    ap.add_argument("--modes", default="plain,stream", help="comma-separated: plain, stream")
     ap.add_argument("--parts", default="sequential,load,fault",
                     help="comma-separated: sequential, load, fault")
     args = ap.parse_args()
@@ -262,7 +265,8 @@ def main() -> None:
             print(f"{n} concurrent conversations, 2-core machine shared with other work; ms per request")
             print("| mode | path | requests | req/s | p50 ms | p99 ms | added p50 | added p99 | checked |")
             print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-        for stream in ((False, True) if "load" in parts else ()):
+        modes = [m == "stream" for m in args.modes.split(",")]
+        for stream in (modes if "load" in parts else ()):
             direct, d_times, d_wall = asyncio.run(_load(up_url, n, stream))
             _check(policy, direct, guarded=False)
             guarded, g_times, g_wall = asyncio.run(_load(proxy_url, n, stream))
