@@ -178,6 +178,53 @@ async def _sequential(url: str, k: int) -> list[float]:
     return times
 
 
+def _serve_minimal(port: int, nodelay: bool) -> None:
+    """A Starlette app under uvicorn that answers one JSON line, on a socket bound as
+    ``ltlagent guard`` binds it (``nodelay``) or as it did before issue 29 (no ``IPPROTO_TCP``)."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from ltlagent.cli.guard import listen_socket
+
+    async def answer(request: Request) -> JSONResponse:
+        await request.body()
+        return JSONResponse({"ok": True})
+
+    if nodelay:
+        sock = listen_socket("127.0.0.1", port)
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    app = Starlette(routes=[Route("/v1/models", answer, methods=["GET", "POST"])])
+    uvicorn.Server(uvicorn.Config(app, log_level="error")).run(sockets=[sock])
+
+
+def _socket_latency(k: int) -> str:
+    """p50 and p99 of ``k`` requests to the minimal app, with and without TCP_NODELAY."""
+    out = []
+    for nodelay in (True, False):
+        port = _port()
+        proc = _spawn([__file__, "--serve-minimal", str(port)] + ([] if nodelay else ["--old-socket"]))
+        try:
+            _wait(f"http://127.0.0.1:{port}/v1", proc)
+            times = []
+            with httpx.Client() as client:
+                for _ in range(k):
+                    t0 = time.perf_counter()
+                    client.post(f"http://127.0.0.1:{port}/v1/models", content=b"{}")
+                    times.append(time.perf_counter() - t0)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+        out.append(f"{'TCP_NODELAY' if nodelay else 'no TCP_NODELAY (the old socket)'}: p50 "
+                   f"{_pct(times, .5):.2f} p99 {_pct(times, .99):.2f}")
+    return f"a minimal uvicorn app, {k} requests one at a time (ms): " + "; ".join(out)
+
+
 def _cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
     """User + system CPU time of a child process so far (Linux ``/proc``)."""
     fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -239,9 +286,18 @@ def main() -> None:
     ap.add_argument("--sequential", type=int, default=200, help="requests sent one at a time")
     ap.add_argument("--modes", default="plain,stream", help="comma-separated: plain, stream")
     ap.add_argument("--parts", default="sequential,load,fault",
-                    help="comma-separated: sequential, load, fault")
+                    help="comma-separated: socket, sequential, load, fault")
+    ap.add_argument("--serve-minimal", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    ap.add_argument("--old-socket", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.serve_minimal:
+        _serve_minimal(args.serve_minimal, not args.old_socket)
+        return
     parts = set(args.parts.split(","))
+    if "socket" in parts:
+        print(_socket_latency(min(args.sequential, 5000)) + "\n")
+        if parts == {"socket"}:
+            return
     n = min(args.conversations, 1000)
     policy = Policy.load(SPEC)
     up_port, proxy_port = _port(), _port()
