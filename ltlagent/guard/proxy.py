@@ -2,7 +2,8 @@
 docs/design.md §13).
 
 An existing agent points its ``base_url`` at the proxy. ``POST /v1/chat/completions`` is forwarded
-upstream; the reply's tool calls are judged (:func:`ltlagent.guard.screen.screen`) after the
+upstream; every choice of the reply is judged (:func:`ltlagent.guard.screen.screen`, with the
+request's declared ``tools``: the one fail-closed reading of a reply's shape) after the
 conversation the client sent — the messages are the trace, so the proxy keeps no state between
 requests and any number of conversations share it. When the reply proposes a forbidden call, the
 proxy, by ``on_forbidden``:
@@ -15,9 +16,11 @@ proxy, by ``on_forbidden``:
 Either way the client's history stays one that the policy accepts: a forbidden call never reaches
 it. Streaming (``"stream": true``): text is forwarded as it comes, tool-call deltas are held until
 the upstream finishes, then each call is judged and the allowed ones are emitted whole.
-``GET /v1/models`` is passed through. Errors are the API's JSON (``{"error": {...}}``): a bad request
-400, an upstream that cannot be reached or answers nonsense 502, one that is too slow 504 (for a
-stream that already began, an ``error`` event, then the stream ends).
+``GET /v1/models`` is passed through. Limits are enforced while reading (the body's size as it
+arrives, strict JSON, a whole stream's deadline). Errors are the API's JSON (``{"error": {...}}``):
+a bad request 400 (413 too long), an upstream that cannot be reached or answers what the guard
+cannot judge 502, one that is too slow 504 (for a stream that already began, an ``error`` event,
+then the stream ends).
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ DONE = b"data: [DONE]\n\n"
 #: The most choices one reply may have (``n`` of a request).
 MAX_CHOICES = 128
 
+#: The keys of a chunk forwarded with its text (anything else a chunk carries is not passed on).
+_CHUNK_KEYS = ("id", "object", "created", "model", "system_fingerprint", "service_tier")
+
 #: The text-only keys of a delta, forwarded as they come (everything else is held and judged).
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")
 
@@ -191,7 +194,8 @@ class ReplyAssembler:
                 out_choices.append({"index": i, "delta": forward, "finish_reason": None,
                                     **({"logprobs": ch["logprobs"]} if ch.get("logprobs") else {})})
         if out_choices:
-            return [{**chunk, "choices": out_choices}]
+            head = {k: chunk[k] for k in _CHUNK_KEYS if k in chunk}
+            return [{**head, "choices": out_choices}]
         return []
 
     @staticmethod
