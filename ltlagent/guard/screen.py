@@ -379,19 +379,3 @@ def reask_messages(s: Screening, results: Mapping[int, str] | None = None) -> li
         out.append({"role": "user", "content": refusal_text(rest)})
     return out
 
-
-def call_arguments(call: Mapping[str, object]) -> tuple[str, dict[str, object]]:
-    """A tool call's function name and parsed arguments, read as ``check-log`` reads them (blank
-    arguments are ``{}``). Raises ``ValueError`` for arguments that are not a JSON object."""
-    fn = call.get("function")
-    if not isinstance(fn, Mapping):
-        raise ValueError("a tool call without a function")
-    raw = fn.get("arguments")
-    if isinstance(raw, Mapping):
-        return str(fn.get("name", "")), dict(raw)
-    text = raw if isinstance(raw, str) else ""
-    why = _parsed_arguments(text)
-    if why is not None:
-        raise ValueError(why)
-    value = strict_json(text) if text.strip() else {}
-    return str(fn.get("name", "")), value if isinstance(value, dict) else {}
