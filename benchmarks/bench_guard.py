@@ -18,7 +18,7 @@ Faults: M slow streams are in flight through the proxy when the upstream process
 timeout, and the proxy must then answer the next requests (502 while the upstream is down, 200
 once a new upstream is up on the same port).
 
-Command: ``python benchmarks/bench_guard.py [--conversations 200] [--streams 50]``. Loopback
+Command: ``python benchmarks/bench_guard.py [--conversations 500] [--streams 50]``. Loopback
 addresses only, every loop bounded.
 """
 
@@ -44,6 +44,10 @@ sys.path.insert(0, str(ROOT))
 from ltlagent.logic.policy import Policy  # noqa: E402
 
 SPEC = ROOT / "specs" / "booking-policy.sexp"
+#: The tools every request declares (the guard refuses a call of any other name).
+TOOLS = [{"type": "function", "function": {"name": n, "description": n,
+                                           "parameters": {"type": "object", "properties": {}}}}
+         for n in ("find_user", "book")]
 RESULTS = {"find_user": lambda email: {"user_id": email.split("@")[0]},
            "book": lambda email: {"booking": "B-" + email.split("@")[0]}}
 
@@ -55,7 +59,8 @@ def _port() -> int:
 
 
 def _spawn(args: list[str]) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                                        if p)}
     return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -80,7 +85,7 @@ def _standin(port: int, brain: str = "eager") -> subprocess.Popen[bytes]:
     return proc
 
 
-def _proxy(upstream: str, port: int, timeout: float = 30) -> subprocess.Popen[bytes]:
+def _proxy(upstream: str, port: int, timeout: float = 120) -> subprocess.Popen[bytes]:
     proc = _spawn(["-m", "ltlagent", "guard", "--spec", str(SPEC), "--upstream", upstream,
                    "--port", str(port), "--timeout", str(timeout)])
     _wait(f"http://127.0.0.1:{port}/v1", proc)
@@ -90,17 +95,19 @@ def _proxy(upstream: str, port: int, timeout: float = 30) -> subprocess.Popen[by
 async def _request(client: httpx.AsyncClient, url: str, messages: list[dict[str, Any]],
                    stream: bool, times: list[float]) -> dict[str, Any]:
     t0 = time.perf_counter()
-    body = {"model": "standin", "messages": messages, "stream": stream}
+    body = {"model": "standin", "messages": messages, "stream": stream, "tools": TOOLS}
     if not stream:
         r = await client.post(f"{url}/chat/completions", json=body)
-        r.raise_for_status()
+        if r.status_code != 200:
+            raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
         msg = r.json()["choices"][0]["message"]
         times.append(time.perf_counter() - t0)
         return {"role": "assistant", "content": msg.get("content"),
                 **({"tool_calls": msg["tool_calls"]} if msg.get("tool_calls") else {})}
     text, calls = "", {}  # type: ignore[var-annotated]
     async with client.stream("POST", f"{url}/chat/completions", json=body) as r:
-        r.raise_for_status()
+        if r.status_code != 200:
+            raise RuntimeError(f"{r.status_code}: {(await r.aread())[:300]!r}")
         async for line in r.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
@@ -153,7 +160,7 @@ def _pct(xs: list[float], p: float) -> float:
 async def _load(url: str, n: int, stream: bool) -> tuple[list[Any], list[float], float]:
     times: list[float] = []
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=180, limits=limits) as client:
         t0 = time.perf_counter()
         out = await asyncio.gather(*(_conversation(client, url, k, stream, times) for k in range(n)))
         wall = time.perf_counter() - t0
@@ -169,6 +176,53 @@ async def _sequential(url: str, k: int) -> list[float]:
         for _ in range(k):
             await _request(client, url, body, False, times)
     return times
+
+
+def _serve_minimal(port: int, nodelay: bool) -> None:
+    """A Starlette app under uvicorn that answers one JSON line, on a socket bound as
+    ``ltlagent guard`` binds it (``nodelay``) or as it did before issue 29 (no ``IPPROTO_TCP``)."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from ltlagent.cli.guard import listen_socket
+
+    async def answer(request: Request) -> JSONResponse:
+        await request.body()
+        return JSONResponse({"ok": True})
+
+    if nodelay:
+        sock = listen_socket("127.0.0.1", port)
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    app = Starlette(routes=[Route("/v1/models", answer, methods=["GET", "POST"])])
+    uvicorn.Server(uvicorn.Config(app, log_level="error")).run(sockets=[sock])
+
+
+def _socket_latency(k: int) -> str:
+    """p50 and p99 of ``k`` requests to the minimal app, with and without TCP_NODELAY."""
+    out = []
+    for nodelay in (True, False):
+        port = _port()
+        proc = _spawn([__file__, "--serve-minimal", str(port)] + ([] if nodelay else ["--old-socket"]))
+        try:
+            _wait(f"http://127.0.0.1:{port}/v1", proc)
+            times = []
+            with httpx.Client() as client:
+                for _ in range(k):
+                    t0 = time.perf_counter()
+                    client.post(f"http://127.0.0.1:{port}/v1/models", content=b"{}")
+                    times.append(time.perf_counter() - t0)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+        out.append(f"{'TCP_NODELAY' if nodelay else 'no TCP_NODELAY (the old socket)'}: p50 "
+                   f"{_pct(times, .5):.2f} p99 {_pct(times, .99):.2f}")
+    return f"a minimal uvicorn app, {k} requests one at a time (ms): " + "; ".join(out)
 
 
 def _cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
@@ -227,13 +281,23 @@ async def _fault(proxy_url: str, upstream_port: int, upstream: subprocess.Popen[
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--conversations", type=int, default=200)
+    ap.add_argument("--conversations", type=int, default=500)
     ap.add_argument("--streams", type=int, default=50)
     ap.add_argument("--sequential", type=int, default=200, help="requests sent one at a time")
+    ap.add_argument("--modes", default="plain,stream", help="comma-separated: plain, stream")
     ap.add_argument("--parts", default="sequential,load,fault",
-                    help="comma-separated: sequential, load, fault")
+                    help="comma-separated: socket, sequential, load, fault")
+    ap.add_argument("--serve-minimal", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    ap.add_argument("--old-socket", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.serve_minimal:
+        _serve_minimal(args.serve_minimal, not args.old_socket)
+        return
     parts = set(args.parts.split(","))
+    if "socket" in parts:
+        print(_socket_latency(min(args.sequential, 5000)) + "\n")
+        if parts == {"socket"}:
+            return
     n = min(args.conversations, 1000)
     policy = Policy.load(SPEC)
     up_port, proxy_port = _port(), _port()
@@ -257,7 +321,8 @@ def main() -> None:
             print(f"{n} concurrent conversations, 2-core machine shared with other work; ms per request")
             print("| mode | path | requests | req/s | p50 ms | p99 ms | added p50 | added p99 | checked |")
             print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-        for stream in ((False, True) if "load" in parts else ()):
+        modes = [m == "stream" for m in args.modes.split(",")]
+        for stream in (modes if "load" in parts else ()):
             direct, d_times, d_wall = asyncio.run(_load(up_url, n, stream))
             _check(policy, direct, guarded=False)
             guarded, g_times, g_wall = asyncio.run(_load(proxy_url, n, stream))
@@ -284,7 +349,11 @@ def main() -> None:
         for p in (proxy, upstream):
             if p.poll() is None:
                 p.terminate()
-                p.wait(10)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:  # still draining connections: stop it
+                    p.kill()
+                    p.wait(10)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ class Reply:
     die_after: int | None = None
     status: int = 200
     chunk_delay: float = 0.0  # streamed: seconds between events
+    body: bytes | None = None  # plain: this body, byte for byte (a crafted reply)
+    events: list[bytes] | None = None  # streamed: these ``data:`` payloads, then ``[DONE]``
+    ping_for: float = 0.0  # streamed: an SSE comment every 0.1 s for this long, before the reply
 
 
 Brain = Callable[[dict[str, Any]], Reply]
@@ -68,6 +71,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024  # the load test opens hundreds of connections at once
     allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-reply (the guard refusing a stream early) is no error."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class StandIn:
@@ -130,6 +140,13 @@ class StandIn:
                 msg = {"role": "assistant", "content": reply.message.get("content"),
                        **({"tool_calls": reply.message["tool_calls"]}
                           if reply.message.get("tool_calls") else {})}
+                if reply.body is not None and not body.get("stream"):
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(reply.body)))
+                    self._headers_buffer.append(b"\r\n" + reply.body)  # type: ignore[attr-defined]
+                    self.flush_headers()
+                    return
                 if not body.get("stream"):
                     self._json(200, {"id": cid, "object": "chat.completion", "created": 0,
                                      "model": "standin",
@@ -142,6 +159,19 @@ class StandIn:
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
+                until = time.monotonic() + reply.ping_for
+                while time.monotonic() < until:  # comments only: no event, no byte of the reply
+                    try:
+                        self._chunk(b": ping\n\n")
+                    except OSError:  # the reader gave up
+                        return
+                    time.sleep(0.1)
+                if reply.events is not None:
+                    for payload in reply.events:
+                        self._chunk(b"data: " + payload + b"\n\n")
+                    self._chunk(b"data: [DONE]\n\n")
+                    self._chunk(b"")
+                    return
                 for n, chunk in enumerate(_chunks(msg, cid)):
                     if reply.die_after is not None and n >= reply.die_after:
                         self.connection.shutdown(socket.SHUT_RDWR)  # the server dies mid-stream
@@ -177,9 +207,9 @@ def serve_app(app: Any) -> Iterator[str]:
     """Run an ASGI app under uvicorn on a free loopback port; yields its base URL (``…/v1``)."""
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    from ltlagent.cli.guard import listen_socket
+
+    sock = listen_socket("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="on",
                                            timeout_graceful_shutdown=2))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -23,11 +23,30 @@ from tests.standin import Reply, StandIn, booking_brain
 
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "booking-policy.sexp"
 OBJECT = {"type": "object", "properties": {}}
+TOOLS = frozenset({"find_user", "book", "change_booking", "cancel_booking", "transfer_to_human"})
 
 
 @pytest.fixture(scope="module")
 def policy() -> Policy:
     return Policy.load(SPEC)
+
+
+@pytest.fixture(autouse=True)
+def _close_clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every ``openai`` client a Guard makes here is closed after its test (not left to the GC)."""
+    import openai
+
+    made: list[Any] = []
+
+    class Closing(openai.OpenAI):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            made.append(self)
+
+    monkeypatch.setattr(openai, "OpenAI", Closing)
+    yield
+    for client in made:
+        client.close()
 
 
 class Desk:
@@ -140,14 +159,14 @@ def test_screen_after_a_handoff(policy: Policy) -> None:
     reply = {"role": "assistant", "content": "A colleague will take over.", "tool_calls": [
         {"id": "a", "type": "function", "function": {"name": "find_user", "arguments": '{"email": "a@b"}'}},
         {"id": "b", "type": "function", "function": {"name": "cancel_booking", "arguments": "{}"}}]}
-    s = screen(cursor, reply, len(history))
+    s = screen(cursor, reply, len(history), tools=TOOLS)
     assert not s.ok and s.allowed == () and [r.tool for r in s.refusals] == ["find_user", "cancel_booking"]
     assert all("after-handoff-only-replies" in r.decision.violated for r in s.refusals)
     assert s.executed() == {"role": "assistant", "content": "A colleague will take over."}
     assert policy.check([*history, s.executed()]).verdict == "ok"
     # the cursor it was given is unchanged: the same call is judged the same again
     assert not cursor.decide(Event.call("find_user", {"email": "a@b"})).allowed
-    final, dropped = settle(cursor, "refused", reply["tool_calls"], len(history))
+    final, dropped = settle(cursor, {**reply, "content": "refused"}, len(history), tools=TOOLS)
     assert final.ok and final.tool_calls() == [] and len(dropped) == 2
 
 
@@ -157,7 +176,7 @@ def test_screen_keeps_allowed_calls_after_a_refused_one(policy: Policy) -> None:
     calls = [{"id": "b", "type": "function", "function": {"name": "book", "arguments": "{}"}},
              {"id": "f", "type": "function", "function": {"name": "find_user",
                                                           "arguments": json.dumps({"email": "x"})}}]
-    s = screen(cursor, {"role": "assistant", "content": None, "tool_calls": calls}, 2)
+    s = screen(cursor, {"role": "assistant", "content": None, "tool_calls": calls}, 2, tools=TOOLS)
     assert s.allowed == (1,) and [r.tool for r in s.refusals] == ["book"]
     assert {"confirm-before-write", "lookup-before-write"} <= set(s.refusals[0].decision.violated)
     executed = s.executed()
@@ -200,10 +219,10 @@ def test_a_call_with_broken_arguments_is_refused_not_a_crash(policy: Policy) -> 
 def test_an_empty_reply_is_a_step_and_is_kept(policy: Policy) -> None:
     cursor = policy.cursor()
     cursor.push_messages(START)
-    s = screen(cursor, {"role": "assistant", "content": ""}, 2)
+    s = screen(cursor, {"role": "assistant", "content": ""}, 2, tools=TOOLS)
     assert s.ok and s.executed() == {"role": "assistant", "content": ""}
     refused = screen(cursor, {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "b", "type": "function", "function": {"name": "book", "arguments": "{}"}}]}, 2)
+        {"id": "b", "type": "function", "function": {"name": "book", "arguments": "{}"}}]}, 2, tools=TOOLS)
     assert refused.executed() is None  # nothing of it remains, and it gave the cursor no step
     assert refused.cursor.decide(Event.call("find_user", {})).allowed_states == \
         cursor.decide(Event.call("find_user", {})).allowed_states

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,31 @@ from tests.standin import Reply, StandIn, booking_brain, free_port, serve_app  #
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs" / "booking-policy.sexp"
 RESULTS = {"find_user": {"user_id": "bob"}, "book": {"booking": "B-2"}}
+TOOLS = [{"type": "function", "function": {"name": name, "description": name,
+                                           "parameters": {"type": "object", "properties": {}}}}
+         for name in ("find_user", "book", "change_booking", "cancel_booking", "transfer_to_human")]
 
 
 @pytest.fixture(scope="module")
 def policy() -> Policy:
     return Policy.load(SPEC)
+
+
+_CLIENTS: list[Any] = []
+
+
+def _client(url: str) -> Any:
+    """An ``openai`` client, closed when the module's tests are done (not left to the GC)."""
+    client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+    _CLIENTS.append(client)
+    return client
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _CLIENTS:
+        _CLIENTS.pop().close()
 
 
 def _proxy(policy: Policy, upstream: str, mode: str = "refuse", retries: int = 2,
@@ -44,14 +65,16 @@ def _reply(client: Any, messages: list[dict[str, Any]], stream: bool) -> tuple[d
     """One assistant message as the client records it (streamed: assembled from the deltas), and
     the proxy's x-ltlagent-guard header (streamed: "stream")."""
     if not stream:
-        raw = client.chat.completions.with_raw_response.create(model="standin", messages=messages)
+        raw = client.chat.completions.with_raw_response.create(model="standin", messages=messages,
+                                                              tools=TOOLS)
         msg = raw.parse().choices[0].message
         out: dict[str, Any] = {"role": "assistant", "content": msg.content}
         if msg.tool_calls:
             out["tool_calls"] = [tc.model_dump(exclude_none=True) for tc in msg.tool_calls]
         return out, raw.headers.get("x-ltlagent-guard", "")
     text, calls = "", {}
-    for chunk in client.chat.completions.create(model="standin", messages=messages, stream=True):
+    for chunk in client.chat.completions.create(model="standin", messages=messages, stream=True,
+                                                tools=TOOLS):
         if not chunk.choices:
             continue
         delta = chunk.choices[0].delta
@@ -99,7 +122,7 @@ def _converse(client: Any, policy: Policy, user_turns: list[str], stream: bool,
 @pytest.mark.parametrize("mode", ["refuse", "reask"])
 def test_a_user_who_never_says_yes_never_gets_a_booking(policy: Policy, mode: str, stream: bool) -> None:
     with StandIn(booking_brain(polite=False)) as up, _proxy(policy, up.url, mode) as url:
-        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        client = _client(url)
         msgs, ran, headers = _converse(client, policy, ["no", "just do it", "book it now!"], stream)
     assert ran == ["find_user"]  # the booking never reached the agent
     refusals = [m for m in msgs if m["role"] == "assistant" and REFUSAL_MARK in (m["content"] or "")]
@@ -119,7 +142,7 @@ def test_a_user_who_never_says_yes_never_gets_a_booking(policy: Policy, mode: st
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_reask_lets_the_model_ask_for_confirmation(policy: Policy, stream: bool) -> None:
     with StandIn(booking_brain(polite=True)) as up, _proxy(policy, up.url, "reask") as url:
-        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        client = _client(url)
         msgs, ran, headers = _converse(client, policy, ["yes"], stream)
     assert ran == ["find_user", "book"]
     asked = [m for m in msgs if m["role"] == "assistant" and "Please confirm" in (m["content"] or "")]
@@ -132,7 +155,7 @@ def test_reask_lets_the_model_ask_for_confirmation(policy: Policy, stream: bool)
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_allowed_calls_of_a_refused_reply_pass_in_refuse_mode(policy: Policy, stream: bool) -> None:
     with StandIn(booking_brain(polite=False, parallel=True)) as up, _proxy(policy, up.url) as url:
-        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        client = _client(url)
         reply, _ = _reply(client, [{"role": "user", "content": "Book LH123 for bob@example.com"}], stream)
     assert [c["function"]["name"] for c in reply["tool_calls"]] == ["find_user"]
     assert reply["content"].startswith("Let me look you up.\n\n" + REFUSAL_MARK + " book was not run")
@@ -173,8 +196,9 @@ def test_bad_requests_get_openai_style_errors(policy: Policy) -> None:
         assert _error(_post(url, json.dumps({"model": "m"})), 400)["param"] == "messages"
         bad = {"model": "m", "messages": [{"role": "user", "content": "hi"}, {"content": "no role"}]}
         assert _error(_post(url, json.dumps(bad)), 400)["param"] == "messages[1]"
-        two = {"model": "m", "n": 2, "messages": [{"role": "user", "content": "hi"}]}
-        assert _error(_post(url, json.dumps(two)), 400)["param"] == "n"
+        for n in (0, 129, "2", True):
+            bad_n = {"model": "m", "n": n, "messages": [{"role": "user", "content": "hi"}]}
+            assert _error(_post(url, json.dumps(bad_n)), 400)["param"] == "n"
         assert _error(httpx.get(f"{url}/chat/completions"), 405)
         assert _error(httpx.get(f"{url}/nowhere"), 404)
         models = httpx.get(f"{url}/models")
@@ -218,7 +242,7 @@ def test_upstream_killed_mid_stream_then_the_proxy_keeps_serving(policy: Policy)
     def brain(body: dict[str, Any]) -> Reply:
         return Reply({"content": "a long answer that will not finish"}, die_after=next(die))
     with StandIn(brain) as up, _proxy(policy, up.url) as url:
-        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        client = _client(url)
         messages = [{"role": "user", "content": "hi"}]
         with pytest.raises(openai.APIError, match="upstream"):
             for _ in client.chat.completions.create(model="m", messages=messages, stream=True):
@@ -261,7 +285,7 @@ def test_the_command_serves(policy: Policy) -> None:
                     pass
                 assert proc.poll() is None and time.monotonic() < deadline
                 time.sleep(0.2)
-            client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+            client = _client(url)
             msgs, ran, _ = _converse(client, policy, ["no"], stream=False)
             assert ran == ["find_user"] and REFUSAL_MARK in msgs[-1]["content"]
         finally:
@@ -274,7 +298,7 @@ def test_a_history_that_already_breaks_the_policy_gets_no_calls(policy: Policy) 
     """The client wrote a booking itself (outside the proxy): no call can mend the conversation,
     so every call is refused from then on; text still passes."""
     with StandIn(booking_brain(polite=False)) as up, _proxy(policy, up.url) as url:
-        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        client = _client(url)
         history = [{"role": "user", "content": "Book LH123 for bob@example.com"},
                    {"role": "assistant", "content": None, "tool_calls": [
                        {"id": "b", "type": "function", "function": {"name": "book", "arguments": "{}"}}]},
@@ -291,7 +315,7 @@ def test_concurrent_conversations_do_not_mix(policy: Policy) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     def one(k: int) -> tuple[int, list[dict[str, Any]], list[str]]:
-        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        client = _client(url)
         answer = "yes please" if k % 2 == 0 else "no thanks"
         msgs, ran, _ = _converse(client, policy, [answer], stream=bool(k % 3 == 0),
                                  email=f"user{k}@example.com")

@@ -188,7 +188,7 @@ def test_content_parts_keyword_rules_and_empty_arguments_as_documented() -> None
     for check-log, the guard and a model's own call alike."""
     from ltlagent import Policy
     from ltlagent.chat.events import message_events, message_text
-    from ltlagent.guard.screen import call_arguments
+    from ltlagent.guard.screen import read_calls
     from ltlagent.text.toolcall import ToolCall, parse_call
 
     assert message_text([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], 0) == "a\nb"
@@ -199,10 +199,12 @@ def test_content_parts_keyword_rules_and_empty_arguments_as_documented() -> None
     assert "\"I can't say yes yet\" confirms too" in _flat(README)
     call = {"id": "1", "type": "function", "function": {"name": "find_user", "arguments": ""}}
     assert message_events({"role": "assistant", "content": None, "tool_calls": [call]}, 0)[0].arguments == {}
-    assert call_arguments(call) == ("find_user", {})
+    msg = {"role": "assistant", "content": None, "tool_calls": [call]}
+    assert [(c.name, c.problem) for c in read_calls(msg, {"find_user"})[0]] == [("find_user", None)]
     blank = {"id": "1", "type": "function", "function": {"name": "find_user", "arguments": " \n"}}
-    assert message_events({"role": "assistant", "content": None, "tool_calls": [blank]}, 0)[0].arguments \
-        == {} == call_arguments(blank)[1]
+    blank_msg = {"role": "assistant", "content": None, "tool_calls": [blank]}
+    assert message_events(blank_msg, 0)[0].arguments == {}
+    assert read_calls(blank_msg, {"find_user"})[0][0].problem is None  # the guard reads {} too
     assert parse_call('{"name": "find_user", "arguments": " "}', "json").arguments == {}
     assert parse_call('<tool_call>\n{"name": "find_user", "arguments": ""}\n</tool_call>') == \
         ToolCall("find_user", {})

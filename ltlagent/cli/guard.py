@@ -13,7 +13,7 @@ import textwrap
 from ltlagent.errors import UsageError
 from ltlagent.spec.shadow import shadow_warnings
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["add_arguments", "listen_socket", "main"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,8 +42,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="seconds the upstream may take for a reply, or between two streamed chunks; "
                         "past it the client gets 504 (default: %(default)s)")
+    p.add_argument("--stream-timeout", type=float, default=600.0, metavar="S",
+                   help="seconds a streamed request may take as a whole, re-asks included, however "
+                        "steadily the upstream sends (default: %(default)s)")
     p.add_argument("--log-level", default="warning",
                    choices=("critical", "error", "warning", "info", "debug"))
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` for uvicorn. Made with ``IPPROTO_TCP`` as its protocol:
+    asyncio sets ``TCP_NODELAY`` only on connections of such a socket, and without it each reply,
+    written in two pieces (headers, body), waits on the client's delayed ACK (about 40 ms)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def main(args: argparse.Namespace) -> int:
@@ -60,6 +79,8 @@ def main(args: argparse.Namespace) -> int:
         from ltlagent.guard.proxy import ProxyConfig, build_app
     except ImportError as e:
         raise UsageError(f"the proxy needs {e.name}", hint="pip install 'ltlagent[guard]'") from None
+    if args.timeout <= 0 or args.stream_timeout <= 0:
+        raise UsageError("--timeout and --stream-timeout must be > 0")
     if args.mcp:
         from ltlagent.guard.mcp import McpProxyConfig, build_mcp_app
 
@@ -69,16 +90,14 @@ def main(args: argparse.Namespace) -> int:
         app = build_mcp_app(McpProxyConfig(policy, args.upstream, args.timeout))
     else:
         app = build_app(ProxyConfig(policy, args.upstream, args.on_forbidden, args.max_retries,
-                                    args.timeout))
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+                                    args.timeout, stream_timeout=args.stream_timeout))
     try:  # bound here, so that a taken port is a one-line error (exit 2), not uvicorn's exit 1
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((args.host, args.port))
+        sock = listen_socket(args.host, args.port)
     except OSError as e:
-        sock.close()
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
-    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level))
+    # keep-alive longer than clients' own pools keep an idle connection (httpx: 5 s), so that a
+    # client never reuses a connection at the moment the proxy closes it (a ReadError under load)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, timeout_keep_alive=75))
     try:
         server.run(sockets=[sock])
     finally:

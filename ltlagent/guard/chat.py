@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ltlagent.errors import UsageError
-from ltlagent.guard.screen import Refusal, Screening, call_arguments, screen
+from ltlagent.errors import LogError, UsageError
+from ltlagent.guard.screen import Refusal, Screening, reask_messages, screen, strict_json
 from ltlagent.logic.policy import Policy, PolicyCursor
 
 if TYPE_CHECKING:
@@ -135,17 +135,26 @@ class Guard:
         return conv
 
     def complete(self, messages: Sequence[Mapping[str, object]]) -> Message:
-        """One chat completion: the assistant message of the first choice, as a plain dict."""
+        """One chat completion: the first choice's message exactly as the endpoint sent it (read
+        with :func:`~ltlagent.guard.screen.strict_json`, not through the SDK's models, which would
+        reshape what the guard must judge). Only that choice is ever run: the others are dropped.
+
+        Raises :class:`~ltlagent.errors.LogError` for a reply that is not a chat completion."""
         args: dict[str, object] = dict(self.completion_args)
         if self.tools:
             args["tools"] = [t.schema() for t in self.tools.values()]
-        resp = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[call-overload]
-                                                   **args)
-        msg = resp.choices[0].message
-        out: Message = {"role": "assistant", "content": msg.content}
-        if msg.tool_calls:
-            out["tool_calls"] = [tc.model_dump(exclude_none=True) for tc in msg.tool_calls]
-        return out
+        raw = self.client.chat.completions.with_raw_response.create(  # type: ignore[call-overload]
+            model=self.model, messages=messages, **args)
+        try:
+            data = strict_json(raw.content)
+        except ValueError as e:
+            raise LogError(f"the reply is not JSON: {e}") from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        message = choices[0].get("message") if isinstance(choices, list) and choices and \
+            isinstance(choices[0], dict) else None
+        if not isinstance(message, dict):
+            raise LogError("the reply is not a chat completion (no choices[0].message object)")
+        return message
 
 
 class GuardedConversation:
@@ -184,41 +193,38 @@ class GuardedConversation:
         answer: str | None = None
         for n in range(1, g.max_turns + 1):
             reply = g.complete(self.messages)
-            s = screen(self.cursor, reply, len(self.transcript))
+            s = screen(self.cursor, reply, len(self.transcript), tools=g.tools.keys())
             content = reply.get("content")
             answer = content if isinstance(content, str) else None
-            self._record(reply, s)
+            self._record(s)
             turn_refusals.extend(s.refusals)
-            if not reply.get("tool_calls"):
+            if not s.calls and s.ok:
                 return TurnResult("answered", n, tuple(turn_refusals), answer)
             refused_in_a_row = refused_in_a_row + 1 if s.refusals else 0
             if refused_in_a_row > g.max_retries:
                 return TurnResult("refused", n, tuple(turn_refusals), answer)
         return TurnResult("max-turns", g.max_turns, tuple(turn_refusals), answer)
 
-    def _record(self, reply: Message, s: Screening) -> None:
-        """Append the reply, run its allowed calls, answer its refused ones."""
-        self.messages.append(reply)
+    def _record(self, s: Screening) -> None:
+        """Run the reply's allowed calls and record them; show the model its reply with each call
+        answered (its result or its refusal: :func:`~ltlagent.guard.screen.reask_messages`, the
+        reply in the one shape the guard passes on, since the raw reply may not even be a message
+        that can be sent back)."""
         executed = s.executed()
         if executed is not None:
             self.transcript.append(executed)
         self.cursor = s.cursor
-        refused = {r.position: r for r in s.refusals}
-        calls = reply.get("tool_calls")
-        for k, call in enumerate(calls if isinstance(calls, list) else []):
-            call_id = call.get("id") if isinstance(call, dict) else None
-            if k not in refused:
-                name, args = call_arguments(call)
-                tool = self.guard.tools.get(name)
-                text = tool.run(args) if tool is not None else f"error: no tool named {name!r}"
-                result: Message = {"role": "tool", "tool_call_id": call_id, "content": text}
-                self.cursor.push_message(result, len(self.transcript))
-                self.transcript.append(result)
-            else:
-                r = refused[k]
-                self.refusals.append(r)
-                result = {"role": "tool", "tool_call_id": call_id, "content": r.explain()}
-            self.messages.append(result)
+        results: dict[int, str] = {}
+        for k in s.allowed:  # every allowed call names one of the tools (screen checks it)
+            call = s.calls[k]
+            results[k] = self.guard.tools[call.name].run(s.arguments[k])
+            result: Message = ({"role": "function", "name": call.name, "content": results[k]}
+                               if call.legacy else {"role": "tool", "content": results[k],
+                                                    "tool_call_id": call.as_tool_call()["id"]})
+            self.cursor.push_message(result, len(self.transcript))
+            self.transcript.append(result)
+        self.messages.extend(reask_messages(s, results))
+        self.refusals.extend(s.refusals)
 
     def report(self) -> object:
         """``Policy.check`` of the transcript (its ``verdict``, ``violations``)."""

@@ -2,7 +2,8 @@
 docs/design.md §13).
 
 An existing agent points its ``base_url`` at the proxy. ``POST /v1/chat/completions`` is forwarded
-upstream; the reply's tool calls are judged (:func:`ltlagent.guard.screen.screen`) after the
+upstream; every choice of the reply is judged (:func:`ltlagent.guard.screen.screen`, with the
+request's declared ``tools``: the one fail-closed reading of a reply's shape) after the
 conversation the client sent — the messages are the trace, so the proxy keeps no state between
 requests and any number of conversations share it. When the reply proposes a forbidden call, the
 proxy, by ``on_forbidden``:
@@ -15,16 +16,17 @@ proxy, by ``on_forbidden``:
 Either way the client's history stays one that the policy accepts: a forbidden call never reaches
 it. Streaming (``"stream": true``): text is forwarded as it comes, tool-call deltas are held until
 the upstream finishes, then each call is judged and the allowed ones are emitted whole.
-``GET /v1/models`` is passed through. Errors are the API's JSON (``{"error": {...}}``): a bad request
-400, an upstream that cannot be reached or answers nonsense 502, one that is too slow 504 (for a
-stream that already began, an ``error`` event, then the stream ends).
+``GET /v1/models`` is passed through. Limits are enforced while reading (the body's size as it
+arrives, strict JSON, a whole stream's deadline). Errors are the API's JSON (``{"error": {...}}``):
+a bad request 400 (413 too long), an upstream that cannot be reached or answers what the guard
+cannot judge 502, one that is too slow 504 (for a stream that already began, an ``error`` event,
+then the stream ends).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -36,8 +38,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ltlagent.errors import LogError, UsageError
-from ltlagent.guard.screen import REFUSAL_MARK, Refusal, Screening, refusal_text, screen, settle
-from ltlagent.guard.stream import DONE, ReplyAssembler, sse
+from ltlagent.guard.screen import (
+    Refusal,
+    Screening,
+    declared_tools,
+    reask_messages,
+    refusal_text,
+    screen,
+    settle,
+    strict_json,
+)
+from ltlagent.guard.stream import DONE, MAX_CHOICES, ReplyAssembler, sse, sse_events
 from ltlagent.logic.policy import Policy, PolicyCursor
 
 __all__ = ["ProxyConfig", "build_app", "ON_FORBIDDEN", "MAX_BODY_BYTES"]
@@ -45,8 +56,12 @@ __all__ = ["ProxyConfig", "build_app", "ON_FORBIDDEN", "MAX_BODY_BYTES"]
 #: What the proxy may do with a reply that proposes a forbidden call.
 ON_FORBIDDEN = ("refuse", "reask")
 
-#: The largest request body accepted (a conversation of a few MB is already very long).
+#: The largest request body accepted (a conversation of a few MB is already very long), and the
+#: largest upstream reply read (a whole plain reply, or a whole stream).
 MAX_BODY_BYTES = 32 << 20
+
+#: The longest line of an upstream stream (one event).
+MAX_EVENT_BYTES = 4 << 20
 
 #: Headers passed on to the upstream (the key the client holds is the upstream's key).
 FORWARDED_HEADERS = ("authorization", "openai-organization", "openai-project")
@@ -57,8 +72,9 @@ Message = dict[str, object]
 @dataclass(frozen=True)
 class ProxyConfig:
     """What one proxy serves: the compiled policy, the upstream base URL (``…/v1``), the reaction
-    to a forbidden call, the bound on re-asks, and the upstream timeout (seconds: the whole of a
-    non-streamed reply, each read of a streamed one)."""
+    to a forbidden call, the bound on re-asks, the upstream timeouts (seconds: ``timeout`` for the
+    whole of a plain reply and for each read of a stream, ``stream_timeout`` for the whole of a
+    streamed request, re-asks included) and the largest request body (bytes)."""
 
     policy: Policy
     upstream: str
@@ -66,13 +82,17 @@ class ProxyConfig:
     max_retries: int = 2
     timeout: float = 60.0
     connect_timeout: float = 5.0
+    stream_timeout: float = 600.0
+    max_body_bytes: int = MAX_BODY_BYTES
 
     def __post_init__(self) -> None:
         if self.on_forbidden not in ON_FORBIDDEN:
             raise UsageError(f"on_forbidden must be one of {', '.join(ON_FORBIDDEN)}, "
                              f"not {self.on_forbidden!r}")
-        if self.max_retries < 0 or self.timeout <= 0 or self.connect_timeout <= 0:
+        if self.max_retries < 0 or min(self.timeout, self.connect_timeout, self.stream_timeout) <= 0:
             raise UsageError("max_retries must be ≥ 0 and the timeouts > 0")
+        if self.max_body_bytes <= 0:
+            raise UsageError("max_body_bytes must be > 0")
         if not self.upstream.startswith(("http://", "https://")):
             raise UsageError(f"upstream {self.upstream!r}: expected an http:// or https:// URL "
                              "(the base URL, e.g. http://127.0.0.1:8000/v1)")
@@ -94,6 +114,12 @@ class ApiError(Exception):
         return JSONResponse(self.payload(), status_code=self.status)
 
 
+def _bad_reply(why: str) -> ApiError:
+    """An upstream reply the guard cannot judge: 502, never a pass."""
+    return ApiError(502, f"the upstream reply cannot be judged: {why}", "upstream_error",
+                    "upstream_bad_reply")
+
+
 def _upstream_failure(e: Exception) -> ApiError:
     """A transport failure talking to the upstream, as the error the client gets."""
     if isinstance(e, (httpx.TimeoutException, asyncio.TimeoutError)):
@@ -105,45 +131,30 @@ def _upstream_failure(e: Exception) -> ApiError:
 
 async def _upstream_status_error(resp: httpx.Response) -> ApiError:
     """A non-2xx upstream answer: its own 4xx errors are the client's to see; anything else is 502."""
-    body = (await resp.aread())[:4000]
+    body = b""
+    async for piece in resp.aiter_bytes():  # the first 4000 bytes, however long the body
+        body += piece
+        if len(body) >= 4000:
+            break
+    body = body[:4000]
     try:
-        detail = json.loads(body)
+        detail = strict_json(body)
     except ValueError:
         detail = None
     if 400 <= resp.status_code < 500 and isinstance(detail, dict) and isinstance(detail.get("error"), dict):
         err = detail["error"]
+        code, param = err.get("code"), err.get("param")
         return ApiError(resp.status_code, str(err.get("message", "")), str(err.get("type") or
-                        "invalid_request_error"), err.get("code"), err.get("param"))
+                        "invalid_request_error"), code if isinstance(code, str) else None,
+                        param if isinstance(param, str) else None)
     text = body.decode("utf-8", "replace").strip()
     return ApiError(502, f"the upstream answered {resp.status_code}: {text[:500]}", "upstream_error",
                     "upstream_status")
 
 
-def _strip(message: Mapping[str, object]) -> Message:
-    """An assistant message reduced to what may be sent back upstream."""
-    out: Message = {"role": "assistant", "content": message.get("content")}
-    if message.get("tool_calls"):
-        out["tool_calls"] = message["tool_calls"]
-    return out
-
-
-def _reask_messages(proposal: Mapping[str, object], s: Screening) -> list[Message]:
-    """The proposal and one ``tool`` answer per call: the refusal, or for an allowed call proposed
-    with a forbidden one, that it was not run either (the proxy runs no tools)."""
-    out = [_strip(proposal)]
-    refused = {r.position: r for r in s.refusals}
-    calls = proposal.get("tool_calls")
-    for k, call in enumerate(calls if isinstance(calls, list) else []):
-        text = (refused[k].explain() if k in refused else
-                f"{REFUSAL_MARK} not run: it was proposed together with a forbidden call; "
-                "propose it again if it is still needed")
-        out.append({"role": "tool", "tool_call_id": call.get("id") if isinstance(call, dict) else None,
-                    "content": text})
-    return out
-
-
 def _refused_content(content: str, refusals: Sequence[Refusal]) -> str:
-    return (content.rstrip() + "\n\n" if content.strip() else "") + refusal_text(refusals)
+    """``content`` (kept whole, so that what a stream already sent is a prefix) and the refusals."""
+    return (content + "\n\n" if content.strip() else content) + refusal_text(refusals)
 
 
 class _Guarded:
@@ -170,14 +181,30 @@ class _Guarded:
         return self.client
 
     # -- requests
+    async def _body(self, request: Request) -> bytes:
+        """The request body, refused (413) as soon as it is longer than the limit: a declared
+        length is checked first, and a chunked body is counted while it is read."""
+        limit = self.config.max_body_bytes
+        too_long = ApiError(413, f"request body over {limit} bytes", code="body_too_large")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise too_long
+        parts: list[bytes] = []
+        size = 0
+        async for piece in request.stream():
+            size += len(piece)
+            if size > limit:
+                raise too_long
+            parts.append(piece)
+        return b"".join(parts)
+
     async def _read(self, request: Request) -> tuple[Message, list[Message], PolicyCursor]:
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes", code="body_too_large")
+        body = await self._body(request)
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ApiError(400, f"the request body is not JSON: {e}", code="invalid_json") from None
+            data = strict_json(body)
+        except ValueError as e:
+            raise ApiError(400, f"the request body is not JSON the guard reads: {e}",
+                           code="invalid_json") from None
         if not isinstance(data, dict):
             raise ApiError(400, "the request body must be a JSON object", code="invalid_body")
         messages = data.get("messages")
@@ -185,9 +212,10 @@ class _Guarded:
             raise ApiError(400, "'messages' must be a non-empty list of messages", param="messages",
                            code="invalid_messages")
         n = data.get("n", 1)
-        if n not in (1, None):
-            raise ApiError(400, "the guard serves one choice per request ('n' must be 1)", param="n",
-                           code="unsupported_n")
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or
+                              not 1 <= n <= MAX_CHOICES):
+            raise ApiError(400, f"'n' must be an integer from 1 to {MAX_CHOICES}", param="n",
+                           code="invalid_n")
         cursor = self.config.policy.cursor()
         try:
             cursor.push_messages(messages)
@@ -199,32 +227,56 @@ class _Guarded:
     def _headers(self, request: Request) -> dict[str, str]:
         return {k: v for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS}
 
-    async def _complete(self, body: Message, headers: Mapping[str, str]) -> Message:
-        """One non-streamed completion upstream, bounded by the timeout as a whole."""
+    async def _complete(self, body: Message, headers: Mapping[str, str]) -> tuple[Message, list[Message]]:
+        """One plain completion upstream, bounded by the timeout as a whole and by the size limit
+        while it is read; returns the reply and its choices (each with a message object)."""
         client = self._client()
+        req = client.build_request("POST", "chat/completions", json=body, headers=headers)
         try:
-            resp = await asyncio.wait_for(client.post("chat/completions", json=body, headers=headers),
-                                          self.config.timeout)
-        except (httpx.HTTPError, asyncio.TimeoutError) as e:
+            async with asyncio.timeout(self.config.timeout):
+                resp = await client.send(req, stream=True)
+                try:
+                    if resp.status_code >= 300:
+                        raise await _upstream_status_error(resp)
+                    raw = bytearray()
+                    async for piece in resp.aiter_bytes():
+                        raw += piece
+                        if len(raw) > MAX_BODY_BYTES:
+                            raise _bad_reply(f"longer than {MAX_BODY_BYTES} bytes")
+                finally:
+                    await resp.aclose()
+        except (httpx.HTTPError, TimeoutError) as e:
             raise _upstream_failure(e) from None
-        if resp.status_code >= 300:
-            raise await _upstream_status_error(resp)
         try:
-            data = resp.json()
-            message = data["choices"][0]["message"]
-            if not isinstance(message, dict):
-                raise TypeError("message")
-        except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise ApiError(502, f"the upstream reply is not a chat completion ({e})", "upstream_error",
-                           "upstream_bad_reply") from None
-        return data
+            data = strict_json(bytes(raw))
+        except ValueError as e:
+            raise _bad_reply(f"not JSON ({e})") from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not isinstance(choices, list) or not choices:
+            raise _bad_reply("not a chat completion (no choices)")
+        if len(choices) > MAX_CHOICES:
+            raise _bad_reply(f"more than {MAX_CHOICES} choices")
+        if not all(isinstance(ch, dict) and isinstance(ch.get("message"), dict) for ch in choices):
+            raise _bad_reply("a choice without a message object")
+        return data, choices
 
-    def _screen(self, cursor: PolicyCursor, message: Mapping[str, object], index: int) -> Screening:
+    def _screen(self, cursor: PolicyCursor, message: object, index: int,
+                tools: Collection[str]) -> Screening:
         try:
-            return screen(cursor, message, index)
+            return screen(cursor, message, index, tools=tools)
         except LogError as e:
-            raise ApiError(502, f"the upstream reply is not a valid chat message: {e}",
-                           "upstream_error", "upstream_bad_reply") from None
+            raise _bad_reply(f"not a chat message ({e})") from None
+
+    def _settle(self, cursor: PolicyCursor, s: Screening, text: str, index: int,
+                tools: Collection[str]) -> tuple[Message, list[Refusal]]:
+        """The refused reply ``s`` as the client gets it: ``text``, its refusal lines, the calls
+        still allowed after that text (and the refusal lines of any dropped on the way)."""
+        full = _refused_content(text, s.refusals)
+        final, dropped = settle(cursor, s.kept(full), index, tools=tools)
+        if dropped:
+            full = _refused_content(full, dropped)
+            final, _ = settle(cursor, {"role": "assistant", "content": full}, index, tools=tools)
+        return final.kept(full), dropped
 
     async def chat_completions(self, request: Request) -> Response:
         try:
@@ -238,45 +290,42 @@ class _Guarded:
     async def _once(self, data: Message, messages: list[Message], cursor: PolicyCursor,
                     headers: Mapping[str, str]) -> Response:
         c = self.config
+        tools = declared_tools(data)
         asked = list(messages)
         refused: list[Refusal] = []
         attempts = 1 + (c.max_retries if c.on_forbidden == "reask" else 0)
         for attempt in range(1, attempts + 1):
-            reply = await self._complete({**data, "messages": asked}, headers)
-            choice = reply["choices"][0]  # type: ignore[index]
-            message = choice["message"]
-            s = self._screen(cursor, message, len(messages))
-            if s.ok:
+            reply, choices = await self._complete({**data, "messages": asked}, headers)
+            found = [self._screen(cursor, ch["message"], len(messages), tools) for ch in choices]
+            if all(s.ok for s in found):
                 if attempt > 1:
                     reply["ltlagent"] = {"refused": [r.to_dict() for r in refused], "attempts": attempt}
                 return JSONResponse(reply, headers={"x-ltlagent-guard": "allowed" if attempt == 1
                                                     else "reasked"})
-            refused.extend(s.refusals)
+            for s in found:
+                refused.extend(s.refusals)
             if attempt < attempts:
-                asked += _reask_messages(message, s)
-        content = message.get("content")
-        text = _refused_content(content if isinstance(content, str) else "", s.refusals)
-        final, dropped = settle(cursor, text, s.tool_calls(), len(messages))
-        if dropped:
+                asked += reask_messages(next(s for s in found if not s.ok))
+        for ch, s in zip(choices, found):
+            if s.ok:
+                continue
+            new, dropped = self._settle(cursor, s, s.text(), len(messages), tools)
             refused.extend(dropped)
-            text = _refused_content(text, dropped)
-            final, _ = settle(cursor, text, [], len(messages))
-        calls = final.tool_calls()
-        new: Message = {"role": "assistant", "content": text}
-        if calls:
-            new["tool_calls"] = calls
-        choice["message"] = new
-        choice["finish_reason"] = "tool_calls" if calls else "stop"
+            ch["message"] = new
+            ch["finish_reason"] = "tool_calls" if "tool_calls" in new else \
+                "function_call" if "function_call" in new else "stop"
         reply["ltlagent"] = {"refused": [r.to_dict() for r in refused], "attempts": attempts}
         return JSONResponse(reply, headers={"x-ltlagent-guard": "refused"})
 
-    async def _open(self, body: Message, headers: Mapping[str, str]) -> httpx.Response:
+    async def _open(self, body: Message, headers: Mapping[str, str], deadline: float) -> httpx.Response:
         """Start a streamed completion upstream; errors before the first byte are raised."""
         client = self._client()
         req = client.build_request("POST", "chat/completions", json=body, headers=headers)
+        loop = asyncio.get_running_loop()
         try:
-            resp = await asyncio.wait_for(client.send(req, stream=True), self.config.timeout)
-        except (httpx.HTTPError, asyncio.TimeoutError) as e:
+            async with asyncio.timeout(min(self.config.timeout, deadline - loop.time())):
+                resp = await client.send(req, stream=True)
+        except (httpx.HTTPError, TimeoutError) as e:
             raise _upstream_failure(e) from None
         if resp.status_code >= 300:
             try:
@@ -287,108 +336,123 @@ class _Guarded:
 
     async def _stream(self, data: Message, messages: list[Message], cursor: PolicyCursor,
                       headers: Mapping[str, str]) -> Response:
-        first = await self._open({**data, "messages": messages}, headers)
-        return StreamingResponse(self._events(first, data, messages, cursor, headers),
+        deadline = asyncio.get_running_loop().time() + self.config.stream_timeout
+        first = await self._open({**data, "messages": messages}, headers, deadline)
+        return StreamingResponse(self._events(first, data, messages, cursor, headers, deadline),
                                  media_type="text/event-stream",
                                  headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
     async def _events(self, resp: httpx.Response, data: Message, messages: list[Message],
-                      cursor: PolicyCursor, headers: Mapping[str, str]) -> AsyncIterator[bytes]:
+                      cursor: PolicyCursor, headers: Mapping[str, str],
+                      deadline: float) -> AsyncIterator[bytes]:
         c = self.config
+        tools = declared_tools(data)
         asked = list(messages)
-        before = ""  # the text the client received from earlier attempts
+        before: dict[int, str] = {}  # each choice's text the client received on earlier attempts
         attempts = 1 + (c.max_retries if c.on_forbidden == "reask" else 0)
         refused: list[Refusal] = []
         for attempt in range(1, attempts + 1):
             if attempt > 1:
                 try:
-                    resp = await self._open({**data, "messages": asked}, headers)
+                    resp = await self._open({**data, "messages": asked}, headers, deadline)
                 except ApiError as e:
                     yield sse(e.payload())
                     return
             asm = ReplyAssembler()
             try:
-                async for chunk in self._chunks(resp, asm):
+                async for chunk in self._chunks(resp, asm, deadline):
                     try:
                         forward = asm.feed(chunk)
                     except ValueError as e:
-                        raise ApiError(502, f"the upstream sent a malformed chunk: {e}",
-                                       "upstream_error", "upstream_bad_reply") from None
+                        raise _bad_reply(f"a malformed chunk ({e})") from None
                     for out in forward:
                         yield sse(out)
+                if not asm.choices:
+                    raise _bad_reply("a stream without a choice")
+                found = {i: self._screen(cursor, m, len(messages), tools)
+                         for i, m in asm.messages(before).items()}
             except ApiError as e:
                 yield sse(e.payload())
                 return
             finally:
                 await resp.aclose()
-            calls = asm.tool_calls()
-            sent = before + asm.text()  # the reply's text as the client will record it
-            proposal: Message = {"role": "assistant", "content": sent or None}
-            if calls:
-                proposal["tool_calls"] = calls
-            try:
-                s = self._screen(cursor, proposal, len(messages))
-            except ApiError as e:
-                yield sse(e.payload())
-                return
-            if s.ok:
-                for chunk in asm.call_chunks(calls):
-                    yield sse(chunk)
-                end = asm.chunk({}, asm.finish_reason or ("tool_calls" if calls else "stop"))
-                if refused:  # allowed after a re-ask: say what was refused on the way
-                    end["ltlagent"] = {"refused": [r.to_dict() for r in refused], "attempts": attempt}
-                yield sse(end)
+            for i in found:
+                before[i] = before.get(i, "") + asm.text(i)
+            if all(s.ok for s in found.values()):
+                for i, s in found.items():
+                    for chunk in asm.call_chunks(s.kept(), i):
+                        yield sse(chunk)
+                    kept = s.kept()
+                    end = asm.chunk({}, asm.finish_reason(i) or ("tool_calls" if "tool_calls" in kept
+                                                                 else "stop"), i)
+                    if refused:  # allowed after a re-ask: say what was refused on the way
+                        end["ltlagent"] = {"refused": [r.to_dict() for r in refused],
+                                           "attempts": attempt}
+                    yield sse(end)
                 if asm.usage is not None:
                     yield sse({**asm.chunk({}), "choices": [], "usage": asm.usage})
                 yield DONE
                 return
-            refused.extend(s.refusals)
+            for s in found.values():
+                refused.extend(s.refusals)
             if attempt < attempts:
-                asked += _reask_messages({"role": "assistant", "content": asm.text() or None,
-                                          "tool_calls": calls}, s)
-                before = sent
-        text = sent
-        full = _refused_content(text, s.refusals)
-        final, dropped = settle(cursor, full, s.tool_calls(), len(messages))
-        if dropped:
-            full = _refused_content(full, dropped)
-            final, _ = settle(cursor, full, [], len(messages))
-        yield sse(asm.chunk({"content": full[len(text):]}))
-        kept = final.tool_calls()
-        for chunk in asm.call_chunks(kept):
-            yield sse(chunk)
-        end = asm.chunk({}, "tool_calls" if kept else "stop")
-        end["ltlagent"] = {"refused": [r.to_dict() for r in [*refused, *dropped]], "attempts": attempts}
-        yield sse(end)
+                asked += reask_messages(next(s for s in found.values() if not s.ok))
+        for i, s in found.items():
+            if s.ok:
+                message: Message = s.kept()
+            else:
+                message, dropped = self._settle(cursor, s, before[i], len(messages), tools)
+                refused.extend(dropped)
+                content = message.get("content")
+                added = content[len(before[i]):] if isinstance(content, str) else ""
+                yield sse(asm.chunk({"content": added}, index=i))
+            for chunk in asm.call_chunks(message, i):
+                yield sse(chunk)
+            reason = "tool_calls" if "tool_calls" in message else \
+                "function_call" if "function_call" in message else "stop"
+            end = asm.chunk({}, reason, i)
+            end["ltlagent"] = {"refused": [r.to_dict() for r in refused], "attempts": attempts}
+            yield sse(end)
         yield DONE
 
-    async def _chunks(self, resp: httpx.Response, asm: ReplyAssembler) -> AsyncIterator[Mapping[str, object]]:
-        """The JSON chunks of an upstream stream until ``[DONE]``; a broken, malformed or stalled
-        stream raises :class:`ApiError` (each read is bounded by the client's read timeout)."""
+    async def _chunks(self, resp: httpx.Response, asm: ReplyAssembler,
+                      deadline: float) -> AsyncIterator[Mapping[str, object]]:
+        """The JSON chunks of an upstream stream until ``[DONE]``; a broken, malformed, stalled or
+        endless stream raises :class:`ApiError` (each read is bounded by the client's read timeout,
+        the whole stream by ``deadline``, comments included)."""
+        events = sse_events(resp.aiter_bytes(), MAX_BODY_BYTES, MAX_EVENT_BYTES)
         try:
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        payload = await anext(events)
+                except StopAsyncIteration:
+                    break
                 if payload == "[DONE]":
                     asm.done = True
                     return
                 try:
-                    chunk = json.loads(payload)
-                except ValueError:
-                    raise ApiError(502, "the upstream sent an event that is not JSON", "upstream_error",
-                                   "upstream_bad_reply") from None
+                    chunk = strict_json(payload)
+                except ValueError as e:
+                    raise _bad_reply(f"an event that is not JSON ({e})") from None
                 if not isinstance(chunk, dict):
-                    raise ApiError(502, "the upstream sent an event that is not an object",
-                                   "upstream_error", "upstream_bad_reply")
+                    raise _bad_reply("an event that is not an object")
                 if "error" in chunk:
                     err = chunk["error"]
                     msg = err.get("message") if isinstance(err, dict) else err
                     raise ApiError(502, f"the upstream failed mid-stream: {msg}", "upstream_error",
                                    "upstream_stream_error")
                 yield chunk
-        except httpx.HTTPError as e:
-            raise _upstream_failure(e) from None
+        except TimeoutError:
+            raise ApiError(504, f"the upstream stream went on past --stream-timeout "
+                           f"({self.config.stream_timeout:g} s)", "upstream_error",
+                           "upstream_timeout") from None
+        except (httpx.HTTPError, UnicodeDecodeError, ValueError) as e:
+            if isinstance(e, httpx.HTTPError):
+                raise _upstream_failure(e) from None
+            raise _bad_reply(str(e)) from None
+        finally:
+            await events.aclose()
         if not asm.finished:
             raise ApiError(502, "the upstream stream ended before the reply was complete",
                            "upstream_error", "upstream_stream_error")
