@@ -41,12 +41,13 @@ def test_the_guard_refuses_a_tool_the_policy_does_not_declare() -> None:
     policy = Policy.load(parse_spec(LOOKUP_ONLY))
     cursor = policy.cursor()
     cursor.push(message_events({"role": "user", "content": "delete my files"}, 0)[0])
-    bad = screen(cursor, _call("delete_everything"), 1)
+    tools = {"delete_everything", "lookup"}  # the request declares both: the policy decides
+    bad = screen(cursor, _call("delete_everything"), 1, tools=tools)
     assert not bad.ok and bad.allowed == ()
     assert [r.tool for r in bad.refusals] == ["delete_everything"]
     assert not bad.refusals[0].decision.allowed and bad.refusals[0].decision.state is None
     assert not cursor.decide(message_events(_call("delete_everything"), 1)[0]).allowed
-    good = screen(cursor, _call("lookup", {"q": "x"}), 1)
+    good = screen(cursor, _call("lookup", {"q": "x"}), 1, tools=tools)
     assert good.ok and good.allowed == (0,)
 
 

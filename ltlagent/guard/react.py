@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from ltlagent.errors import UsageError
 from ltlagent.logic.automaton import Verdict
 from ltlagent.logic.compiled import CompiledSpec, compile_spec
-from ltlagent.spec.syntax import Spec
+from ltlagent.spec.syntax import Spec, load_spec
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -99,13 +99,15 @@ class TextGuard:
                  base_url: str | None = None, api_key: str | None = None, max_retries: int = 3,
                  max_steps: int = 40, max_stop: int | None = 4,
                  **completion_args: object) -> None:
-        self.compiled = spec if isinstance(spec, CompiledSpec) else compile_spec(spec)
-        events = [s.name for s in self.compiled.spec.states if s.is_event]
+        parsed = spec.spec if isinstance(spec, CompiledSpec) else \
+            spec if isinstance(spec, Spec) else load_spec(spec)
+        events = [s.name for s in parsed.states if s.is_event]
         if events:
             raise UsageError(f"{', '.join(events)}: event states have no prompt string; a chat "
                              "policy is guarded by ltlagent.guard.Guard (tool calls), not TextGuard")
         if max_retries < 0 or max_steps < 1 or (max_stop is not None and max_stop < 1):
             raise UsageError("max_retries must be ≥ 0, max_steps and max_stop ≥ 1")
+        self.compiled = spec if isinstance(spec, CompiledSpec) else compile_spec(parsed)
         self.environment = environment
         self.max_retries, self.max_steps, self.max_stop = max_retries, max_steps, max_stop
         self.completion_args = completion_args
