@@ -167,6 +167,22 @@ def test_the_subset_construction_has_a_budget() -> None:
     assert pattern_dfa(blowup, NAMES).num_states == 2 ** 13
 
 
+def test_the_budget_error_points_at_the_behaviour(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through build_automaton, the error is at the pattern's line and column, with its caret."""
+    from ltlagent import parse_spec
+    from ltlagent.logic import pattern
+
+    monkeypatch.setattr(pattern, "MAX_DFA_STATES", 500)
+    spec = parse_spec('(define b (:states (A (:text "A:")) (B (:text "B:")))\n'
+                      '  (:behavior (next (repeat (or A B)) A (repeat (or A B) :min 9 :max 9))))',
+                      "blow.sexp")
+    with pytest.raises(SpecError) as err:
+        build_automaton(spec)
+    assert str(err.value).startswith("blow.sexp:2:14: error: the behaviour's deterministic "
+                                     "automaton has more than 500 states")
+    assert "^^^^" in err.value.render() and "2^k" in err.value.render()
+
+
 # --- the Büchi automaton of prefix · body^ω ----------------------------------------------------
 
 def lasso_accepted(edges: OmegaEdges, prefix: tuple[int, ...], cycle: tuple[int, ...]) -> bool:

@@ -300,7 +300,7 @@ def behavior_dfa(spec: Spec) -> Dfa:
     prefix, body = split_always(spec.behavior)
     if body is not None or prefix is None:
         raise ValueError(f"spec {spec.name!r} is infinite: its behaviour ends in (always …)")
-    return pattern_dfa(prefix, spec.names)
+    return pattern_dfa(prefix, spec.names, text=spec.text)
 
 
 def build_automaton(spec: Spec) -> Automaton:
@@ -370,8 +370,9 @@ def _infinite(spec: Spec, formulas: Formulas, t0: float) -> Automaton:
     prefix, body = split_always(spec.behavior)
     if body is None:
         raise ValueError(f"spec {spec.name!r} is finite")
-    pre = pattern_dfa(prefix, spec.names, allow_empty=True) if prefix is not None else None
-    nba_edges: OmegaEdges = omega_edges(pre, pattern_dfa(body, spec.names))
+    pre = (pattern_dfa(prefix, spec.names, allow_empty=True, text=spec.text)
+           if prefix is not None else None)
+    nba_edges: OmegaEdges = omega_edges(pre, pattern_dfa(body, spec.names, text=spec.text))
     enc = encode(spec)
     try:
         nba = spotlib.from_hoa(_hoa(spec.name, enc.bits, 0, nba_edges, None))

@@ -22,7 +22,7 @@ from ltlagent.errors import SpecError
 from ltlagent.spec.syntax import Always, Next, Or, Pattern, Repeat, Until, Visit
 
 __all__ = ["Dfa", "Nfa", "MAX_DFA_STATES", "DEAD", "pattern_nfa", "determinise", "minimise",
-           "pattern_dfa", "non_empty", "intersect", "omega_edges", "OmegaEdges"]
+           "pattern_dfa", "non_empty", "intersect", "omega_edges", "OmegaEdges", "split_always"]
 
 DEAD = -1
 #: The subset construction stops with an error past this many states (a pattern such as
@@ -268,17 +268,21 @@ def non_empty(d: Dfa) -> Dfa:
 
 
 def pattern_dfa(p: Pattern, names: Sequence[str], *, allow_empty: bool = False,
-                max_states: int = MAX_DFA_STATES) -> Dfa:
+                max_states: int | None = None, text: str | None = None) -> Dfa:
     """The minimal DFA of a finite pattern over the indices of ``names``, the empty word excluded
-    unless ``allow_empty``. A pattern whose DFA would pass ``max_states`` is a
-    :class:`~ltlagent.errors.SpecError` at the pattern."""
+    unless ``allow_empty``. A pattern whose DFA would pass ``max_states`` (default
+    :data:`MAX_DFA_STATES`) is a
+    :class:`~ltlagent.errors.SpecError` at the pattern (``text``: the spec's source, for the
+    caret)."""
+    limit = MAX_DFA_STATES if max_states is None else max_states
     try:
-        d = determinise(pattern_nfa(p, names), max_states)
+        d = determinise(pattern_nfa(p, names), limit)
     except OverflowError:
-        raise SpecError(f"the behaviour's deterministic automaton has more than {max_states} "
-                        "states", p.loc, None,
-                        "an unbounded repetition followed by a long fixed-length part needs one "
-                        "state per possible position; bound or reorder it") from None
+        raise SpecError(f"the behaviour's deterministic automaton has more than {limit} "
+                        "states", p.loc, text or None,
+                        "after an unbounded repetition of a choice, a deterministic automaton "
+                        "must remember which of the last k steps could start the fixed-length "
+                        "part that follows (up to 2^k states): shorten or restructure it") from None
     return minimise(d if allow_empty else non_empty(d))
 
 
