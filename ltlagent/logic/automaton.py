@@ -431,5 +431,4 @@ def _pinned_hoa(t: Automaton) -> str:
             + ([(-1, end, False)] if q in t.accepting else [])
             for q, row in enumerate(t.delta)]
     rows.append([(-1, end, False)])
-    return _hoa(t.formulas.readable[:60], t.encoding.bits, t.initial, rows,
-                frozenset({end}))
+    return _hoa("pinned", t.encoding.bits, t.initial, rows, frozenset({end}))
