@@ -201,6 +201,8 @@ ABC = '(:states (A (:text "A:")) (B (:text "B:")) (C (:text "C:")))'
 @pytest.mark.parametrize(("constraint", "accepted", "refused"), [
     ("true", [["A", "B"], ["A", "C", "B"]], []),
     ('(ltl "G(A -> X B)")', [["A", "B"]], [["A", "C", "B"]]),
+    # strong next: Spot's Python formula.map raised "unknown type of formula" on X[!]
+    ('(ltl "G(A -> X[!] B)")', [["A", "B"]], [["A", "C", "B"]]),
     ('(ltl "F C")', [["A", "C", "B"]], [["A", "B"]]),
     ("(not C)", [["A", "B"], ["A", "C", "B"]], []),  # only the first step must not be C
     ("(always (not C))", [["A", "B"]], [["A", "C", "B"]]),
