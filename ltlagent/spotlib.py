@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 __all__ = [
     "TwaGraph", "SpotError", "LtlSyntaxError", "LtlInfo", "EdgeTable", "version", "inspect_ltl",
     "rename_atomic_propositions", "ltlf_to_ltl", "translate_finite", "translate_infinite",
-    "translate", "initial_state", "accepting_states", "is_empty_from", "letter_edges",
+    "translate", "determinise", "initial_state", "accepting_states", "is_empty_from", "letter_edges",
     "accepting_mark_sets", "accepts_lasso", "contains", "difference_word", "to_hoa", "from_hoa",
     "CubeDfa", "finite_cube_dfa",
 ]
@@ -105,15 +105,24 @@ def _syntax_error(message: str) -> tuple[int, int, str]:
 
 
 def rename_atomic_propositions(text: str, rename: Callable[[str], str]) -> str:
-    """The LTL string ``text`` with each atomic proposition ``p`` replaced by ``rename(p)``."""
+    """The LTL string ``text`` with each atomic proposition ``p`` replaced by ``rename(p)``.
+
+    Spot's C++ relabelling, not ``formula.map``: the Python ``map`` of Spot 2.13 knows no strong
+    next, so ``(ltl "G(A -> X[!] B)")`` raised ``ValueError: unknown type of formula``."""
     spot = _spot()
+    f = spot.formula(text)
+    aps: set[str] = set()
 
-    def sub(g: Any) -> Any:
+    def visit(g: Any) -> bool:
         if g.kind() == spot.op_ap:
-            return spot.formula(rename(str(g.ap_name())))
-        return g.map(sub)
+            aps.add(str(g.ap_name()))
+        return False
 
-    return str(sub(spot.formula(text)))
+    f.traverse(visit)
+    relabel = spot.relabeling_map()
+    for ap in aps:
+        relabel[spot.formula.ap(ap)] = spot.formula(rename(ap))
+    return str(spot.relabel_apply(f, relabel))
 
 
 def ltlf_to_ltl(text: str, alive: str) -> str:
@@ -228,6 +237,16 @@ def finite_cube_dfa(formula: str, alive: str, props: Sequence[str]) -> CubeDfa:
             row.append((int(e.dst), tuple(cubes)))
         rows.append(tuple(row))
     return CubeDfa(initial_state(aut), accepting_states(aut), tuple(rows))
+def determinise(aut: TwaGraph, other: TwaGraph | None = None) -> TwaGraph:
+    """A deterministic ω-automaton (generic acceptance) of the words ``aut`` accepts, and
+    ``other`` too when given (their product): ltlagent's own Büchi automata go through here."""
+    spot = _spot()
+    try:
+        if other is not None:
+            aut = spot.product(aut, other)
+        return spot.postprocess(aut, "deterministic", "generic")
+    except RuntimeError as e:
+        raise SpotError(str(e)) from e
 
 
 # -- reading automata --------------------------------------------------------------------------

@@ -146,8 +146,8 @@ def test_spot_automaton_is_kept_and_parsed_at_most_once(monkeypatch: pytest.Monk
         parsed.append(text)
         return real(text)
 
+    a = compile_spec("chat-bot").automaton  # (the build itself parses ltlagent's Büchi automaton)
     monkeypatch.setattr(spotlib, "from_hoa", counting)
-    a = compile_spec("chat-bot").automaton
     assert a.spot_automaton() is a.spot_automaton()
     assert a.accepts_lasso([], ["Chat-Bot", "User"]) and a.letter_edges
     assert parsed == []
@@ -201,6 +201,8 @@ ABC = '(:states (A (:text "A:")) (B (:text "B:")) (C (:text "C:")))'
 @pytest.mark.parametrize(("constraint", "accepted", "refused"), [
     ("true", [["A", "B"], ["A", "C", "B"]], []),
     ('(ltl "G(A -> X B)")', [["A", "B"]], [["A", "C", "B"]]),
+    # strong next: Spot's Python formula.map raised "unknown type of formula" on X[!]
+    ('(ltl "G(A -> X[!] B)")', [["A", "B"]], [["A", "C", "B"]]),
     ('(ltl "F C")', [["A", "C", "B"]], [["A", "B"]]),
     ("(not C)", [["A", "B"], ["A", "C", "B"]], []),  # only the first step must not be C
     ("(always (not C))", [["A", "B"]], [["A", "C", "B"]]),
@@ -229,3 +231,31 @@ def test_always_after_a_longer_sequence_is_the_infinite_part() -> None:
     assert spec.is_infinite and a.infinite
     assert a.accepts_lasso(["A", "B"], ["C"]) and not a.accepts_lasso(["A"], ["C"])
     assert not a.accepts_lasso(["A", "B", "C"], ["B"])
+
+
+@pytest.mark.parametrize("behavior", ["(repeat A)", "(optional A)",
+                                      "(until (repeat (repeat A :min 2)) (optional B))"])
+def test_the_empty_trace_is_never_complete(behavior: str) -> None:
+    """A trace has at least one step (§2.1), even where the pattern matches the empty one: the
+    initial state is not accepting, so a monitor can never stop before the first step."""
+    a = compile_spec(parse_spec(f"(define e {ABC} (:behavior {behavior}))")).automaton
+    assert not a.is_complete(a.initial) and a.shortest_completion(a.initial)
+
+
+def test_pinned_automaton_is_the_finite_language_then_the_end() -> None:
+    """check-equiv's Spot cross-check reads finite specs as ω-words: a trace, then code 0
+    forever. The pinned automaton accepts exactly the complete traces so extended."""
+    import itertools
+
+    from ltlagent import spotlib
+
+    a = compile_spec(parse_spec(f"(define e {ABC} (:behavior (next A (repeat B :max 2) C))"
+                                ' (:constraints (always (implies B (next C)))))')).automaton
+    pinned = a.pinned_spot_automaton()
+    end = a.encoding.cube(0)
+    for n in range(6):
+        for w in itertools.product(a.names, repeat=n):
+            cubes = [a.encoding.state_cube(x) for x in w]
+            assert spotlib.accepts_lasso(pinned, cubes, [end]) == a.run(list(w)).accepted, w
+    with pytest.raises(ValueError):
+        compile_spec("chat-bot").automaton.pinned_spot_automaton()

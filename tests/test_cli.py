@@ -35,7 +35,7 @@ def test_show_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert "Action-Input" in out and "'Action Input:'" in out and ":env-input" in out
     assert '"Final-Thought"' in out  # the readable formula
-    assert "b0" in out  # the coded formula handed to Spot
+    assert "given to Spot (the constraints; ltlagent compiles the behaviour):\n  (none)" in out
     assert "allowed first: Thought, Final-Thought" in out
 
 

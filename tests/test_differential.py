@@ -1,9 +1,11 @@
-"""Differential test (docs/design.md §9): the Spot automaton against the independent reference evaluator.
+"""Differential test (docs/design.md §9): the spec's automaton against the independent reference evaluator.
 
 Random patterns (next/until/always/or/optional/repeat, nesting depth up to 5, up to 8 states) and
 random finite and lasso traces, some drawn from the pattern's own language and then perturbed.
-The test must be able to fail: ``test_mutation_is_caught`` runs the same property against a
-translator that reads ``until`` as textbook LTL ``U`` and requires a counterexample.
+The test must be able to fail: ``test_mutation_is_caught`` runs the same property against
+the textbook-LTL reading of ``until`` (handed to Spot as a constraint) and requires a
+counterexample. The number of examples and their randomness come from the Hypothesis profile
+(tests/conftest.py): ``ci`` is derandomised, ``explore`` draws many more.
 """
 
 from __future__ import annotations
@@ -11,18 +13,31 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import SpecError
 from ltlagent.logic.automaton import Automaton, build_automaton
-from ltlagent.logic.ltl import ALIVE, Formulas, encode
-from ltlagent.spec.syntax import Always, Next, Or, Pattern, Repeat, Spec, State, Until, Visit
+from ltlagent.spec.syntax import (
+    Always,
+    Formula,
+    Next,
+    Or,
+    Pattern,
+    Repeat,
+    Spec,
+    State,
+    Until,
+    Visit,
+    any_sequence,
+)
 
 from . import reference
 
 NAMES = tuple(f"S{i}" for i in range(8))
-SETTINGS = settings(max_examples=120, deadline=None,
+#: examples per property: the profile's (100 under ``ci``, 2000 under ``explore``)
+EXAMPLES = settings().max_examples
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -143,22 +158,23 @@ def check_agreement(spec: Spec, aut: Automaton, seed: int) -> None:
                 assert aut.accepts_lasso(u, c) == ref, (spec.behavior, u, c, ref)
 
 
-def _compile_or_none(spec: Spec, formulas: Formulas | None = None) -> Automaton | None:
+def _compile_or_none(spec: Spec) -> Automaton | None:
     try:
-        return build_automaton(spec, formulas)
+        return build_automaton(spec)
     except SpecError:  # empty language: the reference must agree that nothing is viable
         return None
 
 
 @SETTINGS
 @given(spec=specs(), seed=st.integers(0, 2**16))
-def test_spot_agrees_with_reference(spec: Spec, seed: int) -> None:
+def test_automaton_agrees_with_reference(spec: Spec, seed: int) -> None:
     aut = _compile_or_none(spec)
     assert aut is not None, "random patterns always have a non-empty language"
     check_agreement(spec, aut, seed)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=max(10, EXAMPLES * 2 // 5), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs(infinite=True), seed=st.integers(0, 2**16))
 def test_infinite_specs_agree_with_reference(spec: Spec, seed: int) -> None:
     aut = _compile_or_none(spec)
@@ -177,7 +193,7 @@ def _all_words(names: tuple[str, ...], up_to: int) -> list[list[str]]:
 
 A, B = Visit("S0"), Visit("S1")
 NULLABLE_BODIES = [  # repeats and untils whose body matches the empty trace (Spot mis-simplified
-    # the star of {[*0] | a[*2..]} to a[*]; found by test_spot_agrees_with_reference)
+    # the star of {[*0] | a[*2..]} to a[*]; found by test_automaton_agrees_with_reference)
     Until(Repeat(Repeat(A, min=2)), B),
     Repeat(Repeat(A, min=2), min=1),
     Repeat(Repeat(A, min=2, max=3), min=2, max=4),
@@ -196,6 +212,61 @@ def test_repeating_a_nullable_body(pattern: Pattern) -> None:
     for w in _all_words(spec.names, 7):
         assert (aut.run(w).status == "accepted") == reference.accepts(pattern, w), (pattern, w)
         assert (aut.run(w).status != "rejected") == reference.viable(pattern, w), (pattern, w)
+
+
+# --- shapes Spot's SERE simplifier got wrong (docs/design.md §3.2): ltlagent compiles patterns itself
+
+S0, S3 = Visit("S0"), Visit("S3")
+SPOT_SERE_BUGS = [
+    # issue 27: accepted the one-step trace S3 (every run of S3 has length >= 2)
+    Until(Repeat(S3, min=2), Repeat(Repeat(S3, min=2), min=0)),
+    # README's {r}[*0..n] family: every word of r has two letters or more ({a[*2..]}[*0..1] became a[*])
+    Repeat(Repeat(S3, min=2), min=0, max=1),
+    Repeat(Repeat(S3, min=2), min=0, max=3),
+    Repeat(Repeat(S3, min=2, max=3), min=0, max=2),
+    Repeat(Next((S3, S0)), min=0, max=2),
+    Until(Repeat(Next((S3, S3)), min=0, max=1), S0),
+    # nested repeats, nullable and not
+    Repeat(Repeat(Repeat(S3, min=2), min=0), min=0),
+    Repeat(Repeat(Repeat(S3, min=2), min=1), min=1, max=2),
+    Until(Repeat(Repeat(S3, min=2)), Repeat(Repeat(S3, min=3))),
+    Next((Repeat(Repeat(S3, min=2), min=0, max=1), Repeat(Repeat(S0, min=2), min=0, max=1))),
+    Or((Repeat(Repeat(S3, min=2), min=0, max=1), Repeat(S0, min=3, max=3))),
+]
+
+
+def _two_states(pattern: Pattern) -> Spec:
+    return Spec("sere-bug", (State("S0", "<S0>"), State("S3", "<S3>")), pattern)
+
+
+def test_issue_27_one_step_is_not_a_run_of_two() -> None:
+    """The issue's case: ``S3`` alone is not a trace of the pattern, and ``S3 S3`` is."""
+    aut = build_automaton(_two_states(SPOT_SERE_BUGS[0]))
+    assert aut.run(["S3"]).status == "incomplete"
+    assert aut.run(["S3", "S3"]).accepted and aut.run(["S3"] * 5).accepted
+
+
+@pytest.mark.parametrize("pattern", SPOT_SERE_BUGS, ids=str)
+def test_sere_bug_shapes_are_exact(pattern: Pattern) -> None:
+    """Every trace up to length 8: accepted and viable exactly as the reference says."""
+    aut = _compile_or_none(_two_states(pattern))
+    assert aut is not None
+    for w in _all_words(("S0", "S3"), 8):
+        assert (aut.run(w).status == "accepted") == reference.accepts(pattern, w), (pattern, w)
+        assert (aut.run(w).status != "rejected") == reference.viable(pattern, w), (pattern, w)
+
+
+@pytest.mark.parametrize("pattern", SPOT_SERE_BUGS, ids=str)
+def test_sere_bug_shapes_are_exact_under_always(pattern: Pattern) -> None:
+    """The same shapes as the body of ``always`` and as the prefix before one, on every lasso
+    with a prefix up to 3 and a cycle up to 3 letters."""
+    for behavior in (Always(pattern), Next((pattern, Always(Or((S0, S3)))))):
+        aut = _compile_or_none(_two_states(behavior))
+        assert aut is not None
+        for u in _all_words(("S0", "S3"), 3):
+            for c in _all_words(("S0", "S3"), 3)[1:]:
+                want = reference.accepts_lasso(behavior, tuple(u), tuple(c))
+                assert aut.accepts_lasso(u, c) == want, (behavior, u, c)
 
 
 # --- the mutation: `until` read as textbook LTL U (docs/design.md §2.1 explains why that is wrong) -----
@@ -221,14 +292,12 @@ def textbook_ltl(p: Pattern, atom: object) -> str:
     raise TypeError(p)
 
 
-def textbook_formulas(spec: Spec) -> Formulas:
-    from ltlagent import spotlib
-
-    enc = encode(spec)
-    core = textbook_ltl(spec.behavior, enc.state_cube)
-    f = spotlib.ltlf_to_ltl(core, ALIVE)
-    axioms = f"G({ALIVE} -> {enc.valid()}) & G(!{ALIVE} -> {enc.cube(0)})"
-    return Formulas(core, f"{f} & {axioms}", False)
+def textbook(spec: Spec) -> Spec:
+    """The mutant: the behaviour read as textbook LTL, handed to Spot as a raw constraint (LTLf)
+    on "any non-empty sequence of states"."""
+    quote = '"{}"'.format
+    return Spec(spec.name, spec.states, any_sequence(spec.names),
+                (Formula("ltl", raw=textbook_ltl(spec.behavior, quote)),))
 
 
 def test_mutation_is_caught() -> None:
@@ -236,16 +305,17 @@ def test_mutation_is_caught() -> None:
     from ltlagent import load_spec
 
     react = load_spec("react")
-    mutant = build_automaton(react, textbook_formulas(react))
+    mutant = build_automaton(textbook(react))
     loop = ["Thought", "Action", "Action-Input", "Observation", "Final-Thought", "Answer"]
     assert reference.accepts(react.behavior, loop)
     assert mutant.run(loop).status == "rejected"  # the mutant cannot run the loop even once
 
     @settings(max_examples=150, deadline=None, database=None, report_multiple_bugs=False,
+              phases=[Phase.generate],  # a counterexample is all we need: no shrinking
               suppress_health_check=[HealthCheck.too_slow])
     @given(spec=specs(infinite=False), seed=st.integers(0, 2**16))
     def property_on_mutant(spec: Spec, seed: int) -> None:
-        aut = _compile_or_none(spec, textbook_formulas(spec))
+        aut = _compile_or_none(textbook(spec))
         if aut is None:
             assert not reference.viable(spec.behavior, [])
             return

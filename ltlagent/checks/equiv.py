@@ -351,13 +351,12 @@ def _finite_counterexamples(ta: Automaton, tb: Automaton, want_b: bool = True
 def _spot_agrees(ta: Automaton, tb: Automaton, found: dict[str, Counterexample],
                  implies: bool) -> None:
     """Ask Spot (pinned ω-languages of the finite specs) and check that the search agrees."""
-    fa = spotlib.translate(ta.formulas.coded, ta.formulas.hidden)
-    fb = spotlib.translate(tb.formulas.coded, tb.formulas.hidden)
+    fa, fb = ta.pinned_spot_automaton(), tb.pinned_spot_automaton()
     a_in_b = spotlib.contains(fb, fa)
     b_in_a = True if implies else spotlib.contains(fa, fb)
     if a_in_b != ("a" not in found) or b_in_a != ("b" not in found):
-        raise CompileError(f"product search and Spot disagree on {ta.formulas.coded} vs "
-                           f"{tb.formulas.coded}")
+        raise CompileError(f"product search and Spot disagree on {ta.formulas.readable} vs "
+                           f"{tb.formulas.readable}")
     for side, ce in found.items():
         if (ta.run(ce.trace).accepted, tb.run(ce.trace).accepted) != (side == "a", side == "b"):
             raise CompileError(f"counterexample {ce.words()} does not separate the specs")

@@ -96,7 +96,8 @@ def render_text(c: CompiledSpec) -> str:
         out[-1] = "  (no :behavior: any sequence of the states; the constraints decide)"
     for name, cons in zip(c.spec.constraint_names, a.formulas.constraints_readable):
         out.append(f"  constraint {name}: {cons}")
-    out += ["", "formula given to Spot:", f"  {a.formulas.coded}", ""]
+    out += ["", "formula given to Spot (the constraints; ltlagent compiles the behaviour):",
+            f"  {a.formulas.coded or '(none)'}", ""]
     summary = a.summary()
     out.append(f"automaton: {summary['states']} states ({summary['live_states']} live), "
                f"initial {a.initial}, "

@@ -425,6 +425,7 @@ class TokenIndex:
 def spec_fingerprint(compiled: CompiledSpec, tool_names: Sequence[str] | None) -> object:
     """What of a spec the token index depends on (for cache keys)."""
     return {"formula": compiled.automaton.formulas.coded,
+            "behavior": compiled.automaton.formulas.readable,
             "states": [st.to_dict() for st in compiled.spec.states],
             "tools": list(tool_names) if tool_names is not None else None}
 

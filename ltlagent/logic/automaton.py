@@ -1,28 +1,33 @@
-"""Spot automaton → a small frozen transition table, and the views derived from it (docs/design.md §3).
+"""A spec → its deterministic automaton as a small frozen table, and the views derived from it
+(docs/design.md §3).
 
-Spot is the source of truth: the spec's formula is translated once to a deterministic automaton
-(finite specs through ``to_finite``, infinite ones as a deterministic ω-automaton), and read into
-an immutable table ``(automaton state, spec state) → next automaton state``. Everything on the hot
-path (check-trace, validation, the decoding monitor) uses the table; lassos go back to Spot, whose
-automaton each :class:`Automaton` keeps (parsed at most once). Spot is reached through
-:mod:`ltlagent.spotlib` only.
+The behaviour is compiled by ltlagent (:mod:`ltlagent.logic.pattern`: a minimal DFA over spec
+states); the constraints by Spot (LTLf for finite specs). A finite spec's table is the product of
+the two DFAs, minimised; an infinite spec's Büchi automaton (built from the pattern's DFAs) is
+determinised by Spot together with the constraints' automaton. Either way the result is an
+immutable table ``(automaton state, spec state) → next automaton state``. Everything on the hot
+path (check-trace, validation, the decoding monitor) uses the table; lassos and containment go to
+Spot, whose automaton each :class:`Automaton` keeps (parsed from its HOA text at most once). Spot
+is reached through :mod:`ltlagent.spotlib` only.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import InitVar, dataclass, field, fields
 from functools import cached_property
 
 from ltlagent import spotlib
 from ltlagent.errors import CompileError, SpecError
 from ltlagent.graph import coreachable, reachable
-from ltlagent.logic.ltl import ALIVE, MARK, Encoding, Formulas, build_formulas, encode
+from ltlagent.logic.ltl import ALIVE, Encoding, Formulas, build_formulas, encode
+from ltlagent.logic.pattern import Dfa, OmegaEdges, intersect, omega_edges, pattern_dfa, split_always
 from ltlagent.spec.syntax import Spec
 from ltlagent.spotlib import EdgeTable, TwaGraph
 
-__all__ = ["Automaton", "Verdict", "build_automaton", "translate", "DEAD"]
+__all__ = ["Automaton", "Verdict", "build_automaton", "behavior_dfa", "DEAD"]
 
 DEAD = -1
 
@@ -225,8 +230,21 @@ class Automaton:
                                      [cube(n) for n in cycle])
 
     def spot_automaton(self) -> TwaGraph:
-        """The Spot automaton the table was read from (the same object on every call)."""
+        """The table as a Spot automaton (the same object on every call): for a finite spec its
+        accepting states are the complete traces' ends; for an infinite one, the deterministic
+        ω-automaton the table was read from."""
         return self._spot
+
+    @cached_property
+    def _pinned(self) -> TwaGraph:
+        return spotlib.from_hoa(_pinned_hoa(self))
+
+    def pinned_spot_automaton(self) -> TwaGraph:
+        """A finite spec's language as ω-words for Spot's containment checks: each complete
+        trace followed by code 0 (the end) forever."""
+        if self.infinite:
+            raise ValueError("pinned_spot_automaton is for finite specs: use spot_automaton")
+        return self._pinned
 
     # -- graph views (networkx) for `show`; the compile path itself avoids networkx, whose import
     # alone (0.4 s measured) would cost several times a whole spec compilation
@@ -276,50 +294,141 @@ class Automaton:
         }
 
 
-def translate(spec: Spec, formulas: Formulas | None = None) -> TwaGraph:
-    """The deterministic Spot automaton of ``spec`` over the code propositions."""
-    f = formulas or build_formulas(spec)
-    try:
-        if not f.infinite:
-            return spotlib.translate_finite(f.coded, ALIVE, f.hidden)
-        return spotlib.translate_infinite(f.coded, (MARK, *f.hidden))
-    except spotlib.SpotError as e:
-        raise CompileError(f"Spot rejected the formula built for {spec.name}: {e}\n"
-                           f"formula: {f.coded}") from e
+def behavior_dfa(spec: Spec) -> Dfa:
+    """The minimal DFA of a finite spec's behaviour over its state indices (no constraints, no
+    Spot): the traces the pattern allows, the empty one excluded."""
+    prefix, body = split_always(spec.behavior)
+    if body is not None or prefix is None:
+        raise ValueError(f"spec {spec.name!r} is infinite: its behaviour ends in (always …)")
+    return pattern_dfa(prefix, spec.names, text=spec.text)
 
 
-def build_automaton(spec: Spec, formulas: Formulas | None = None) -> Automaton:
-    """Translate ``spec`` with Spot and read the result into a frozen table.
+def build_automaton(spec: Spec) -> Automaton:
+    """The spec's deterministic automaton as a frozen table (docs/design.md §3.2).
 
-    ``formulas`` overrides the translation (tests use it to check that a wrong reading of the
-    pattern is caught). Raises :class:`SpecError` (at the behaviour) when the spec admits no trace.
+    The behaviour is compiled by :mod:`ltlagent.logic.pattern`; Spot is called only for the
+    constraints (none: no translation at all for a finite spec) and, for an infinite spec, to
+    determinise the Büchi automaton of ``prefix · body^ω``. Raises :class:`SpecError` (at the
+    behaviour) when the spec admits no trace.
     """
     t0 = time.perf_counter()
-    formulas = formulas or build_formulas(spec)
-    aut = translate(spec, formulas)
-    seconds = time.perf_counter() - t0
-    enc = encode(spec)
-    edges = spotlib.letter_edges(aut, [enc.state_cube(n) for n in spec.names])
-    delta: list[list[int]] = []
-    for row in edges:
-        delta.append([])
-        for hits in row:
-            succ = {dst for dst, _ in hits}
-            if len(succ) > 1:
-                raise CompileError(f"automaton of {spec.name} is not deterministic")
-            delta[-1].append(succ.pop() if succ else DEAD)
-    n = len(delta)
+    formulas = build_formulas(spec)
     if spec.is_infinite:
-        accepting: frozenset[int] = frozenset()
-        live = frozenset(q for q in range(n) if not spotlib.is_empty_from(aut, q))
+        table = _infinite(spec, formulas, t0)
     else:
-        accepting = spotlib.accepting_states(aut)
-        live = coreachable(delta, accepting)
-    table = Automaton(spec.names, spotlib.initial_state(aut), tuple(tuple(r) for r in delta),
-                      accepting, live, spec.is_infinite, formulas, spotlib.to_hoa(aut), seconds,
-                      spot_graph=aut, spot_edges=edges)
-    if table.initial not in live or not table.allowed(table.initial):
+        table = _finite(spec, formulas, t0)
+    if table.initial not in table.live or not table.allowed(table.initial):
         raise SpecError("the spec admits no trace: its behaviour and constraints contradict "
                         "each other", spec.behavior.loc, spec.text,
                         "check the :constraints against the :behavior")
     return table
+
+
+def _finite(spec: Spec, formulas: Formulas, t0: float) -> Automaton:
+    """Pattern DFA × constraints DFA (Spot's LTLf translation read into a table), minimised."""
+    dfa = behavior_dfa(spec)
+    if spec.constraints:
+        dfa = intersect(dfa, _constraints_dfa(spec, formulas))
+    live = coreachable(dfa.delta, dfa.accepting)
+    bits = encode(spec).bits
+    rows = [[(i, r, False) for i, r in enumerate(row) if r >= 0] for row in dfa.delta]
+    hoa = _hoa(spec.name, bits, dfa.initial, rows, dfa.accepting)
+    return Automaton(spec.names, dfa.initial, dfa.delta, dfa.accepting, live, False, formulas, hoa,
+                     time.perf_counter() - t0)
+
+
+def _constraints_dfa(spec: Spec, formulas: Formulas) -> Dfa:
+    """The finite-word automaton Spot makes of the constraints, as a DFA over state indices."""
+    try:
+        aut = spotlib.translate_finite(formulas.coded, ALIVE, formulas.hidden)
+    except spotlib.SpotError as e:
+        raise CompileError(f"Spot rejected the constraints of {spec.name}: {e}\n"
+                           f"formula: {formulas.coded}") from e
+    enc = encode(spec)
+    edges = spotlib.letter_edges(aut, [enc.state_cube(n) for n in spec.names])
+    return Dfa(len(spec.names), spotlib.initial_state(aut), _deterministic(spec, edges),
+               spotlib.accepting_states(aut))
+
+
+def _deterministic(spec: Spec, edges: EdgeTable) -> tuple[tuple[int, ...], ...]:
+    """The successor table of Spot's edges, which must be deterministic on every letter."""
+    delta: list[tuple[int, ...]] = []
+    for row in edges:
+        out = []
+        for hits in row:
+            succ = {dst for dst, _ in hits}
+            if len(succ) > 1:
+                raise CompileError(f"automaton of {spec.name} is not deterministic")
+            out.append(succ.pop() if succ else DEAD)
+        delta.append(tuple(out))
+    return tuple(delta)
+
+
+def _infinite(spec: Spec, formulas: Formulas, t0: float) -> Automaton:
+    """The Büchi automaton of ``prefix · body^ω`` from the pattern's DFAs, determinised by Spot
+    with the constraints' ω-automaton, read into a table."""
+    prefix, body = split_always(spec.behavior)
+    if body is None:
+        raise ValueError(f"spec {spec.name!r} is finite")
+    pre = (pattern_dfa(prefix, spec.names, allow_empty=True, text=spec.text)
+           if prefix is not None else None)
+    nba_edges: OmegaEdges = omega_edges(pre, pattern_dfa(body, spec.names, text=spec.text))
+    enc = encode(spec)
+    try:
+        nba = spotlib.from_hoa(_hoa(spec.name, enc.bits, 0, nba_edges, None))
+        cons = (spotlib.translate_infinite(formulas.coded, formulas.hidden)
+                if spec.constraints else None)
+        aut = spotlib.determinise(nba, cons)
+    except spotlib.SpotError as e:
+        raise CompileError(f"Spot failed on the automaton built for {spec.name}: {e}\n"
+                           f"constraints: {formulas.coded}") from e
+    edges = spotlib.letter_edges(aut, [enc.state_cube(n) for n in spec.names])
+    delta = _deterministic(spec, edges)
+    live = frozenset(q for q in range(len(delta)) if not spotlib.is_empty_from(aut, q))
+    return Automaton(spec.names, spotlib.initial_state(aut), delta, frozenset(), live, True,
+                     formulas, spotlib.to_hoa(aut), time.perf_counter() - t0,
+                     spot_graph=aut, spot_edges=edges)
+
+
+def _cube(code: int, bits: int) -> str:
+    """A state code as an HOA label over the proposition indices ``0 … bits-1``."""
+    return "&".join(("" if code >> i & 1 else "!") + str(i) for i in range(bits))
+
+
+def _hoa(name: str, bits: int, initial: int,
+         rows: Sequence[Sequence[tuple[int, int, bool]]], accepting: frozenset[int] | None) -> str:
+    """HOA text of an automaton over the state code (letter i is code i+1); ``rows[q]`` lists
+    ``(letter, successor, accepting edge)``. With ``accepting`` (a set of states) the acceptance is
+    state-based and the automaton deterministic (a finite spec's table, as Spot's ``to_finite``
+    writes one); without, transition-based Büchi (ltlagent's ω-automata)."""
+    state_acc = accepting is not None
+    props = "trans-labels explicit-labels " + ("state-acc deterministic" if state_acc
+                                               else "trans-acc")
+    out = ["HOA: v1", f'name: "{_hoa_escape(name)}"', f"States: {len(rows)}", f"Start: {initial}",
+           f"AP: {bits} " + " ".join(f'"b{i}"' for i in range(bits)), "acc-name: Buchi",
+           "Acceptance: 1 Inf(0)", f"properties: {props}", "--BODY--"]
+    for q, row in enumerate(rows):
+        out.append(f"State: {q}" + (" {0}" if state_acc and q in (accepting or ()) else ""))
+        grouped: dict[tuple[int, bool], list[int]] = {}
+        for letter, r, mark in row:
+            grouped.setdefault((r, mark), []).append(letter)
+        for (r, mark), letters in grouped.items():
+            label = " | ".join(_cube(i + 1, bits) for i in letters)
+            out.append(f"[{label}] {r}" + (" {0}" if mark else ""))
+    out.append("--END--")
+    return "\n".join(out) + "\n"
+
+
+def _hoa_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _pinned_hoa(t: Automaton) -> str:
+    """HOA text of a finite table's traces, each followed by code 0 forever (Büchi: the end state
+    recurs); letter -1 below is code 0."""
+    end = t.num_states
+    rows = [[(i, r, False) for i, r in enumerate(row) if r >= 0 and r in t.live]
+            + ([(-1, end, False)] if q in t.accepting else [])
+            for q, row in enumerate(t.delta)]
+    rows.append([(-1, end, False)])
+    return _hoa("pinned", t.encoding.bits, t.initial, rows, frozenset({end}))

@@ -1,8 +1,10 @@
-"""Spec → the formula handed to Spot (docs/design.md §3).
+"""Spec → formulas: the behaviour in readable form, the constraints as the formula Spot translates
+(docs/design.md §3).
 
 States are letters of one alphabet, encoded for Spot as a binary code over ⌈log2(n+1)⌉
-propositions ``b0, b1, …`` (code 0 means "the trace has ended"). The same builder produces two
-strings: a readable one in state names (what ``show`` prints) and the coded one Spot gets.
+propositions ``b0, b1, …`` (code 0 means "the trace has ended"). Constraints are spelled twice
+from one builder: readable (state names, what ``show`` prints) and coded (what Spot gets). The
+behaviour is not given to Spot: :mod:`ltlagent.logic.pattern` compiles it (§3.2).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from ltlagent import spotlib
 from ltlagent.errors import SpecError, UsageError
 from ltlagent.spec.syntax import (
     MAX_UNROLLED_STEPS,
-    Always,
     Formula,
     Next,
     Or,
@@ -26,13 +27,10 @@ from ltlagent.spec.syntax import (
     unrolled_size,
 )
 
-__all__ = ["Encoding", "Formulas", "encode", "build_formulas", "sere", "constraint_ltl",
-           "PastProps", "has_past", "ALIVE", "MARK", "MAX_SERE_BOUND", "PAST_PREFIX"]
+__all__ = ["Encoding", "Formulas", "encode", "build_formulas", "constraints_formula", "sere",
+           "constraint_ltl", "PastProps", "has_past", "ALIVE", "PAST_PREFIX"]
 
 ALIVE = "alive"
-MARK = "m"
-#: Spot's SERE repetition bounds are 8-bit (254 at most; 255 means unbounded): larger ones are split.
-MAX_SERE_BOUND = 254
 
 
 @dataclass(frozen=True)
@@ -73,49 +71,17 @@ def _quote(name: str) -> str:
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _repeat(body: str, lo: int, hi: int | None) -> str:
-    """``{body}[*lo..hi]`` spelled so that Spot keeps its meaning and translates it quickly.
-
-    Three things shape the spelling (docs/design.md §3.3):
-
-    * Spot's SERE repetition bounds are 8-bit, so a bound above :data:`MAX_SERE_BOUND` is split.
-      The split is *greedy*: ``r[*0..400]`` is written ``r[*0..253] | r[*254];r[*0..146]`` (the
-      second block starts only once the first is full), not ``r[*0..254];r[*0..146]``. Both
-      denote the same words (concatenation is associative), but the second is ambiguous: after
-      k letters the translator must track every split i + j = k, and its derivative formulas grow
-      with k, so the translation was cubic-like (``:max 2000`` took 113 s; greedy: about 1 s).
-    * Spot 2.13 simplifies ``{r}[*0..n]`` wrongly when every word of ``r`` has length ≥ 2 (e.g.
-      ``{a[*2..]}[*0..1]`` becomes ``a[*]``, which accepts ``a``); found by our differential test.
-      So a block that may repeat zero times is written ``{[*0] | {r}[*1..n]}``, which Spot keeps.
-    * Callers bound ``hi`` (and ``lo``) by :data:`MAX_REPEAT_BOUND` when the spec is read.
-    """
+def _times(lo: int, hi: int | None) -> str:  # after an atom or a {…} group: never ambiguous
+    """A SERE repetition suffix: ``[*]``, ``[+]``, ``[*k]``, ``[*lo..]``, ``[*lo..hi]``."""
     if hi is None:
-        head: list[str] = []
-        while lo > MAX_SERE_BOUND:  # fixed-count blocks are unambiguous: no greedy form needed
-            head.append(_block(body, MAX_SERE_BOUND, MAX_SERE_BOUND))
-            lo -= MAX_SERE_BOUND
-        tail = "{[*0] | {" + body + "}[+]}" if lo == 0 else "{" + body + "}" + f"[*{lo}..]"
-        return ";".join([*head, tail])
-    if hi <= MAX_SERE_BOUND:
-        return _block(body, lo, hi)
-    rest = _repeat(body, max(0, lo - MAX_SERE_BOUND), hi - MAX_SERE_BOUND)
-    full = _block(body, MAX_SERE_BOUND, MAX_SERE_BOUND) + ";" + rest
-    if lo >= MAX_SERE_BOUND:
-        return "{" + full + "}"
-    return "{" + _block(body, lo, MAX_SERE_BOUND - 1) + " | {" + full + "}}"
+        return "[*]" if lo == 0 else "[+]" if lo == 1 else f"[*{lo}..]"
+    return f"[*{lo}]" if lo == hi else f"[*{lo}..{hi}]"
 
 
-def _block(body: str, lo: int, hi: int) -> str:
-    """``{body}[*lo..hi]`` for bounds Spot accepts (``hi`` ≤ :data:`MAX_SERE_BOUND`)."""
-    if hi == 0:
-        return "[*0]"
-    if lo == 0:
-        return "{[*0] | {" + body + "}" + f"[*1..{hi}]" + "}"
-    return "{" + body + "}" + (f"[*{lo}]" if lo == hi else f"[*{lo}..{hi}]")
-
-
-def sere(p: Pattern, atom: Callable[[str], str]) -> str:
-    """The SERE (regular expression over letters) of a finite pattern (no ``always``)."""
+def sere(p: Pattern, atom: Callable[[str], str] = _quote) -> str:
+    """A pattern in SERE notation, for people (``show``): ``;`` sequence, ``|`` choice, ``[*lo..hi]``
+    repetition, ``^ω`` the final ``always`` (iterations non-empty). ltlagent compiles patterns
+    itself (:mod:`ltlagent.logic.pattern`); Spot never reads this string (docs/design.md §3.2)."""
     if isinstance(p, Visit):
         return atom(p.name)
     if isinstance(p, Next):
@@ -123,52 +89,10 @@ def sere(p: Pattern, atom: Callable[[str], str]) -> str:
     if isinstance(p, Or):
         return "{" + " | ".join(sere(q, atom) for q in p.parts) + "}"
     if isinstance(p, Until):
-        return "{" + _repeat_of(p.body, p.min, p.max, atom) + ";" + sere(p.then, atom) + "}"
+        return "{" + sere(p.body, atom) + _times(p.min, p.max) + ";" + sere(p.then, atom) + "}"
     if isinstance(p, Repeat):
-        return "{" + _repeat_of(p.body, p.min, p.max, atom) + "}"
-    raise TypeError(f"'always' cannot occur inside a finite pattern: {p!r}")
-
-
-def nullable(p: Pattern) -> bool:
-    """Whether a finite pattern matches the empty trace (a repeat that may run zero times, …)."""
-    if isinstance(p, Visit):
-        return False
-    if isinstance(p, Next):
-        return all(nullable(q) for q in p.parts)
-    if isinstance(p, Or):
-        return any(nullable(q) for q in p.parts)
-    if isinstance(p, Until):
-        return nullable(p.then) and (p.min == 0 or nullable(p.body))
-    if isinstance(p, Repeat):
-        return p.min == 0 or p.max == 0 or nullable(p.body)
-    return False
-
-
-def _repeat_of(body: Pattern, lo: int, hi: int | None, atom: Callable[[str], str]) -> str:
-    """``{body}[*lo..hi]``. A body that matches the empty trace is repeated without it:
-    ``{ε | r}[*lo..hi]`` = ``{r}[*0..hi]`` (empty rounds can be dropped), written with ``r`` as
-    ``{body && [+]}``. Spot 2.13 mis-simplifies the star of a nullable body whose other words are
-    all ≥ 2 letters long (``{[*0] | a[*2..]}[+]`` became ``a[*]``: the differential test found
-    it with nested repeats; docs/design.md §3.3)."""
-    if nullable(body):
-        return _repeat("{" + sere(body, atom) + " && [+]}", 0, hi)
-    return _repeat(sere(body, atom), lo, hi)
-
-
-def split_always(p: Pattern) -> tuple[list[Pattern], Pattern | None]:
-    """Split a behaviour into its finite prefix parts and the body of its final ``always``."""
-    if isinstance(p, Always):
-        return [], p.body
-    if isinstance(p, Next) and _ends_in_always(p):
-        prefix, body = split_always(p.parts[-1])
-        return list(p.parts[:-1]) + prefix, body
-    return [p], None
-
-
-def _ends_in_always(p: Pattern) -> bool:
-    while isinstance(p, Next):
-        p = p.parts[-1]
-    return isinstance(p, Always)
+        return sere(p.body, atom) + _times(p.min, p.max)
+    return sere(p.body, atom) + "^ω"
 
 
 _UN = {"not": "!", "next": "X[!]", "weak-next": "X", "always": "G", "eventually": "F"}
@@ -259,7 +183,9 @@ def has_past(f: Formula) -> bool:
 
 @dataclass(frozen=True)
 class Formulas:
-    """The formula of a spec in two spellings: ``readable`` (state names) and ``coded`` (Spot)."""
+    """A spec's formulas: the behaviour as a regular expression (``readable``, state names; ltlagent
+    compiles it, docs/design.md §3.2) and the constraints, readable and as the one LTL formula
+    over the state code that Spot translates (``coded``; "" when there are no constraints)."""
 
     readable: str
     coded: str
@@ -270,7 +196,7 @@ class Formulas:
 
 
 def build_formulas(spec: Spec) -> Formulas:
-    """Build the whole formula: pattern, trace-end/alphabet axioms, and constraints.
+    """The behaviour's readable pattern and the constraints' formula with the trace axioms.
 
     A spec built in Python rather than read from a file gets the reader's size check here.
     """
@@ -279,41 +205,26 @@ def build_formulas(spec: Spec) -> Formulas:
         raise SpecError(f"the behaviour unrolls to {size} steps, more than the limit of "
                         f"{MAX_UNROLLED_STEPS}", spec.behavior.loc, spec.text or None,
                         "see MAX_UNROLLED_STEPS in ltlagent.spec.syntax (docs/design.md §3.3)")
-    enc = encode(spec)
-    prefix, body = split_always(spec.behavior)
-    readable = _build(spec, prefix, body, _quote, None, None)
     past = PastProps()
-    coded = _build(spec, prefix, body, enc.state_cube, enc, past)
+    coded = constraints_formula(spec, past) if spec.constraints else ""
     cons = tuple(constraint_ltl(c, _quote) for c in spec.constraints)
-    return Formulas(readable, coded, body is not None, cons, past.hidden)
+    return Formulas(sere(spec.behavior), coded, spec.is_infinite, cons, past.hidden)
 
 
-def _build(spec: Spec, prefix: list[Pattern], body: Pattern | None,
-           atom: Callable[[str], str], enc: Encoding | None, past: PastProps | None) -> str:
-    if body is None:
-        pat = sere(prefix[0] if len(prefix) == 1 else Next(tuple(prefix)), atom)
-        parts = [f"({{{pat}}}<>=> G!{ALIVE})", ALIVE, f"({ALIVE} U G!{ALIVE})"]
-        if enc is not None:
-            parts += [f"G({ALIVE} -> {enc.valid()})", f"G(!{ALIVE} -> {enc.cube(0)})"]
-        for c in spec.constraints:
-            if past is None and has_past(c):  # readable only: Spot cannot parse past operators
-                parts.append(f"LTLf({constraint_ltl(c, atom)})")
-            else:
-                parts.append(spotlib.ltlf_to_ltl(constraint_ltl(c, atom, past), ALIVE))
-        for d in past.definitions if past is not None else ():
-            parts.append(spotlib.ltlf_to_ltl(d, ALIVE))
+def constraints_formula(spec: Spec, past: PastProps) -> str:
+    """The constraints as one formula over the state code, with the axioms that make its words
+    traces: on finite specs LTLf through ``alive`` (a non-empty run of valid codes, then code 0
+    forever), on infinite ones every letter a valid code; past subformulas become the
+    propositions of ``past`` with their definitions (§3.5)."""
+    enc = encode(spec)
+    if not spec.is_infinite:
+        parts = [ALIVE, f"({ALIVE} U G!{ALIVE})", f"G({ALIVE} -> {enc.valid()})",
+                 f"G(!{ALIVE} -> {enc.cube(0)})"]
+        parts += [spotlib.ltlf_to_ltl(constraint_ltl(c, enc.state_cube, past), ALIVE)
+                  for c in spec.constraints]
+        parts += [spotlib.ltlf_to_ltl(d, ALIVE) for d in past.definitions]
         return " & ".join(parts)
-    it = f"{{{{{sere(body, atom)}}} && {{(!{MARK})[*];{MARK}}}}}"
-    if prefix:
-        pre = sere(prefix[0] if len(prefix) == 1 else Next(tuple(prefix)), atom)
-        first = f"{{{{{{{pre}}} && {{(!{MARK})[*]}}}};{it}}}!"
-    else:
-        first = f"{it}!"
-    parts = [first, f"G({MARK} -> X{it}!)", f"GF {MARK}"]
-    if enc is not None:
-        parts.append(f"G({enc.valid()})")
-    for c in spec.constraints:
-        parts.append("(" + constraint_ltl(c, atom, past) + ")")
-    for d in past.definitions if past is not None else ():
-        parts.append("(" + d + ")")
+    parts = [f"G({enc.valid()})"]
+    parts += ["(" + constraint_ltl(c, enc.state_cube, past) + ")" for c in spec.constraints]
+    parts += ["(" + d + ")" for d in past.definitions]
     return " & ".join(parts)
