@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import SupportsIndex
 
 import pytest
 
@@ -230,7 +231,8 @@ def test_non_text_parts_and_misplaced_tool_calls_are_errors_of_their_message(
     hidden = {"role": "assistant", "content": [
         {"type": "text", "text": "booking"},
         {"type": "tool_use", "id": "t", "name": "book", "input": {"room": "Oak"}}]}
-    from_user = {"role": "user", "content": "x", "tool_calls": BAD[1]["tool_calls"]}
+    from_user = {"role": "user", "content": "x", "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "book", "arguments": "{}"}}]}
     f = tmp_path / "hidden.jsonl"
     f.write_text("\n".join(json.dumps({"messages": [MSGS[0], m]})
                            for m in (hidden, from_user)) + "\n")
@@ -273,10 +275,10 @@ def test_a_record_too_deep_to_pickle_is_checked_in_the_parent(
     from ltlagent.chat.logs import RawRecord
     from ltlagent.checks import logcheck
 
-    class Deep(list):  # type: ignore[type-arg]
+    class Deep(list[object]):
         """Messages nested deeper than pickle can go (as a parsed JSON document's may be)."""
 
-        def __reduce_ex__(self, protocol: object) -> object:
+        def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[object, ...]:
             raise RecursionError("maximum recursion depth exceeded while pickling an object")
 
     def records(file: str) -> list[RawRecord]:
