@@ -195,10 +195,13 @@ def parse_record(raw: RawRecord, source: str, messages_key: str | None = None) -
     """Parse one conversation (its line's bytes if needed) and find its message list."""
     value = raw.value
     if raw.data is not None:
-        try:
-            value = _load(raw.data, source, raw.line)
-        except LogError as e:
-            return LogRecord(raw.index, raw.index, raw.line, None, e)
+        try:  # the common case inline (check-log's inner loop); errors located by _load
+            value = json.loads(raw.data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            try:
+                value = _load(raw.data, source, raw.line)
+            except LogError as e:
+                return LogRecord(raw.index, raw.index, raw.line, None, e)
     rid: object = raw.index
     if isinstance(value, Mapping):
         if isinstance(value.get("id"), str | int):
