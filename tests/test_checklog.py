@@ -307,3 +307,21 @@ def test_an_unnamed_constraint_never_takes_a_name_given_explicitly(
     out = capsys.readouterr().out
     assert "constraint-2: broken at step 1" in out and "constraint-4: broken at step 1" in out
     assert "constraint-1:" not in out and "constraint-3:" not in out
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_line_ends_are_read_as_text_mode_reads_them(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    eol: str) -> None:
+    f = tmp_path / "log.jsonl"
+    f.write_bytes(eol.join([OK_LINE, "", json.dumps({"messages": BAD}), '{"messages": [',
+                            OK_LINE]).encode() + b"\r")
+    assert main(["check-log", "booking-policy", str(f)]) == 2
+    out = capsys.readouterr().out
+    assert f"{f}:3: conversation 1: violated" in out and f"{f}:5: conversation 3: ok" in out
+    assert f"{f}:4:15: malformed JSON" in out
+    d = tmp_path / "log.json"
+    d.write_bytes(eol.join(["[", '  {"role": "user", "content": "x"},', '  {"role": }', "]"])
+                  .encode())
+    assert main(["check-log", "booking-policy", str(d)]) == 2
+    assert f"{d}:3:12: malformed JSON" in capsys.readouterr().err
