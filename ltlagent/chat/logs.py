@@ -164,7 +164,7 @@ def iter_raw(path: str) -> Iterator[RawRecord]:
 
 
 class _Lines:
-    """A binary file's lines as text mode reads them: each ends in ``\n``, ``\r\n`` or a lone
+    r"""A binary file's lines as text mode reads them: each ends in ``\n``, ``\r\n`` or a lone
     ``\r`` (a log written with old Mac line ends is still one conversation per line). Lines are
     searched for a lone ``\r`` only until one is found or the layout is known (:meth:`stream`):
     a file's line ends are its own throughout, and the search would cost JSON Lines' inner loop."""
@@ -191,7 +191,7 @@ class _Lines:
         return line
 
     def stream(self) -> Iterator[bytes]:
-        """The lines not read yet: split at lone ``\r`` if the lines so far had one, else the
+        r"""The lines not read yet: split at lone ``\r`` if the lines so far had one, else the
         file's own lines (ending in ``\n``), at the file's speed."""
         return self if self.lone_cr else self.f
 
