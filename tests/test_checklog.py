@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import SupportsIndex
 
 import pytest
 
@@ -230,7 +231,8 @@ def test_non_text_parts_and_misplaced_tool_calls_are_errors_of_their_message(
     hidden = {"role": "assistant", "content": [
         {"type": "text", "text": "booking"},
         {"type": "tool_use", "id": "t", "name": "book", "input": {"room": "Oak"}}]}
-    from_user = {"role": "user", "content": "x", "tool_calls": BAD[1]["tool_calls"]}
+    from_user = {"role": "user", "content": "x", "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "book", "arguments": "{}"}}]}
     f = tmp_path / "hidden.jsonl"
     f.write_text("\n".join(json.dumps({"messages": [MSGS[0], m]})
                            for m in (hidden, from_user)) + "\n")
@@ -273,10 +275,10 @@ def test_a_record_too_deep_to_pickle_is_checked_in_the_parent(
     from ltlagent.chat.logs import RawRecord
     from ltlagent.checks import logcheck
 
-    class Deep(list):  # type: ignore[type-arg]
+    class Deep(list[object]):
         """Messages nested deeper than pickle can go (as a parsed JSON document's may be)."""
 
-        def __reduce_ex__(self, protocol: object) -> object:
+        def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[object, ...]:
             raise RecursionError("maximum recursion depth exceeded while pickling an object")
 
     def records(file: str) -> list[RawRecord]:
@@ -305,3 +307,21 @@ def test_an_unnamed_constraint_never_takes_a_name_given_explicitly(
     out = capsys.readouterr().out
     assert "constraint-2: broken at step 1" in out and "constraint-4: broken at step 1" in out
     assert "constraint-1:" not in out and "constraint-3:" not in out
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_line_ends_are_read_as_text_mode_reads_them(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    eol: str) -> None:
+    f = tmp_path / "log.jsonl"
+    f.write_bytes(eol.join([OK_LINE, "", json.dumps({"messages": BAD}), '{"messages": [',
+                            OK_LINE]).encode() + b"\r")
+    assert main(["check-log", "booking-policy", str(f)]) == 2
+    out = capsys.readouterr().out
+    assert f"{f}:3: conversation 1: violated" in out and f"{f}:5: conversation 3: ok" in out
+    assert f"{f}:4:15: malformed JSON" in out
+    d = tmp_path / "log.json"
+    d.write_bytes(eol.join(["[", '  {"role": "user", "content": "x"},', '  {"role": }', "]"])
+                  .encode())
+    assert main(["check-log", "booking-policy", str(d)]) == 2
+    assert f"{d}:3:12: malformed JSON" in capsys.readouterr().err

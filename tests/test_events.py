@@ -46,13 +46,14 @@ def test_lenient_reading_keeps_the_call_and_its_name(arguments: object, error: s
 
 
 def test_lenient_reading_changes_nothing_else() -> None:
-    msgs = [{"role": "user", "content": "hi"},
-            {"role": "assistant", "content": "let me see", "tool_calls": [
-                {"id": "a", "function": {"name": "find_user", "arguments": '{"q": "x"}'}},
-                {"id": "b", "function": {"name": "book", "arguments": "{oops"}},
-                {"id": "c", "function": {"name": "book", "arguments": {"room": "Oak"}}}]}]
-    strict_ok = [msgs[0], {**msgs[1], "tool_calls": [msgs[1]["tool_calls"][k]  # type: ignore[index]
-                                                     for k in (0, 2)]}]
+    calls: list[object] = [
+        {"id": "a", "function": {"name": "find_user", "arguments": '{"q": "x"}'}},
+        {"id": "b", "function": {"name": "book", "arguments": "{oops"}},
+        {"id": "c", "function": {"name": "book", "arguments": {"room": "Oak"}}}]
+    msgs: list[object] = [{"role": "user", "content": "hi"},
+                          {"role": "assistant", "content": "let me see", "tool_calls": calls}]
+    strict_ok: list[object] = [msgs[0], {"role": "assistant", "content": "let me see",
+                                         "tool_calls": [calls[0], calls[2]]}]
     lenient = conversation_events(msgs, lenient=True)
     assert [(e.kind, e.tool, e.error is None) for e in lenient] == [
         ("text", None, True), ("text", None, True), ("call", "find_user", True),

@@ -193,7 +193,8 @@ def message_events(message: object, index: int, lenient: bool = False) -> list[E
     content = message.get("content")
     text = content if isinstance(content, str) else message_text(content, index)
     if author != "assistant":
-        if message.get("tool_calls") or message.get("function_call"):
+        if ("tool_calls" in message or "function_call" in message) and \
+                (message.get("tool_calls") or message.get("function_call")):  # `in`: the fast test
             raise LogError(f"a {role} message carries tool calls; only an assistant calls tools",
                            index=index)
         return [Event(index, author, "text", text)]

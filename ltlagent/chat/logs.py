@@ -112,7 +112,8 @@ def iter_raw(path: str) -> Iterator[RawRecord]:
     array of conversations alone in the file), or when it cannot begin any JSON document (not
     UTF-8, nested too deep: the document reading is hopeless) and the next non-blank line is a
     whole JSON object or array."""
-    with _open(path) as f:
+    with _open(path) as raw_file:
+        f = _Lines(raw_file)
         lineno = 0
         first = b""
         for first in f:
@@ -146,7 +147,7 @@ def iter_raw(path: str) -> Iterator[RawRecord]:
             yield from _lines(f, 2, lineno)
             return
         if isinstance(head, list) and head and not _is_messages(head):
-            rest = f.read()  # an array of conversations written on one line
+            rest = f.rest()  # an array of conversations written on one line
             if not rest.strip():
                 yield from _split_document(head)
                 return
@@ -156,13 +157,52 @@ def iter_raw(path: str) -> Iterator[RawRecord]:
             yield from _lines(f, 1, lineno)
             return
         else:
-            whole = b"\n" * (start - 1) + first + f.read()
+            whole = b"\n" * (start - 1) + first + f.rest()
+    if b"\r" in whole:  # count lines as text mode does: \r\n and a lone \r end one too
+        whole = whole.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     yield from _split_document(_load(whole, path, start, document=True))
 
 
-def _lines(f: IO[bytes], k: int, lineno: int) -> Iterator[RawRecord]:
+class _Lines:
+    r"""A binary file's lines as text mode reads them: each ends in ``\n``, ``\r\n`` or a lone
+    ``\r`` (a log written with old Mac line ends is still one conversation per line). Lines are
+    searched for a lone ``\r`` only until one is found or the layout is known (:meth:`stream`):
+    a file's line ends are its own throughout, and the search would cost JSON Lines' inner loop."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.pending: list[bytes] = []  # the rest of a line split at lone \r, reversed
+        self.lone_cr = False
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> bytes:
+        if self.pending:
+            return self.pending.pop()
+        line = next(self.f)
+        n = len(line)
+        if self.lone_cr or line.find(b"\r", 0, n - 2) >= 0 or \
+                (n >= 2 and line[-2] == 13 and line[-1] != 10):
+            self.lone_cr = True
+            parts = line.splitlines(keepends=True)
+            self.pending = parts[:0:-1]
+            return parts[0]
+        return line
+
+    def stream(self) -> Iterator[bytes]:
+        r"""The lines not read yet: split at lone ``\r`` if the lines so far had one, else the
+        file's own lines (ending in ``\n``), at the file's speed."""
+        return self if self.lone_cr else self.f
+
+    def rest(self) -> bytes:
+        """Everything not read yet, as bytes."""
+        return b"".join(reversed(self.pending)) + self.f.read()
+
+
+def _lines(f: _Lines, k: int, lineno: int) -> Iterator[RawRecord]:
     """The remaining non-blank lines of a JSON Lines file, numbered from ``k``."""
-    for line in f:
+    for line in f.stream():
         lineno += 1
         if not line.isspace():
             yield RawRecord(k, lineno, data=line)
@@ -195,10 +235,13 @@ def parse_record(raw: RawRecord, source: str, messages_key: str | None = None) -
     """Parse one conversation (its line's bytes if needed) and find its message list."""
     value = raw.value
     if raw.data is not None:
-        try:
-            value = _load(raw.data, source, raw.line)
-        except LogError as e:
-            return LogRecord(raw.index, raw.index, raw.line, None, e)
+        try:  # the common case inline (check-log's inner loop); errors located by _load
+            value = json.loads(raw.data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            try:
+                value = _load(raw.data, source, raw.line)
+            except LogError as e:
+                return LogRecord(raw.index, raw.index, raw.line, None, e)
     rid: object = raw.index
     if isinstance(value, Mapping):
         if isinstance(value.get("id"), str | int):
