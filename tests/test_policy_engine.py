@@ -220,3 +220,18 @@ def test_show_describes_a_policy_too_large_for_one_automaton(
     assert "r39: G(" in out and "product of the rules, explored lazily: 256 reachable states" in out
     assert main(["show", str(f), "--hoa"]) == 2
     assert "too many past subformulas" in capsys.readouterr().err
+
+
+def test_check_equiv_refuses_a_policy_too_large_for_its_product(
+        tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    """check-equiv determinises both policies whole: past its limit it says so at once."""
+    from pathlib import Path
+
+    from ltlagent.cli import main
+
+    f = Path(str(tmp_path)) / "big.sexp"
+    f.write_text(_big_policy(40))
+    t0 = time.perf_counter()
+    assert main(["check-equiv", str(f), str(f)]) == 2
+    assert time.perf_counter() - t0 < 30
+    assert "past subformulas, more than the 12 check-equiv compares" in capsys.readouterr().err

@@ -29,7 +29,7 @@ from ltlagent import spotlib
 from ltlagent.checks.regions import Letter, Undecided, describe_message, step_alphabet
 from ltlagent.errors import CompileError, UsageError
 from ltlagent.logic.automaton import Automaton, build_automaton
-from ltlagent.spec.syntax import Spec
+from ltlagent.spec.syntax import PAST_OPERATORS, Spec
 
 __all__ = ["Counterexample", "StateDifference", "EquivResult", "check_equivalence", "compact",
            "is_first_order"]
@@ -270,6 +270,23 @@ def state_differences(a: Spec, b: Spec, ta: Automaton, tb: Automaton) -> list[St
         if s.name not in sb and s.text and s.text in only_b:
             out.append(StateDifference(s.text, "same-text", s.name, only_b[s.text]))
     return out
+
+
+#: Most past subformulas (distinct, over all constraints) a policy may have for check-equiv, which
+#: determinises the whole conjunction (§3.5): past that the product can take minutes (design §3.6).
+EQUIV_PAST_LIMIT = 12
+
+
+def past_subformulas(spec: Spec) -> int:
+    """The number of distinct past subformulas in a spec's constraints."""
+    seen: set[object] = set()
+    todo = list(spec.constraints)
+    while todo:
+        f = todo.pop()
+        if f.op in PAST_OPERATORS:
+            seen.add(replace(f, name=None))
+        todo.extend(f.args)
+    return len(seen)
 
 
 def is_first_order(spec: Spec) -> bool:
@@ -517,6 +534,13 @@ def _check_events(a: Spec, b: Spec, implies: bool, label_a: str, label_b: str,
             raise UsageError(f"{label} has first-order rules (variables bound by (:args …), "
                              "forall/exists, mentions): check-equiv compares propositional "
                              "policies only", hint="docs/design.md §8")
+        past = past_subformulas(spec)
+        if past > EQUIV_PAST_LIMIT:
+            raise UsageError(f"{label} has {past} past subformulas, more than the "
+                             f"{EQUIV_PAST_LIMIT} check-equiv compares: its product automaton "
+                             "grows exponentially with them (design §3.6)",
+                             hint="compare the rules that differ in smaller specs; check-log, "
+                                  "the guard and the decoder monitor the rules one by one")
     ta, tb = build_automaton(a), build_automaton(b)
     alphabet = step_alphabet(a.states, b.states)
     letters = [(x.a, x.b) for x in alphabet.letters]
