@@ -241,3 +241,18 @@ def test_minimum_and_maximum_are_inclusive_and_the_exclusive_ones_are_not() -> N
             assert dfa.matches(str(v).encode()), (schema, v)
         for v in no:
             assert not dfa.matches(str(v).encode()), (schema, v)
+
+
+# --- found by mutmut on text/toolcall.py (issue 31's mutation run) ---------------------------------
+
+def test_call_dfa_defaults_to_hermes_and_honours_its_state_limit() -> None:
+    """Mutants (mutmut, ``x_call_dfa__mutmut_1``/``_2``/``_10``): ``call_dfa``'s default format
+    changed (``"XXhermesXX"``, ``"HERMES"``: every call without a format would raise), or its
+    ``limit`` not passed on (a caller's bound on the automaton's size silently ignored)."""
+    from ltlagent.errors import UsageError
+    from ltlagent.text.toolcall import call_dfa
+
+    tools = {"a": {"type": "object", "properties": {"x": {"type": "string"}}}}
+    assert call_dfa(tools).matches(render_call(ToolCall("a", {"x": "y"})).encode())
+    with pytest.raises(UsageError, match="more than 5 automaton states"):
+        call_dfa(tools, limit=5)
