@@ -256,3 +256,46 @@ def test_call_dfa_defaults_to_hermes_and_honours_its_state_limit() -> None:
     assert call_dfa(tools).matches(render_call(ToolCall("a", {"x": "y"})).encode())
     with pytest.raises(UsageError, match="more than 5 automaton states"):
         call_dfa(tools, limit=5)
+
+
+def test_a_call_is_read_and_refused_with_the_words_a_model_is_shown() -> None:
+    """Mutants (mutmut on ``text/toolcall.py``, 27 of them): every ``ToolCallError`` and
+    ``UsageError`` message emptied or changed (a model is shown these words to correct itself);
+    a missing ``arguments`` read as ``None`` instead of ``{}``; an empty ``arguments`` string parsed
+    as JSON (and refused); unexpected keys no longer refused; ``call_table``'s default format
+    changed; a parsed schema description sent through ``parse_schema`` again."""
+    from ltlagent.errors import UsageError
+    from ltlagent.text.jsonschema import parse_schema
+    from ltlagent.text.toolcall import call_table
+
+    assert parse_call('{"name": "a"}', "json") == ToolCall("a", {})
+    assert parse_call('{"name": "a", "arguments": ""}', "json") == ToolCall("a", {})
+    refused = [
+        ('{"name": "a", "arguments": {}', "json",
+         "the call is not valid JSON: Expecting ',' delimiter at character 29"),
+        ('["a"]', "json", "the call must be a JSON object with name and arguments"),
+        ('{"arguments": {}}', "json", "the call has no name (a string)"),
+        ('{"name": "a", "arguments": "[1"}', "json", "the arguments of 'a' are not a JSON object"),
+        ('{"name": "a", "arguments": [1]}', "json", "the arguments of 'a' are not a JSON object"),
+        ('{"name": "a", "arguments": {}, "id": 1, "type": "f"}', "json",
+         "the call has unexpected keys ['id', 'type']"),
+        ('{"name": "a", "arguments": {}}', "hermes", "a hermes call is <tool_call>{…}</tool_call>"),
+    ]
+    for text, fmt, message in refused:
+        with pytest.raises(ToolCallError) as e:
+            parse_call(text, fmt)
+        assert str(e.value) == message, text
+    with pytest.raises(UsageError) as u:
+        parse_call("{}", "xml")
+    assert str(u.value) == "unknown tool-call format 'xml'" and u.value.hint == "use one of hermes, json"
+    with pytest.raises(UsageError) as u:
+        call_table({})
+    assert str(u.value) == "a tool-call automaton needs at least one tool"
+    with pytest.raises(UsageError) as u:
+        call_table({"a": {"type": "object"}}, "json", {"b": {"x": "y"}})
+    assert str(u.value) == "argument regexes for 'b', which is not among the tools a"
+    schema = {"type": "object", "properties": {"x": {"type": "string"}}}
+    table = call_table({"a": parse_schema(schema)})  # a parsed description, and the default format
+    assert table.content.matches(render_call(ToolCall("a", {"x": "é"})).encode())
+    assert render_call(ToolCall("a", {"x": "é"})) == \
+        '<tool_call>\n{"name": "a", "arguments": {"x": "é"}}\n</tool_call>'
