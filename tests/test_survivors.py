@@ -292,8 +292,8 @@ def test_a_call_is_read_and_refused_with_the_words_a_model_is_shown() -> None:
         call_table({})
     assert str(u.value) == "a tool-call automaton needs at least one tool"
     with pytest.raises(UsageError) as u:
-        call_table({"a": {"type": "object"}}, "json", {"b": {"x": "y"}})
-    assert str(u.value) == "argument regexes for 'b', which is not among the tools a"
+        call_table({"a": {"type": "object"}, "c": {"type": "object"}}, "json", {"b": {"x": "y"}})
+    assert str(u.value) == "argument regexes for 'b', which is not among the tools a, c"
     schema = {"type": "object", "properties": {"x": {"type": "string"}}}
     table = call_table({"a": parse_schema(schema)})  # a parsed description, and the default format
     assert table.content.matches(render_call(ToolCall("a", {"x": "é"})).encode())
