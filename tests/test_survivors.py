@@ -299,3 +299,41 @@ def test_a_call_is_read_and_refused_with_the_words_a_model_is_shown() -> None:
     assert table.content.matches(render_call(ToolCall("a", {"x": "é"})).encode())
     assert render_call(ToolCall("a", {"x": "é"})) == \
         '<tool_call>\n{"name": "a", "arguments": {"x": "é"}}\n</tool_call>'
+
+
+# --- found by mutmut on chat/ (issue 31's mutation run) --------------------------------------------
+
+def test_the_less_common_message_shapes_are_read_as_documented() -> None:
+    """Mutants (mutmut on ``chat/events.py``): the legacy ``function_call`` dropped or misread;
+    arguments given as an object, or null, or with their call id, read wrongly; a role that is not
+    a string let through; the errors' words, index and hint changed."""
+    from ltlagent.chat.events import Event
+    from ltlagent.errors import LogError
+
+    legacy = message_events({"role": "assistant", "content": "x",
+                             "function_call": {"name": "f", "arguments": '{"a":1}'}}, 2)
+    assert legacy == [Event(2, "assistant", "text", "x"),
+                      Event(2, "assistant", "call", '{"a":1}', "f", {"a": 1}, None)]
+    both = message_events({"role": "assistant", "content": None, "function_call": {"name": "g"},
+                           "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}, 0)
+    assert [(e.tool, e.call_id) for e in both] == [("f", "c1"), ("g", None)]
+    as_object = message_events({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c9", "function": {"name": "a", "arguments": {"k": 1}}}]}, 3)
+    assert as_object == [Event(3, "assistant", "call", '{"k": 1}', "a", {"k": 1}, "c9")]
+    null = message_events({"role": "assistant", "content": None, "tool_calls": [
+        {"id": 7, "function": {"name": "a", "arguments": None}}]}, 3)
+    assert null == [Event(3, "assistant", "call", "{}", "a", {}, None)]
+    missing = message_events({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c2", "function": {"name": "a"}}]}, 1)
+    assert missing == [Event(1, "assistant", "call", "", "a", {}, "c2")]
+    bad = [(None, "a message must be a JSON object, found NoneType", None),
+           ({"role": 3}, "unknown role 3", "roles are system, developer, user, assistant, tool"),
+           ({"role": "assistant", "content": None,
+             "tool_calls": [{"function": {"name": "a", "arguments": 5}}]},
+            "tool call 'arguments' must be a JSON string", None),
+           ({"role": "assistant", "content": None, "tool_calls": [{"function": {"arguments": "{}"}}]},
+            "a tool call needs 'function': {'name': …, 'arguments': …}", None)]
+    for message, words, hint in bad:
+        with pytest.raises(LogError) as e:
+            message_events(message, 4)
+        assert (str(e.value), e.value.index, e.value.hint) == (f"message 4: {words}", 4, hint)
