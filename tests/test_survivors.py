@@ -242,3 +242,99 @@ def test_minimum_and_maximum_are_inclusive_and_the_exclusive_ones_are_not() -> N
             assert dfa.matches(str(v).encode()), (schema, v)
         for v in no:
             assert not dfa.matches(str(v).encode()), (schema, v)
+
+
+# --- found by mutmut on text/toolcall.py (issue 31's mutation run) ---------------------------------
+
+def test_call_dfa_defaults_to_hermes_and_honours_its_state_limit() -> None:
+    """Mutants (mutmut, ``x_call_dfa__mutmut_1``/``_2``/``_10``): ``call_dfa``'s default format
+    changed (``"XXhermesXX"``, ``"HERMES"``: every call without a format would raise), or its
+    ``limit`` not passed on (a caller's bound on the automaton's size silently ignored)."""
+    from ltlagent.errors import UsageError
+    from ltlagent.text.toolcall import call_dfa
+
+    tools = {"a": {"type": "object", "properties": {"x": {"type": "string"}}}}
+    assert call_dfa(tools).matches(render_call(ToolCall("a", {"x": "y"})).encode())
+    with pytest.raises(UsageError, match="more than 5 automaton states"):
+        call_dfa(tools, limit=5)
+
+
+def test_a_call_is_read_and_refused_with_the_words_a_model_is_shown() -> None:
+    """Mutants (mutmut on ``text/toolcall.py``, 27 of them): every ``ToolCallError`` and
+    ``UsageError`` message emptied or changed (a model is shown these words to correct itself);
+    a missing ``arguments`` read as ``None`` instead of ``{}``; an empty ``arguments`` string parsed
+    as JSON (and refused); unexpected keys no longer refused; ``call_table``'s default format
+    changed; a parsed schema description sent through ``parse_schema`` again."""
+    from ltlagent.errors import UsageError
+    from ltlagent.text.jsonschema import parse_schema
+    from ltlagent.text.toolcall import call_table
+
+    assert parse_call('{"name": "a"}', "json") == ToolCall("a", {})
+    assert parse_call('{"name": "a", "arguments": ""}', "json") == ToolCall("a", {})
+    refused = [
+        ('{"name": "a", "arguments": {}', "json",
+         "the call is not valid JSON: Expecting ',' delimiter at character 29"),
+        ('["a"]', "json", "the call must be a JSON object with name and arguments"),
+        ('{"arguments": {}}', "json", "the call has no name (a string)"),
+        ('{"name": "a", "arguments": "[1"}', "json", "the arguments of 'a' are not a JSON object"),
+        ('{"name": "a", "arguments": [1]}', "json", "the arguments of 'a' are not a JSON object"),
+        ('{"name": "a", "arguments": {}, "id": 1, "type": "f"}', "json",
+         "the call has unexpected keys ['id', 'type']"),
+        ('{"name": "a", "arguments": {}}', "hermes", "a hermes call is <tool_call>{…}</tool_call>"),
+    ]
+    for text, fmt, message in refused:
+        with pytest.raises(ToolCallError) as e:
+            parse_call(text, fmt)
+        assert str(e.value) == message, text
+    with pytest.raises(UsageError) as u:
+        parse_call("{}", "xml")
+    assert str(u.value) == "unknown tool-call format 'xml'" and u.value.hint == "use one of hermes, json"
+    with pytest.raises(UsageError) as u:
+        call_table({})
+    assert str(u.value) == "a tool-call automaton needs at least one tool"
+    with pytest.raises(UsageError) as u:
+        call_table({"a": {"type": "object"}, "c": {"type": "object"}}, "json", {"b": {"x": "y"}})
+    assert str(u.value) == "argument regexes for 'b', which is not among the tools a, c"
+    schema = {"type": "object", "properties": {"x": {"type": "string"}}}
+    table = call_table({"a": parse_schema(schema)})  # a parsed description, and the default format
+    assert table.content.matches(render_call(ToolCall("a", {"x": "é"})).encode())
+    assert render_call(ToolCall("a", {"x": "é"})) == \
+        '<tool_call>\n{"name": "a", "arguments": {"x": "é"}}\n</tool_call>'
+
+
+# --- found by mutmut on chat/ (issue 31's mutation run) --------------------------------------------
+
+def test_the_less_common_message_shapes_are_read_as_documented() -> None:
+    """Mutants (mutmut on ``chat/events.py``): the legacy ``function_call`` dropped or misread;
+    arguments given as an object, or null, or with their call id, read wrongly; a role that is not
+    a string let through; the errors' words, index and hint changed."""
+    from ltlagent.chat.events import Event
+    from ltlagent.errors import LogError
+
+    legacy = message_events({"role": "assistant", "content": "x",
+                             "function_call": {"name": "f", "arguments": '{"a":1}'}}, 2)
+    assert legacy == [Event(2, "assistant", "text", "x"),
+                      Event(2, "assistant", "call", '{"a":1}', "f", {"a": 1}, None)]
+    both = message_events({"role": "assistant", "content": None, "function_call": {"name": "g"},
+                           "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}, 0)
+    assert [(e.tool, e.call_id) for e in both] == [("f", "c1"), ("g", None)]
+    as_object = message_events({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c9", "function": {"name": "a", "arguments": {"k": 1}}}]}, 3)
+    assert as_object == [Event(3, "assistant", "call", '{"k": 1}', "a", {"k": 1}, "c9")]
+    null = message_events({"role": "assistant", "content": None, "tool_calls": [
+        {"id": 7, "function": {"name": "a", "arguments": None}}]}, 3)
+    assert null == [Event(3, "assistant", "call", "{}", "a", {}, None)]
+    missing = message_events({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c2", "function": {"name": "a"}}]}, 1)
+    assert missing == [Event(1, "assistant", "call", "", "a", {}, "c2")]
+    bad = [(None, "a message must be a JSON object, found NoneType", None),
+           ({"role": 3}, "unknown role 3", "roles are system, developer, user, assistant, tool"),
+           ({"role": "assistant", "content": None,
+             "tool_calls": [{"function": {"name": "a", "arguments": 5}}]},
+            "tool call 'arguments' must be a JSON string", None),
+           ({"role": "assistant", "content": None, "tool_calls": [{"function": {"arguments": "{}"}}]},
+            "a tool call needs 'function': {'name': …, 'arguments': …}", None)]
+    for message, words, hint in bad:
+        with pytest.raises(LogError) as e:
+            message_events(message, 4)
+        assert (str(e.value), e.value.index, e.value.hint) == (f"message 4: {words}", 4, hint)
