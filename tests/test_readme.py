@@ -148,7 +148,7 @@ def test_the_refusal_line_in_the_readme_is_what_the_guard_writes() -> None:
     cursor.push_messages([{"role": "user", "content": "Book LH123 for alice@example.com"}])
     reply = {"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function",
              "function": {"name": "book", "arguments": '{"user_id": "u1", "flight": "LH123"}'}}]}
-    line = screen(cursor, reply, 1).refusals[0].explain()
+    line = screen(cursor, reply, 1, tools={"book", "find_user"}).refusals[0].explain()
     assert line.endswith("allowed now: anything but Write"), line
     assert f"`{line}`" in _flat(README)
 
@@ -177,7 +177,7 @@ def test_check_log_json_prints_its_summary_on_stderr() -> None:
     import json
 
     rows = [json.loads(line) for line in p.stdout.splitlines()]
-    assert len(rows) == 52 and all("verdict" in r for r in rows)
+    assert len(rows) == 55 and all("verdict" in r for r in rows)
     assert "summary" in json.loads(p.stderr.strip().splitlines()[-1])
     assert "the summary as one more JSON object on stderr" in _flat(README)
 
