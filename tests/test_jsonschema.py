@@ -74,7 +74,8 @@ def ecma_search(pattern: str, s: str) -> bool:
     return re.search(rx, s) is not None
 
 
-def _pattern(v: Any, pattern: str, instance: object, schema: Mapping[str, object]) -> Iterator[ValidationError]:
+def _pattern(v: Any, pattern: str, instance: object,
+             schema: Mapping[str, object]) -> Iterator[ValidationError]:
     if isinstance(instance, str) and not ecma_search(pattern, instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r} (ECMA-262)")
 

@@ -234,9 +234,10 @@ def test_number_bounds_are_exact(lo: Any, hi: Any, lo_open: bool, hi_open: bool,
     for x in xs:
         text = format(x, "f")
         f = Fraction(text)
-        want = ((lo is None or f > Fraction(str(float(lo))) or (not lo_open and f == Fraction(str(float(lo)))))
-                and (hi is None or f < Fraction(str(float(hi)))
-                     or (not hi_open and f == Fraction(str(float(hi))))))
+        a = None if lo is None else Fraction(repr(float(lo)))
+        b = None if hi is None else Fraction(repr(float(hi)))
+        want = ((a is None or f > a or (not lo_open and f == a))
+                and (b is None or f < b or (not hi_open and f == b)))
         assert d.matches(text.encode()) == want, (schema, text)
 
 

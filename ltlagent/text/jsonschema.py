@@ -1,41 +1,38 @@
 """JSON schemas as byte automata: the JSON texts a tool's arguments may be, for the decoding monitor.
 
-:func:`parse_schema` (:mod:`ltlagent.text.jsontype`, re-exported here) reads a JSON-schema dict into
-a frozen description, refusing what cannot be compiled exactly with a
-:class:`~ltlagent.errors.SchemaError` naming the keyword and its JSON pointer; :func:`emit` writes a
-description into a :class:`~ltlagent.text.content.ByteNFA`; :func:`schema_dfa` makes the
+:func:`parse_schema` (:mod:`ltlagent.text.schemaread`, re-exported here) reads a JSON-schema dict
+into a frozen description of a set of *values* (:mod:`ltlagent.text.jsontype`), refusing what it
+cannot describe with a :class:`~ltlagent.errors.SchemaError` naming the keyword and its JSON
+pointer; :func:`emit` writes the texts of a description into a
+:class:`~ltlagent.text.content.ByteNFA`; :func:`schema_dfa` makes the
 :class:`~ltlagent.text.content.ContentDFA` of it. :mod:`ltlagent.text.toolcall` composes the same
 pieces into whole tool calls.
 
-The language (docs/design.md §5.1) is a *generation* language: every text it accepts is JSON that
-validates against the schema, and every value that validates has at least one text in it, written
+The language (docs/design.md §5.1) is a *generation* language: every text it accepts is JSON whose
+value validates against the schema, and every value in the description has at least one text in
+it (the description itself may leave out valid values where §5.1 says so), written
 
 - with no whitespace except at most one space after each ``:`` and ``,`` (none at the ends);
 - with object properties in the schema's declared order, each at most once; optional ones may be
-  left out; only declared properties are written, whatever ``additionalProperties`` says (``false``,
-  ``true`` or absent; a schema there is refused; an object without ``properties`` is refused unless
-  ``additionalProperties`` is ``false``, when it is ``{}``);
+  left out; undeclared keys after them, any number, where a pattern or a schema in
+  ``additionalProperties`` (or no ``properties`` at all) says what their values are;
 - strings as raw UTF-8 (any character but ``"``, ``\\`` and controls) or the escapes ``\\"``,
   ``\\\\``, ``\\/``, ``\\b``, ``\\f``, ``\\n``, ``\\r``, ``\\t`` and ``\\u00XX`` for the controls
   U+0000–U+001F only (hex digits in either case): no other ``\\u`` escape, no surrogates;
-  ``minLength``/``maxLength`` count decoded characters, ``pattern`` is searched (``re.search``, as
-  JSON Schema says) in the decoded string;
-- integers without fraction or exponent (``-0`` allowed); numbers in the full JSON number syntax;
-- ``enum``/``const`` values (strings, integers, booleans, null) in the same forms (0 also as ``-0``).
-
-Refused: an empty or ``true`` schema (any value), ``allOf``, ``not``, ``if``, ``format``,
-``multipleOf``, bounds on non-integer numbers, ``prefixItems``, ``uniqueItems: true``,
-``patternProperties``, recursive ``$ref`` and refs outside the document's ``$defs``/``definitions``,
-floats and compound values in ``enum``/``const``, lengths above :data:`MAX_STRING_LENGTH`, item
-counts above :data:`MAX_ITEMS`, nesting deeper than :data:`MAX_DEPTH`.
+  ``minLength``/``maxLength`` count decoded characters, ``pattern`` is found (ECMA-262) in the
+  decoded string;
+- integers without fraction or exponent (``-0`` allowed); numbers in the full JSON number syntax,
+  or without exponent where they have bounds;
+- ``enum``/``const`` values in the same forms (0 also as ``-0``; floats, arrays and objects as
+  their compact JSON text).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-from fractions import Fraction
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -340,18 +337,18 @@ class _Emitter:
         classes = extra_keys(t)
         if classes:  # undeclared keys after the declared ones, any number of them
             more = nfa.new()
-            for key, schema in classes:
-                for s in (empty, some, more):
+            for names, schema in classes:
+                for s, first_member in ((empty, True), (some, False), (more, False)):
                     if s is None:
                         continue
                     k = nfa.new()
-                    if s is empty:
+                    if first_member:
                         nfa.eps[s].append(k)
                     else:
                         c = nfa.new()
                         nfa.literal(b",", s, c)
                         nfa.eps[self.ws(c)].append(k)
-                    self.member_of(key, schema, k, more)
+                    self.member_of(names, schema, k, more)
             nfa.literal(b"}", more, end)
         for s in (empty, some):
             if s is not None:

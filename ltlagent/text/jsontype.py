@@ -222,6 +222,13 @@ def undeclared_schema(t: JsonObject, key: str) -> JsonType:
     return out
 
 
+def _fraction(v: object) -> Fraction | None:
+    """A number as the decimal it is written as (a float's shortest repr: see schemaread._number)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
+
+
 def admits(t: JsonType, v: object) -> bool:
     """``v`` (a value as ``json.loads`` gives it) is in ``t``."""
     if isinstance(t, JsonAny):
@@ -234,12 +241,12 @@ def admits(t: JsonType, v: object) -> bool:
     if isinstance(t, JsonInteger):
         if kind != "number" or (isinstance(v, float) and not v.is_integer()):
             return False
-        x = Fraction(v)  # type: ignore[arg-type]
-        return _in_bounds(x, None if t.lo is None else Fraction(t.lo),
-                          None if t.hi is None else Fraction(t.hi), False, False)
+        x = _fraction(v)
+        return x is not None and _in_bounds(x, None if t.lo is None else Fraction(t.lo),
+                                            None if t.hi is None else Fraction(t.hi), False, False)
     if isinstance(t, JsonNumber):
-        return kind == "number" and _in_bounds(Fraction(v), t.lo, t.hi, t.lo_open,  # type: ignore[arg-type]
-                                               t.hi_open)
+        x = _fraction(v)
+        return x is not None and _in_bounds(x, t.lo, t.hi, t.lo_open, t.hi_open)
     if isinstance(t, JsonString):
         return isinstance(v, str) and _string_ok(t, v)
     if isinstance(t, JsonArray):

@@ -162,13 +162,13 @@ class _Reader:
                 if not isinstance(branches, list) or not branches:
                     raise self.refuse(_pointer(path, comb), f"{comb} must be a non-empty list")
         if "allOf" in keys:
-            for i, b in enumerate(schema["allOf"]):  # type: ignore[attr-defined]
+            for i, b in enumerate(schema["allOf"]):
                 where = _pointer(_pointer(path, "allOf"), i)
                 parts.append((self.read(b, where, depth, refs), where))
         if "anyOf" in keys:
             where = _pointer(path, "anyOf")
             parts.append((JsonUnion(tuple(self.read(b, _pointer(where, i), depth, refs)
-                                          for i, b in enumerate(schema["anyOf"]))),  # type: ignore[arg-type]
+                                          for i, b in enumerate(schema["anyOf"]))),
                           where))
         out = self.base(schema, keys, path, depth, refs, bool(parts) or "oneOf" in keys)
         for p, where in parts:
@@ -176,7 +176,7 @@ class _Reader:
         if "oneOf" in keys:
             where = _pointer(path, "oneOf")
             branches = [self.meet(out, self.read(b, _pointer(where, i), depth, refs), _pointer(where, i))
-                        for i, b in enumerate(schema["oneOf"])]  # type: ignore[arg-type]
+                        for i, b in enumerate(schema["oneOf"])]
             clash = pairwise_disjoint(branches)
             if clash is not None:
                 i, j = clash
@@ -225,7 +225,7 @@ class _Reader:
             raw = schema[key]
             if key == "enum" and (not isinstance(raw, list) or not raw):
                 raise self.refuse(_pointer(path, "enum"), "enum must be a non-empty list")
-            values = list(raw) if key == "enum" else [raw]  # type: ignore[call-overload]
+            values = raw if isinstance(raw, list) else [raw]
             scalars: list[Scalar] = []
             texts: list[str] = []
             for i, v in enumerate(values):
