@@ -58,6 +58,39 @@ def test_one_of_overlapping_on_values_is_refused() -> None:
         parse_schema(two_objects)
 
 
+def test_one_of_other_branches_are_read_as_supersets() -> None:
+    """The branch ``{"maxLength": 3}`` is written as strings (its type read from the keyword), but
+    every integer satisfies it too: against the other branches it counts as all it allows."""
+    with pytest.raises(SchemaError, match="oneOf"):
+        parse_schema({"oneOf": [{"type": "integer"}, {"maxLength": 3}]})
+
+
+def test_one_of_separated_by_required_names() -> None:
+    """Each branch leaves out a name the other requires: a value with both is in neither."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "source": {"type": "string"},
+                                               "dist": {"type": "string"}},
+              "oneOf": [{"required": ["name", "source"]}, {"required": ["name", "dist"]}]}
+    d = schema_dfa(schema)
+    assert d.matches(b'{"name":"a","source":"s"}') and d.matches(b'{"name":"a","dist":"d"}')
+    assert not d.matches(b'{"name":"a","source":"s","dist":"d"}')
+    _samples_validate(schema)
+
+
+def test_subsets_for_unique_items_dependencies_min_properties() -> None:
+    unique = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    assert schema_dfa(unique).matches(b"[1]") and not schema_dfa(unique).matches(b"[1,1]")
+    deps = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                             "c": {"type": "string"}},
+            "required": ["a"], "dependencies": {"a": ["b"], "c": ["a"]}}
+    d = schema_dfa(deps)
+    assert d.matches(b'{"a":1,"b":2}') and not d.matches(b'{"a":1}')
+    assert not d.matches(b'{"a":1,"b":2,"c":"x"}')  # an optional trigger is not written
+    nonempty = {"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 1}
+    assert not schema_dfa(nonempty).matches(b"{}") and schema_dfa(nonempty).matches(b'{"a":1}')
+    for schema in (unique, deps, nonempty):
+        _samples_validate(schema)
+
+
 def test_one_of_disjoint_branches_compile_as_a_union() -> None:
     by_kind = schema_dfa({"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})
     assert by_kind.matches(b'"x"') and by_kind.matches(b"3") and by_kind.matches(b"null")
@@ -72,7 +105,7 @@ def test_one_of_disjoint_branches_compile_as_a_union() -> None:
 
 def test_boolean_schemas_anywhere() -> None:
     anything = schema_dfa(True)
-    for text in (b"1", b"-2.5e3", b'"x"', b"null", b"[]", b'{"a":[null, {}]}', b'[{"b":true}]'):
+    for text in (b"1", b"-2.5e3", b'"x"', b"null", b"[]", b'{"a":null, "b":[]}', b'[{}, 1]'):
         assert anything.matches(text), text
     with pytest.raises(SchemaError, match="allows no value"):
         parse_schema(False)
@@ -188,7 +221,8 @@ def test_additional_and_pattern_properties() -> None:
     assert not d.matches(b'{"id":true}')  # a declared key never takes the additional schema
     _samples_validate(schema)
     free = schema_dfa({"type": "object"})
-    assert free.matches(b'{"a":[1,{"b":null}],"c":"d"}')
+    assert free.matches(b'{"a":[1,{}],"c":"d"}')
+    assert not free.matches(b'{"a":[[[]]]}')  # deeper than ANY_DEPTH below the object
 
 
 def test_missing_type_read_from_keywords() -> None:

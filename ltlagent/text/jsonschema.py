@@ -317,6 +317,8 @@ class _Emitter:
         empty: int | None = first  # nothing written yet (None: a required property was)
         some: int | None = None  # a property written: the next one needs a comma
         for p in t.properties:
+            if is_never(p.schema):  # a forbidden name (never required)
+                continue
             key = nfa.new()  # where this property's key begins, from either lane
             if empty is not None:
                 nfa.eps[empty].append(key)
@@ -350,7 +352,7 @@ class _Emitter:
                         nfa.eps[self.ws(c)].append(k)
                     self.member_of(names, schema, k, more)
             nfa.literal(b"}", more, end)
-        for s in (empty, some):
+        for s in (empty if t.min_properties == 0 else None, some):
             if s is not None:
                 nfa.literal(b"}", s, end)
 
