@@ -32,12 +32,12 @@ from ltlagent.text.jsontype import (
     Scalar,
     Unsupported,
     array_of,
+    disjoint,
     integer_in,
     is_never,
     make_object,
     meet,
     number_in,
-    disjoint,
     pattern_language,
     undeclared_schema,
 )
@@ -299,7 +299,7 @@ class _Reader:
             return self.string(schema, path)
         if t == "array":
             return self.array(schema, path, depth, refs)
-        return self.object(schema, path, depth, refs)
+        return self.read_object(schema, path, depth, refs)
 
     def numeric(self, t: str, schema: Mapping[str, object], path: str) -> JsonType:
         lo: Fraction | None = None
@@ -381,7 +381,7 @@ class _Reader:
             hi = 1  # at most one item is always unique (a subset)
         return array_of(items, lo, hi)
 
-    def object(self, schema: Mapping[str, object], path: str, depth: int,
+    def read_object(self, schema: Mapping[str, object], path: str, depth: int,
                refs: tuple[str, ...]) -> JsonType:
         props = schema.get("properties", {})
         if not isinstance(props, Mapping):
@@ -443,10 +443,10 @@ class _Reader:
         required, schemas met); an optional one is forbidden (a subset: it is never written)."""
         deps: dict[str, tuple[object, str]] = {}
         for key in ("dependencies", "dependentRequired", "dependentSchemas"):
-            raw = schema.get(key, {})
-            if not isinstance(raw, Mapping):
+            entries: object = schema.get(key, {})
+            if not isinstance(entries, Mapping):
                 raise self.refuse(_pointer(path, key), f"{key} must be an object")
-            for name, dep in raw.items():
+            for name, dep in entries.items():
                 where = _pointer(_pointer(path, key), name)
                 if name in deps:
                     raise self.refuse(where, f"{name!r} has two dependency entries")
@@ -466,7 +466,7 @@ class _Reader:
                 done.add(name)
                 dep, where = deps[name]
                 if isinstance(dep, list):
-                    required |= set(dep)  # type: ignore[arg-type]
+                    required |= set(dep)
                 else:
                     extra.append((self.read(dep, where, depth, refs), where))
         declared = {p.name for p in props}
