@@ -155,9 +155,9 @@ def test_spec_regexes_keep_python_semantics() -> None:
 
 PATTERNS = [r"^\d+$", r"^\D+$", r"^\w+$", r"^\W$", r"^\s$", r"^\S+$", r"^[^a-c]+$", r"^.$", r"^.+$",
             "^abc$", "b", "^[A-Z]{2}[0-9]{2}$", r"^[\s\S]$", r"^(?:x|yz)*$", r"é$", "^[^\\d\\s]$",
-            r"^a.c$", r"^\u00e9$"]
+            r"^a.c$", r"^\u00e9$", "^$|^[a-z]+$", "^dev|alpha|beta$", "^(a|b)$|c", "^[a-z]{1,300}$"]
 STRINGS = ["123", "abc", "abc\n", "é", "٣", "\u00a0", "\ufeff", "\u2028", "\r", "\n", " ", "a\u2029c",
-           "AB12", "AB12\n", "xyzx", "x", "", "_", "😀", "a\rc"]
+           "AB12", "AB12\n", "xyzx", "x", "", "_", "😀", "a\rc", "devx", "xbeta", "betax", "xa", "cc"]
 
 
 @pytest.mark.skipif(NODE is None, reason="node (the ECMA-262 reference) is not installed")
