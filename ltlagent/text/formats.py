@@ -4,9 +4,10 @@ for each format it supports (docs/design.md §5.1).
 Each format is a tuple of regexes (Python's dialect, ASCII, all fullmatched: the string is in their
 intersection), written so that every string they match is valid for the format under RFC 3339
 (date, time, date-time, duration), RFC 1123 (hostname), RFC 5321 (email), RFC 2673/4291 (ipv4,
-ipv6), RFC 4122 (uuid) and RFC 3986 (uri, uri-reference), and for the ``jsonschema`` package's format checker. They
-are *subsets* where the full format is not worth its states (stated per entry); a format not
-listed here is refused by :func:`ltlagent.text.jsontype.parse_schema` unless its caller asks to
+ipv6), RFC 4122 (uuid) and RFC 3986 (uri, uri-reference), and for the ``jsonschema`` package's
+format checker. They are *subsets* where the full format is not worth its states (stated per
+entry); a format not listed here is refused by :func:`ltlagent.text.schemaread.parse_schema`
+unless its caller asks to
 read unknown formats as annotations.
 """
 
