@@ -293,3 +293,18 @@ REAL = [
 @pytest.mark.parametrize("schema", REAL)
 def test_sampled_texts_validate(schema: Any) -> None:
     _samples_validate(schema, n=80)
+
+
+def test_recursion_followed_once_when_twice_is_too_big() -> None:
+    """A recursive schema is followed twice inside itself; when that needs more states than the
+    limit, once (a smaller subset: children are not written)."""
+    tree = {"$defs": {"n": {"type": "object", "properties": {
+        "v": {"type": "string", "maxLength": 20},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 3}}}},
+        "$ref": "#/$defs/n"}
+    deep = b'{"v":"a","kids":[{"v":"b","kids":[]}]}'
+    assert schema_dfa(tree).matches(deep)
+    assert not schema_dfa(tree).matches(b'{"kids":[{"kids":[{}]}]}')  # followed twice, then cut
+    small = schema_table(tree, limit=600)
+    assert small.content.matches(b'{"v":"a","kids":[]}') and not small.content.matches(deep)
+    _samples_validate(tree)

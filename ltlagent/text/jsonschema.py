@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ltlagent.errors import UsageError
+from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text.bytetable import ByteTable, Glue
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa, intersect, minimize
 from ltlagent.text.jsontype import (
@@ -584,10 +584,25 @@ def emit(nfa: ByteNFA | Glue, t: JsonType, start: int, end: int, limit: int = MA
 
 def schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None = None,
                  *, limit: int = MAX_JSON_STATES) -> ByteTable:
-    """:func:`schema_dfa` as a numpy :class:`ByteTable` (trimmed: every state live)."""
-    t = parse_schema(schema) if isinstance(schema, Mapping | bool) else schema
-    if fields:
-        t = narrow(t, fields)
+    """:func:`schema_dfa` as a numpy :class:`ByteTable` (trimmed: every state live). A schema
+    given as a dict whose recursion, followed twice, needs more than ``limit`` states is read again
+    with its recursion followed once (a smaller subset of its values)."""
+    if not isinstance(schema, Mapping | bool):
+        return _table(narrow(schema, fields) if fields else schema, limit)
+    t = parse_schema(schema)
+    try:
+        return _table(narrow(t, fields) if fields else t, limit)
+    except SchemaError:
+        raise
+    except UsageError:
+        once = parse_schema(schema, max_recursion=1)
+        if once == t:
+            raise
+        return _table(narrow(once, fields) if fields else once, limit)
+
+
+def _table(t: JsonType, limit: int) -> ByteTable:
+    """The table of a description."""
     if isinstance(t, JsonString | JsonArray | JsonObject):
         return _minimal(t, limit)
     glue = Glue()

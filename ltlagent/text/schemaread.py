@@ -97,8 +97,10 @@ def _number(v: object) -> Fraction | None:
 
 
 class _Reader:
-    def __init__(self, root: object, unknown_formats: str, over: bool = False) -> None:
+    def __init__(self, root: object, unknown_formats: str, over: bool = False,
+                 max_recursion: int = MAX_RECURSION) -> None:
         self.root = root
+        self.max_recursion = max_recursion
         self.unknown_formats = unknown_formats
         #: read a superset of the valid values instead of a subset (for oneOf's other branches):
         #: what the subset reading refuses or restricts is read as any value or left unrestricted
@@ -169,7 +171,7 @@ class _Reader:
         parts: list[tuple[JsonType, str]] = []
         if "$ref" in keys:
             target, where = self.resolve(schema["$ref"], path)
-            if refs.count(where) >= MAX_RECURSION:  # recursion cut: a subset of the values
+            if refs.count(where) >= self.max_recursion:  # recursion cut: a subset of the values
                 return self.cut()
             parts.append((self.read(target, where, depth, (*refs, where)), _pointer(path, "$ref")))
         for comb in ("allOf", "anyOf", "oneOf"):
@@ -527,15 +529,17 @@ def json_text(v: object) -> str:
     return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
 
 
-def parse_schema(schema: object, *, unknown_formats: str = "refuse") -> JsonType:
+def parse_schema(schema: object, *, unknown_formats: str = "refuse",
+                 max_recursion: int = MAX_RECURSION) -> JsonType:
     """The description of ``schema`` (a dict or a boolean); :class:`SchemaError` (with the JSON
     pointer) for anything outside the supported subset (docs/design.md §5.1) and for a schema that
     allows no value. ``unknown_formats="ignore"`` reads a ``format`` outside
     :data:`~ltlagent.text.formats.FORMATS` as an annotation (as JSON Schema 2020-12 does by
-    default) instead of refusing it."""
+    default) instead of refusing it. ``max_recursion``: how often a ``$ref`` is followed inside
+    itself before it reads as ``false`` (1: not at all)."""
     if unknown_formats not in ("refuse", "ignore"):
         raise UsageError(f"unknown_formats must be 'refuse' or 'ignore', got {unknown_formats!r}")
-    t = _Reader(schema, unknown_formats).read(schema, "", 0, ())
+    t = _Reader(schema, unknown_formats, max_recursion=max_recursion).read(schema, "", 0, ())
     if is_never(t):
         raise SchemaError("the schema allows no value (false, or contradictory keywords)", "",
                           hint=_HINT)
