@@ -188,7 +188,7 @@ class _Reader:
             parts.append((JsonUnion(tuple(self.read(b, _pointer(where, i), depth, refs)
                                           for i, b in enumerate(schema["anyOf"]))),
                           where))
-        out = self.base(schema, keys, path, depth, refs, bool(parts) or "oneOf" in keys)
+        out = self.base(schema, keys, path, depth, refs)
         for p, where in parts:
             out = self.meet(out, p, where)
         if "oneOf" in keys:
@@ -233,7 +233,7 @@ class _Reader:
         return JsonUnion(tuple(b for b in branches if not is_never(b)), exclusive=True)
 
     def base(self, schema: Mapping[str, object], keys: set[str], path: str, depth: int,
-             refs: tuple[str, ...], combined: bool) -> JsonType:
+             refs: tuple[str, ...]) -> JsonType:
         """The schema's own keywords, without ``$ref`` and the combinators."""
         types_ = schema.get("type")
         names: list[str]
