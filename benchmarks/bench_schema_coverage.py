@@ -189,8 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.setitimer(signal.ITIMER_REAL, args.timeout)
         t0 = time.perf_counter()
         try:
-            t = js.parse_schema(schema, unknown_formats=args.unknown_formats)
-            table = js.schema_table(t)
+            table = js.schema_table(schema, unknown_formats=args.unknown_formats)
         except (SchemaError, UsageError) as e:
             refused[_reason(e)] += 1
             table = None

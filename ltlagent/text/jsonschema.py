@@ -583,19 +583,19 @@ def emit(nfa: ByteNFA | Glue, t: JsonType, start: int, end: int, limit: int = MA
 
 
 def schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None = None,
-                 *, limit: int = MAX_JSON_STATES) -> ByteTable:
+                 *, limit: int = MAX_JSON_STATES, unknown_formats: str = "refuse") -> ByteTable:
     """:func:`schema_dfa` as a numpy :class:`ByteTable` (trimmed: every state live). A schema
     given as a dict whose recursion, followed twice, needs more than ``limit`` states is read again
     with its recursion followed once (a smaller subset of its values)."""
     if not isinstance(schema, Mapping | bool):
         return _table(narrow(schema, fields) if fields else schema, limit)
-    t = parse_schema(schema)
+    t = parse_schema(schema, unknown_formats=unknown_formats)
     try:
         return _table(narrow(t, fields) if fields else t, limit)
     except SchemaError:
         raise
     except UsageError:
-        once = parse_schema(schema, max_recursion=1)
+        once = parse_schema(schema, unknown_formats=unknown_formats, max_recursion=1)
         if once == t:
             raise
         return _table(narrow(once, fields) if fields else once, limit)
