@@ -74,7 +74,8 @@ def ecma_search(pattern: str, s: str) -> bool:
     return re.search(rx, s) is not None
 
 
-def _pattern(v: Any, pattern: str, instance: object, schema: Mapping[str, object]) -> Iterator[ValidationError]:
+def _pattern(v: Any, pattern: str, instance: object,
+             schema: Mapping[str, object]) -> Iterator[ValidationError]:
     if isinstance(instance, str) and not ecma_search(pattern, instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r} (ECMA-262)")
 
@@ -388,7 +389,7 @@ def test_narrowed_field() -> None:
     ({"type": "object", "patternProperties": {"a": {"type": "object", "additionalProperties": False}},
       "allOf": [{"properties": {"ab": {"type": "object", "patternProperties": {"x": True}}}}]},
      "/allOf/0", "both constrain undeclared keys"),
-    ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "/uniqueItems", "uniqueItems"),
+    ({"type": "array", "items": {"type": "string"}, "contains": {}}, "/contains", "not supported"),
     ({"type": "array", "items": {"type": "string"}, "minItems": MAX_ITEMS + 1}, "/minItems", "above"),
     ({"type": "array", "prefixItems": []}, "/prefixItems", "not supported"),
     ({"type": "integer", "multipleOf": 2}, "/multipleOf", "not supported"),

@@ -58,6 +58,39 @@ def test_one_of_overlapping_on_values_is_refused() -> None:
         parse_schema(two_objects)
 
 
+def test_one_of_other_branches_are_read_as_supersets() -> None:
+    """The branch ``{"maxLength": 3}`` is written as strings (its type read from the keyword), but
+    every integer satisfies it too: against the other branches it counts as all it allows."""
+    with pytest.raises(SchemaError, match="oneOf"):
+        parse_schema({"oneOf": [{"type": "integer"}, {"maxLength": 3}]})
+
+
+def test_one_of_separated_by_required_names() -> None:
+    """Each branch leaves out a name the other requires: a value with both is in neither."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "source": {"type": "string"},
+                                               "dist": {"type": "string"}},
+              "oneOf": [{"required": ["name", "source"]}, {"required": ["name", "dist"]}]}
+    d = schema_dfa(schema)
+    assert d.matches(b'{"name":"a","source":"s"}') and d.matches(b'{"name":"a","dist":"d"}')
+    assert not d.matches(b'{"name":"a","source":"s","dist":"d"}')
+    _samples_validate(schema)
+
+
+def test_subsets_for_unique_items_dependencies_min_properties() -> None:
+    unique = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    assert schema_dfa(unique).matches(b"[1]") and not schema_dfa(unique).matches(b"[1,1]")
+    deps = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                             "c": {"type": "string"}},
+            "required": ["a"], "dependencies": {"a": ["b"], "c": ["a"]}}
+    d = schema_dfa(deps)
+    assert d.matches(b'{"a":1,"b":2}') and not d.matches(b'{"a":1}')
+    assert not d.matches(b'{"a":1,"b":2,"c":"x"}')  # an optional trigger is not written
+    nonempty = {"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 1}
+    assert not schema_dfa(nonempty).matches(b"{}") and schema_dfa(nonempty).matches(b'{"a":1}')
+    for schema in (unique, deps, nonempty):
+        _samples_validate(schema)
+
+
 def test_one_of_disjoint_branches_compile_as_a_union() -> None:
     by_kind = schema_dfa({"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})
     assert by_kind.matches(b'"x"') and by_kind.matches(b"3") and by_kind.matches(b"null")
@@ -72,7 +105,7 @@ def test_one_of_disjoint_branches_compile_as_a_union() -> None:
 
 def test_boolean_schemas_anywhere() -> None:
     anything = schema_dfa(True)
-    for text in (b"1", b"-2.5e3", b'"x"', b"null", b"[]", b'{"a":[null, {}]}', b'[{"b":true}]'):
+    for text in (b"1", b"-2.5e3", b'"x"', b"null", b"[]", b'{"a":null, "b":[]}', b'[{}, 1]'):
         assert anything.matches(text), text
     with pytest.raises(SchemaError, match="allows no value"):
         parse_schema(False)
@@ -122,9 +155,9 @@ def test_spec_regexes_keep_python_semantics() -> None:
 
 PATTERNS = [r"^\d+$", r"^\D+$", r"^\w+$", r"^\W$", r"^\s$", r"^\S+$", r"^[^a-c]+$", r"^.$", r"^.+$",
             "^abc$", "b", "^[A-Z]{2}[0-9]{2}$", r"^[\s\S]$", r"^(?:x|yz)*$", r"é$", "^[^\\d\\s]$",
-            r"^a.c$", r"^\u00e9$"]
+            r"^a.c$", r"^\u00e9$", "^$|^[a-z]+$", "^dev|alpha|beta$", "^(a|b)$|c", "^[a-z]{1,300}$"]
 STRINGS = ["123", "abc", "abc\n", "é", "٣", "\u00a0", "\ufeff", "\u2028", "\r", "\n", " ", "a\u2029c",
-           "AB12", "AB12\n", "xyzx", "x", "", "_", "😀", "a\rc"]
+           "AB12", "AB12\n", "xyzx", "x", "", "_", "😀", "a\rc", "devx", "xbeta", "betax", "xa", "cc"]
 
 
 @pytest.mark.skipif(NODE is None, reason="node (the ECMA-262 reference) is not installed")
@@ -188,7 +221,8 @@ def test_additional_and_pattern_properties() -> None:
     assert not d.matches(b'{"id":true}')  # a declared key never takes the additional schema
     _samples_validate(schema)
     free = schema_dfa({"type": "object"})
-    assert free.matches(b'{"a":[1,{"b":null}],"c":"d"}')
+    assert free.matches(b'{"a":[1,{}],"c":"d"}')
+    assert not free.matches(b'{"a":[[[]]]}')  # deeper than ANY_DEPTH below the object
 
 
 def test_missing_type_read_from_keywords() -> None:
@@ -234,9 +268,10 @@ def test_number_bounds_are_exact(lo: Any, hi: Any, lo_open: bool, hi_open: bool,
     for x in xs:
         text = format(x, "f")
         f = Fraction(text)
-        want = ((lo is None or f > Fraction(str(float(lo))) or (not lo_open and f == Fraction(str(float(lo)))))
-                and (hi is None or f < Fraction(str(float(hi)))
-                     or (not hi_open and f == Fraction(str(float(hi))))))
+        a = None if lo is None else Fraction(repr(float(lo)))
+        b = None if hi is None else Fraction(repr(float(hi)))
+        want = ((a is None or f > a or (not lo_open and f == a))
+                and (b is None or f < b or (not hi_open and f == b)))
         assert d.matches(text.encode()) == want, (schema, text)
 
 
@@ -258,3 +293,18 @@ REAL = [
 @pytest.mark.parametrize("schema", REAL)
 def test_sampled_texts_validate(schema: Any) -> None:
     _samples_validate(schema, n=80)
+
+
+def test_recursion_followed_once_when_twice_is_too_big() -> None:
+    """A recursive schema is followed twice inside itself; when that needs more states than the
+    limit, once (a smaller subset: children are not written)."""
+    tree = {"$defs": {"n": {"type": "object", "properties": {
+        "v": {"type": "string", "maxLength": 20},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 3}}}},
+        "$ref": "#/$defs/n"}
+    deep = b'{"v":"a","kids":[{"v":"b","kids":[]}]}'
+    assert schema_dfa(tree).matches(deep)
+    assert not schema_dfa(tree).matches(b'{"kids":[{"kids":[{}]}]}')  # followed twice, then cut
+    small = schema_table(tree, limit=600)
+    assert small.content.matches(b'{"v":"a","kids":[]}') and not small.content.matches(deep)
+    _samples_validate(tree)

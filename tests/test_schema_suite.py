@@ -37,7 +37,7 @@ def _files() -> list[str]:
     if not DRAFT.exists():
         return []
     core = sorted(p.name for p in DRAFT.glob("*.json"))
-    return core + ["optional/ecmascript-regex.json", "optional/non-bmp-regex.json", *FORMAT_FILES]
+    return [*core, "optional/ecmascript-regex.json", "optional/non-bmp-regex.json", *FORMAT_FILES]
 
 
 def _texts(v: Any) -> Iterator[str]:

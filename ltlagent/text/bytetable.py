@@ -309,7 +309,7 @@ def sample_text(table: ByteTable, rng: random.Random, stop: float = 0.25, drift:
     out = bytearray()
     s = 0
     while True:
-        if table.accepting[s] and (rng.random() < stop or dist[s] == 0 and len(out) >= max_len):
+        if table.accepting[s] and (rng.random() < stop or (dist[s] == 0 and len(out) >= max_len)):
             return bytes(out)
         row = trans[s]
         ok = np.nonzero(row >= 0)[0]

@@ -40,6 +40,8 @@ WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")
 MAX_DFA_STATES = 4000
 #: Largest finite bound of a regex repetition (``{m,n}``): each iteration is written out.
 MAX_REGEX_REPEAT = 200
+#: The same for JSON Schema patterns (ECMA-262), as long as the longest string compiled.
+MAX_PATTERN_REPEAT = 1000
 _HINT = ("the monitor compiles a :regex to a byte automaton: use literals, classes, groups, | and "
          f"repetition (bounds up to {MAX_REGEX_REPEAT}); ^ and $ only at the very start or end")
 _MAXCP = 0x10FFFF
@@ -622,8 +624,9 @@ class _RegexCompiler:
                 nfa.eps[t].append(loop)
                 nfa.eps[loop].append(end)
             else:
-                if hi - lo > MAX_REGEX_REPEAT:
-                    self.unsupported(f"a repetition bound above {MAX_REGEX_REPEAT}")
+                cap = MAX_PATTERN_REPEAT if self.ecma else MAX_REGEX_REPEAT
+                if hi - lo > cap:
+                    self.unsupported(f"a repetition bound above {cap}")
                 for _ in range(hi - lo):
                     nfa.eps[s].append(end)
                     t = nfa.new()
@@ -642,15 +645,31 @@ class _RegexCompiler:
 
     def build(self, search: bool = False) -> tuple[list[list[int]], set[int]]:
         """The DFA of the strings the pattern fullmatches, or with ``search`` of those in which
-        ``re.search`` finds it (an unanchored end may be followed by anything, ``$`` by one
-        newline, as in Python)."""
+        it is found (an unanchored end may be followed by anything; Python's ``$`` also by one
+        newline). In the ECMA-262 dialect each top-level alternative may carry its own anchors
+        (``^$|^a+$``)."""
         nfa = self.nfa
         start, final = nfa.new(), nfa.new()
         items = list(self.tree)
-        # fullmatch semantics: an anchor at the very start or end matches the empty string there
         C = self.C
-        head = tail = False
-        dollar = False
+        if search and self.ecma and len(items) == 1 and items[0][0] is C.BRANCH:
+            alts = [list(alt) for alt in items[0][1][1]]
+        else:
+            alts = [items]
+        for alt in alts:
+            s, f = nfa.new(), nfa.new()
+            nfa.eps[start].append(s)
+            nfa.eps[f].append(final)
+            self.anchored(alt, s, f, search)
+        return nfa.determinize(start, final, MAX_DFA_STATES, f":regex {self.pattern!r}",
+                               "simplify it (a wide class such as . under a bounded repetition "
+                               "multiplies states)")
+
+    def anchored(self, items: list[tuple[Any, Any]], start: int, final: int, search: bool) -> None:
+        """One alternative between ``start`` and ``final`` (nodes of its own, so the loops of
+        an unanchored end stay its own): anchors at its very start or end peeled off."""
+        nfa, C = self.nfa, self.C
+        head = tail = dollar = False
         while items and items[0][0] is C.AT and items[0][1] in (C.AT_BEGINNING,
                                                                  C.AT_BEGINNING_STRING):
             items.pop(0)
@@ -659,23 +678,27 @@ class _RegexCompiler:
             dollar = dollar or (items[-1][1] is C.AT_END and not tail)
             items.pop()
             tail = True
+        if search and self.ecma and len(items) == 1 and items[0][0] is C.BRANCH:
+            # Python's parser factors a common prefix out of the alternatives (^a$|^b$ is
+            # ^(?:a$|b$)): the anchors go back into each
+            pre = [(C.AT, C.AT_BEGINNING)] if head else []
+            post = [(C.AT, C.AT_END)] if tail else []
+            for alt in items[0][1][1]:
+                self.anchored([*pre, *alt, *post], start, final, search)
+            return
         if not search:
             self.seq(items, start, final)
-        else:
-            begin, stop = nfa.new(), nfa.new()
-            if not head:  # anything before the match
-                self.chars([(0, _MAXCP)], start, start)
-            nfa.eps[start].append(begin)
-            self.seq(items, begin, stop)
-            nfa.eps[stop].append(final)
-            if not tail:  # anything after it
-                self.chars([(0, _MAXCP)], final, final)
-            elif dollar and not self.ecma:  # Python's $ also matches before a final newline
-                nfa.edges[stop].append((10, 10, final))
-
-        return nfa.determinize(start, final, MAX_DFA_STATES, f":regex {self.pattern!r}",
-                               "simplify it (a wide class such as . under a bounded repetition "
-                               "multiplies states)")
+            return
+        begin, stop = nfa.new(), nfa.new()
+        if not head:  # anything before the match
+            self.chars([(0, _MAXCP)], start, start)
+        nfa.eps[start].append(begin)
+        self.seq(items, begin, stop)
+        nfa.eps[stop].append(final)
+        if not tail:  # anything after it
+            self.chars([(0, _MAXCP)], final, final)
+        elif dollar and not self.ecma:  # Python's $ also matches before a final newline
+            nfa.edges[stop].append((10, 10, final))
 
 
 def pattern_dfa(pattern: str, *, search: bool = False, ecma: bool = False) -> ContentDFA:

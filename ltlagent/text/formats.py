@@ -4,9 +4,10 @@ for each format it supports (docs/design.md §5.1).
 Each format is a tuple of regexes (Python's dialect, ASCII, all fullmatched: the string is in their
 intersection), written so that every string they match is valid for the format under RFC 3339
 (date, time, date-time, duration), RFC 1123 (hostname), RFC 5321 (email), RFC 2673/4291 (ipv4,
-ipv6), RFC 4122 (uuid) and RFC 3986 (uri), and for the ``jsonschema`` package's format checker. They
-are *subsets* where the full format is not worth its states (stated per entry); a format not
-listed here is refused by :func:`ltlagent.text.jsontype.parse_schema` unless its caller asks to
+ipv6), RFC 4122 (uuid) and RFC 3986 (uri, uri-reference), and for the ``jsonschema`` package's
+format checker. They are *subsets* where the full format is not worth its states (stated per
+entry); a format not listed here is refused by :func:`ltlagent.text.schemaread.parse_schema`
+unless its caller asks to
 read unknown formats as annotations.
 """
 
@@ -66,6 +67,12 @@ _AUTHORITY = (f"(?:(?:[{_UNRESERVED}{_SUB_DELIMS}:]|{_PCT})*@)?(?:[{_UNRESERVED}
 _URI = (f"[A-Za-z][A-Za-z0-9+.-]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
         f"|{_PCHAR}+(?:/{_PCHAR}*)*)?(?:\\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?")
 
+_NC = f"(?:[{_UNRESERVED}{_SUB_DELIMS}@]|{_PCT})"
+_QF = f"(?:\\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+#: RFC 3986's relative-ref (same restriction on the authority).
+_RELATIVE = (f"(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
+             f"|{_NC}+(?:/{_PCHAR}*)*)?{_QF}")
+
 #: Format name → regexes a string of that format fullmatches (all of them).
 FORMATS: dict[str, tuple[str, ...]] = {
     "date": (_DATE,),
@@ -78,4 +85,5 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "ipv6": (_ipv6(),),
     "uuid": ("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",),
     "uri": (_URI,),
+    "uri-reference": (f"(?:{_URI}|{_RELATIVE})",),
 }

@@ -1,45 +1,41 @@
 """JSON schemas as byte automata: the JSON texts a tool's arguments may be, for the decoding monitor.
 
-:func:`parse_schema` (:mod:`ltlagent.text.jsontype`, re-exported here) reads a JSON-schema dict into
-a frozen description, refusing what cannot be compiled exactly with a
-:class:`~ltlagent.errors.SchemaError` naming the keyword and its JSON pointer; :func:`emit` writes a
-description into a :class:`~ltlagent.text.content.ByteNFA`; :func:`schema_dfa` makes the
+:func:`parse_schema` (:mod:`ltlagent.text.schemaread`, re-exported here) reads a JSON-schema dict
+into a frozen description of a set of *values* (:mod:`ltlagent.text.jsontype`), refusing what it
+cannot describe with a :class:`~ltlagent.errors.SchemaError` naming the keyword and its JSON
+pointer; :func:`emit` writes the texts of a description into a
+:class:`~ltlagent.text.content.ByteNFA`; :func:`schema_dfa` makes the
 :class:`~ltlagent.text.content.ContentDFA` of it. :mod:`ltlagent.text.toolcall` composes the same
 pieces into whole tool calls.
 
-The language (docs/design.md §5.1) is a *generation* language: every text it accepts is JSON that
-validates against the schema, and every value that validates has at least one text in it, written
+The language (docs/design.md §5.1) is a *generation* language: every text it accepts is JSON whose
+value validates against the schema, and every value in the description has at least one text in
+it (the description itself may leave out valid values where §5.1 says so), written
 
 - with no whitespace except at most one space after each ``:`` and ``,`` (none at the ends);
 - with object properties in the schema's declared order, each at most once; optional ones may be
-  left out; only declared properties are written, whatever ``additionalProperties`` says (``false``,
-  ``true`` or absent; a schema there is refused; an object without ``properties`` is refused unless
-  ``additionalProperties`` is ``false``, when it is ``{}``);
+  left out; undeclared keys after them, any number, where a pattern or a schema in
+  ``additionalProperties`` (or no ``properties`` at all) says what their values are;
 - strings as raw UTF-8 (any character but ``"``, ``\\`` and controls) or the escapes ``\\"``,
   ``\\\\``, ``\\/``, ``\\b``, ``\\f``, ``\\n``, ``\\r``, ``\\t`` and ``\\u00XX`` for the controls
   U+0000–U+001F only (hex digits in either case): no other ``\\u`` escape, no surrogates;
-  ``minLength``/``maxLength`` count decoded characters, ``pattern`` is searched (``re.search``, as
-  JSON Schema says) in the decoded string;
-- integers without fraction or exponent (``-0`` allowed); numbers in the full JSON number syntax;
-- ``enum``/``const`` values (strings, integers, booleans, null) in the same forms (0 also as ``-0``).
-
-Refused: an empty or ``true`` schema (any value), ``allOf``, ``not``, ``if``, ``format``,
-``multipleOf``, bounds on non-integer numbers, ``prefixItems``, ``uniqueItems: true``,
-``patternProperties``, recursive ``$ref`` and refs outside the document's ``$defs``/``definitions``,
-floats and compound values in ``enum``/``const``, lengths above :data:`MAX_STRING_LENGTH`, item
-counts above :data:`MAX_ITEMS`, nesting deeper than :data:`MAX_DEPTH`.
+  ``minLength``/``maxLength`` count decoded characters, ``pattern`` is found (ECMA-262) in the
+  decoded string;
+- integers without fraction or exponent (``-0`` allowed); numbers in the full JSON number syntax,
+  or without exponent where they have bounds;
+- ``enum``/``const`` values in the same forms (0 also as ``-0``; floats, arrays and objects as
+  their compact JSON text).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-from fractions import Fraction
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ltlagent.errors import UsageError
+from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text.bytetable import ByteTable, Glue
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa, intersect, minimize
 from ltlagent.text.jsontype import (
@@ -59,6 +55,7 @@ from ltlagent.text.jsontype import (
     meet,
     pattern_language,
 )
+from ltlagent.text.numbertext import integer_regex, number_parts
 from ltlagent.text.schemaread import ANY_DEPTH, MAX_DEPTH, MAX_ITEMS, MAX_STRING_LENGTH, narrow, parse_schema
 
 __all__ = [
@@ -70,8 +67,6 @@ __all__ = [
 
 #: Largest automaton built for one schema or tool-call format.
 MAX_JSON_STATES = 50_000
-_INTEGER_RE = r"-?(?:0|[1-9][0-9]*)"
-_NUMBER_RE = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _SHORT_ESCAPES = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", 8: "b", 12: "f", 10: "n",
                   13: "r", 9: "t"}
 
@@ -83,60 +78,6 @@ def clear_caches() -> None:
     _minimal.cache_clear()
     _string_template.cache_clear()
     number_parts.cache_clear()
-
-
-# --- integers as regexes ---------------------------------------------------------------------
-
-def _same_length(x: str, y: str) -> list[str]:
-    """Regexes for the digit strings of len(x) between x and y (x <= y, same length)."""
-    if x == y:
-        return [x]
-    i = 0
-    while x[i] == y[i]:
-        i += 1
-    p, x, y = x[:i], x[i:], y[i:]
-    if len(x) == 1:
-        return [f"{p}[{x}-{y}]"]
-    rest = len(x) - 1
-    if x[1:] == "0" * rest and y[1:] == "9" * rest:
-        return [f"{p}[{x[0]}-{y[0]}][0-9]{{{rest}}}"]
-    out = [p + x[0] + r for r in _same_length(x[1:], "9" * rest)]
-    if int(y[0]) - int(x[0]) >= 2:
-        out.append(f"{p}[{int(x[0]) + 1}-{int(y[0]) - 1}][0-9]{{{rest}}}")
-    out += [p + y[0] + r for r in _same_length("0" * rest, y[1:])]
-    return out
-
-
-def _naturals(a: int, b: int | None) -> list[str]:
-    """Regexes for the canonical decimals of a..b (a >= 0; b None: unbounded)."""
-    la = len(str(a))
-    top = len(str(b)) if b is not None else la
-    out: list[str] = []
-    for n in range(la, top + 1):
-        lo = max(a, 10 ** (n - 1) if n > 1 else 0)
-        hi = 10 ** n - 1 if b is None else min(b, 10 ** n - 1)
-        if lo <= hi:
-            out += _same_length(str(lo), str(hi))
-    if b is None:
-        out.append(f"[1-9][0-9]{{{la},}}")
-    return out
-
-
-def integer_regex(lo: int | None, hi: int | None) -> str:
-    """A regex fullmatching exactly the JSON integer texts (``-0`` included) of values in [lo, hi]."""
-    if lo is None and hi is None:
-        return _INTEGER_RE
-    alts: list[str] = []
-    if hi is None or hi >= 0:
-        alts += _naturals(max(lo, 0) if lo is not None else 0, hi)
-    if lo is None or lo < 0:
-        top = -lo if lo is not None else None
-        low = max(1, -hi) if hi is not None else 1
-        if top is None or low <= top:
-            alts += ["-" + r for r in _naturals(low, top)]
-    if (lo is None or lo <= 0) and (hi is None or hi >= 0):
-        alts.append("-0")
-    return "(?:" + "|".join(alts) + ")"
 
 
 # --- writing the automaton -------------------------------------------------------------------
@@ -320,6 +261,8 @@ class _Emitter:
         empty: int | None = first  # nothing written yet (None: a required property was)
         some: int | None = None  # a property written: the next one needs a comma
         for p in t.properties:
+            if is_never(p.schema):  # a forbidden name (never required)
+                continue
             key = nfa.new()  # where this property's key begins, from either lane
             if empty is not None:
                 nfa.eps[empty].append(key)
@@ -340,20 +283,20 @@ class _Emitter:
         classes = extra_keys(t)
         if classes:  # undeclared keys after the declared ones, any number of them
             more = nfa.new()
-            for key, schema in classes:
-                for s in (empty, some, more):
+            for names, schema in classes:
+                for s, first_member in ((empty, True), (some, False), (more, False)):
                     if s is None:
                         continue
                     k = nfa.new()
-                    if s is empty:
+                    if first_member:
                         nfa.eps[s].append(k)
                     else:
                         c = nfa.new()
                         nfa.literal(b",", s, c)
                         nfa.eps[self.ws(c)].append(k)
-                    self.member_of(key, schema, k, more)
+                    self.member_of(names, schema, k, more)
             nfa.literal(b"}", more, end)
-        for s in (empty, some):
+        for s in (empty if t.min_properties == 0 else None, some):
             if s is not None:
                 nfa.literal(b"}", s, end)
 
@@ -406,89 +349,6 @@ def extra_keys(t: JsonObject) -> list[tuple[JsonString, JsonType]]:
     if t.write_additional and not is_never(t.additional):
         out.append((JsonString(avoid=tuple(rxs), excluded=names), t.additional))
     return [(k, s) for k, s in out if 0 in _string_language(_lang(k)).live]
-
-
-def _decimal(c: Fraction) -> tuple[int, str] | None:
-    """A non-negative bound as (integer part, fraction digits without trailing zeros); None when
-    it has no finite decimal expansion."""
-    q = c.denominator
-    for p in (2, 5):
-        while q % p == 0:
-            q //= p
-    if q != 1:
-        return None
-    ip = c.numerator // c.denominator
-    frac = c - ip
-    digits = ""
-    while frac:
-        frac *= 10
-        d = frac.numerator // frac.denominator
-        digits += str(d)
-        frac -= d
-    return ip, digits
-
-
-def _frac_cmp(g: str, greater: bool, strict: bool) -> str:
-    """A regex for the fraction digit strings f (maybe empty) with 0.f >= 0.g (``greater``) or
-    <= 0.g, strictly if ``strict``."""
-    alts = []
-    for i, ch in enumerate(g):
-        d = int(ch)
-        if greater and d < 9:
-            alts.append(f"{g[:i]}[{d + 1}-9][0-9]*")
-        if not greater and d > 0:
-            alts.append(f"{g[:i]}[0-{d - 1}][0-9]*")
-        if not greater:
-            alts.append(f"{g[:i]}0*")
-    if greater:
-        alts.append(f"{g}[0-9]*[1-9][0-9]*" if strict else f"{g}[0-9]*")
-    elif not strict:
-        alts.append(f"{g}0*")
-    return "(?:" + "|".join(alts) + ")" if alts else "(?!)"
-
-
-def _magnitude(lo: tuple[Fraction, bool] | None, hi: tuple[Fraction, bool] | None) -> ContentDFA:
-    """Non-negative decimals ``I(.F)?`` (no exponent) between the bounds (value, open)."""
-    d = pattern_language(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", False, False)
-    for bound, greater in ((lo, True), (hi, False)):
-        if bound is None:
-            continue
-        c, strict = bound
-        dec = _decimal(c)
-        if dec is None:
-            raise UsageError(f"the bound {c} has no finite decimal expansion")
-        ip, g = dec
-        if greater:
-            rx = f"{integer_regex(ip + 1, None)}(?:\\.[0-9]+)?|{ip}(?:\\.{_frac_cmp(g, True, strict)})"
-            if not g and not strict:
-                rx += f"|{ip}"
-        else:
-            rx = f"{ip}(?:\\.{_frac_cmp(g, False, strict)})?" if g or not strict else ""
-            if ip > 0:
-                rx = "|".join(r for r in (f"{integer_regex(0, ip - 1)}(?:\\.[0-9]+)?", rx) if r)
-        d = intersect(d, pattern_language(f"(?:{rx or '(?!)'})", False, False))
-    return d
-
-
-@functools.lru_cache(maxsize=256)
-def number_parts(t: JsonNumber) -> tuple[tuple[bytes, ContentDFA], ...]:
-    """A number's texts as (sign, DFA of the rest): unbounded, the full JSON syntax; bounded,
-    fixed-point texts without exponent (a subset) on each side of zero."""
-    if t.lo is None and t.hi is None:
-        return ((b"", pattern_language(_NUMBER_RE, False, False)),)
-    zero = Fraction(0)
-    parts: list[tuple[bytes, ContentDFA]] = []
-    if t.hi is None or t.hi > 0 or (t.hi == 0 and not t.hi_open):  # x >= 0
-        lo = (t.lo, t.lo_open) if t.lo is not None and t.lo >= 0 else None
-        hi = (t.hi, t.hi_open) if t.hi is not None else None
-        parts.append((b"", _magnitude(lo, hi)))
-    if t.lo is None or t.lo < 0 or (t.lo == 0 and not t.lo_open):  # x = -m <= 0
-        lo2 = ((-t.hi, t.hi_open) if t.hi is not None and t.hi <= 0 else None)
-        hi2 = (-t.lo, t.lo_open) if t.lo is not None else None
-        if lo2 is None and t.hi is not None and t.hi == zero:
-            lo2 = (zero, t.hi_open)
-        parts.append((b"-", _magnitude(lo2, hi2)))
-    return tuple((sign, d) for sign, d in parts if 0 in d.live)
 
 
 _EXIT = -2  # in a string template: the closing quote
@@ -723,11 +583,26 @@ def emit(nfa: ByteNFA | Glue, t: JsonType, start: int, end: int, limit: int = MA
 
 
 def schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None = None,
-                 *, limit: int = MAX_JSON_STATES) -> ByteTable:
-    """:func:`schema_dfa` as a numpy :class:`ByteTable` (trimmed: every state live)."""
-    t = parse_schema(schema) if isinstance(schema, Mapping | bool) else schema
-    if fields:
-        t = narrow(t, fields)
+                 *, limit: int = MAX_JSON_STATES, unknown_formats: str = "refuse") -> ByteTable:
+    """:func:`schema_dfa` as a numpy :class:`ByteTable` (trimmed: every state live). A schema
+    given as a dict whose recursion, followed twice, needs more than ``limit`` states is read again
+    with its recursion followed once (a smaller subset of its values)."""
+    if not isinstance(schema, Mapping | bool):
+        return _table(narrow(schema, fields) if fields else schema, limit)
+    t = parse_schema(schema, unknown_formats=unknown_formats)
+    try:
+        return _table(narrow(t, fields) if fields else t, limit)
+    except SchemaError:
+        raise
+    except UsageError:
+        once = parse_schema(schema, unknown_formats=unknown_formats, max_recursion=1)
+        if once == t:
+            raise
+        return _table(narrow(once, fields) if fields else once, limit)
+
+
+def _table(t: JsonType, limit: int) -> ByteTable:
+    """The table of a description."""
     if isinstance(t, JsonString | JsonArray | JsonObject):
         return _minimal(t, limit)
     glue = Glue()

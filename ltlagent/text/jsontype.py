@@ -117,7 +117,8 @@ class JsonProperty:
 
 @dataclass(frozen=True)
 class JsonObject:
-    """An object: the declared ``properties`` (written in this order); an undeclared key's value
+    """An object: the declared ``properties`` (written in this order; one whose schema is
+    :data:`NEVER` is a name that must not appear); an undeclared key's value
     satisfies the schema of every ``patterns`` entry whose ECMA-262 regex it matches, or
     ``additional`` if none does. Undeclared keys are written (after the declared ones) where they
     match a pattern, and where they match none only if ``write_additional``."""
@@ -126,6 +127,7 @@ class JsonObject:
     patterns: tuple[tuple[str, JsonType], ...] = ()
     additional: JsonType = field(default_factory=lambda: JsonAny(0))
     write_additional: bool = False
+    #: 0 or 1 beyond the required ones: 1 writes no empty object
     min_properties: int = 0
     max_properties: int | None = None
 
@@ -222,6 +224,13 @@ def undeclared_schema(t: JsonObject, key: str) -> JsonType:
     return out
 
 
+def _fraction(v: object) -> Fraction | None:
+    """A number as the decimal it is written as (a float's shortest repr: see schemaread._number)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
+
+
 def admits(t: JsonType, v: object) -> bool:
     """``v`` (a value as ``json.loads`` gives it) is in ``t``."""
     if isinstance(t, JsonAny):
@@ -234,12 +243,12 @@ def admits(t: JsonType, v: object) -> bool:
     if isinstance(t, JsonInteger):
         if kind != "number" or (isinstance(v, float) and not v.is_integer()):
             return False
-        x = Fraction(v)  # type: ignore[arg-type]
-        return _in_bounds(x, None if t.lo is None else Fraction(t.lo),
-                          None if t.hi is None else Fraction(t.hi), False, False)
+        x = _fraction(v)
+        return x is not None and _in_bounds(x, None if t.lo is None else Fraction(t.lo),
+                                            None if t.hi is None else Fraction(t.hi), False, False)
     if isinstance(t, JsonNumber):
-        return kind == "number" and _in_bounds(Fraction(v), t.lo, t.hi, t.lo_open,  # type: ignore[arg-type]
-                                               t.hi_open)
+        x = _fraction(v)
+        return x is not None and _in_bounds(x, t.lo, t.hi, t.lo_open, t.hi_open)
     if isinstance(t, JsonString):
         return isinstance(v, str) and _string_ok(t, v)
     if isinstance(t, JsonArray):
@@ -310,11 +319,9 @@ def _meet_objects(a: JsonObject, b: JsonObject) -> JsonType:
     props: list[JsonProperty] = []
     for name in names:
         s = meet(key_schemas(a, name), key_schemas(b, name))
-        if is_never(s):
-            if name in req:
-                return NEVER
-            continue
-        props.append(JsonProperty(name, s, name in req))
+        if is_never(s) and name in req:
+            return NEVER
+        props.append(JsonProperty(name, s, name in req))  # never written if NEVER: a forbidden name
     rest = b if trivial_a else a
     lo = max(a.min_properties, b.min_properties)
     his = [h for h in (a.max_properties, b.max_properties) if h is not None]
@@ -329,13 +336,16 @@ def make_object(props: list[JsonProperty], patterns: tuple[tuple[str, JsonType],
     """An object description, or :data:`NEVER`; :class:`Unsupported` for property counts the
     generation language cannot keep (``minProperties`` above the required ones, ``maxProperties``
     below what may be written)."""
+    if any(p.required and is_never(p.schema) for p in props):
+        return NEVER
     required = sum(p.required for p in props)
     if max_properties is not None and required > max_properties:
         return NEVER
-    if min_properties > required:
+    if min_properties > max(required, 1):  # 1: the emitter writes no empty object
         raise Unsupported(f"minProperties {min_properties} above the {required} required properties")
     writes_extra = bool(patterns) or (write_additional and not is_never(additional))
-    if max_properties is not None and (writes_extra or len(props) > max_properties):
+    written = sum(not is_never(p.schema) for p in props)
+    if max_properties is not None and (writes_extra or written > max_properties):
         raise Unsupported(f"maxProperties {max_properties} below the properties that may be written")
     return JsonObject(tuple(props), patterns, additional, write_additional and not is_never(additional),
                       min_properties, max_properties)

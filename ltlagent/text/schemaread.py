@@ -32,12 +32,12 @@ from ltlagent.text.jsontype import (
     Scalar,
     Unsupported,
     array_of,
+    disjoint,
     integer_in,
     is_never,
     make_object,
     meet,
     number_in,
-    pairwise_disjoint,
     pattern_language,
     undeclared_schema,
 )
@@ -52,7 +52,7 @@ MAX_ITEMS = 64
 #: Largest ``minLength``; a larger ``maxLength`` is capped here (the automaton counts characters).
 MAX_STRING_LENGTH = 1000
 #: Nesting of the values written for ``{}``/``true`` (and objects without properties).
-ANY_DEPTH = 2
+ANY_DEPTH = 1
 #: How often one ``$ref`` may recur inside itself before the innermost is read as ``false``.
 MAX_RECURSION = 2
 #: Most ``patternProperties`` of one object (a key class per subset of them).
@@ -68,15 +68,15 @@ ASSERTIONS = frozenset({
     "unevaluatedProperties"})
 #: Assertions refused wherever they appear (``then``/``else`` without ``if``, ``minContains``
 #: without ``contains`` and ``additionalItems`` beside a schema ``items`` constrain nothing).
-_REFUSED = frozenset({"contains", "propertyNames", "dependencies", "dependentRequired",
-                      "dependentSchemas", "not", "if", "$dynamicRef", "$recursiveRef",
+_REFUSED = frozenset({"contains", "propertyNames", "not", "if", "$dynamicRef", "$recursiveRef",
                       "unevaluatedItems", "unevaluatedProperties", "prefixItems"})
 _TYPE_KEYWORDS = {
     "string": frozenset({"minLength", "maxLength", "pattern", "format"}),
     "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}),
     "array": frozenset({"items", "minItems", "maxItems", "uniqueItems", "additionalItems"}),
     "object": frozenset({"properties", "required", "additionalProperties", "patternProperties",
-                         "minProperties", "maxProperties"}),
+                         "minProperties", "maxProperties", "dependencies", "dependentRequired",
+                         "dependentSchemas"}),
 }
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 _HINT = ("the compiler writes every value the schema allows except where docs/design.md §5.1 says "
@@ -97,9 +97,14 @@ def _number(v: object) -> Fraction | None:
 
 
 class _Reader:
-    def __init__(self, root: object, unknown_formats: str) -> None:
+    def __init__(self, root: object, unknown_formats: str, over: bool = False,
+                 max_recursion: int = MAX_RECURSION) -> None:
         self.root = root
+        self.max_recursion = max_recursion
         self.unknown_formats = unknown_formats
+        #: read a superset of the valid values instead of a subset (for oneOf's other branches):
+        #: what the subset reading refuses or restricts is read as any value or left unrestricted
+        self.over = over
 
     def refuse(self, path: str, message: str) -> SchemaError:
         return SchemaError(message, path, hint=_HINT)
@@ -139,22 +144,35 @@ class _Reader:
             raise self.refuse(path, str(e)) from None
 
     def read(self, schema: object, path: str, depth: int, refs: tuple[str, ...]) -> JsonType:
+        """A subset of the values valid for ``schema`` (``over``: a superset)."""
+        if not self.over:
+            return self.read_exactly(schema, path, depth, refs)
+        try:
+            return self.read_exactly(schema, path, depth, refs)
+        except SchemaError:  # what cannot be described: any value is a superset
+            return JsonAny(0)
+
+    def cut(self) -> JsonType:
+        """What a cut (recursion, depth) reads as: nothing (subset) or anything (superset)."""
+        return JsonAny(0) if self.over else NEVER
+
+    def read_exactly(self, schema: object, path: str, depth: int, refs: tuple[str, ...]) -> JsonType:
         if schema is True:
             return self.any_value(depth)
         if schema is False:
             return NEVER
         if not isinstance(schema, Mapping):
             raise self.refuse(path, f"a schema must be an object or a boolean, got {schema!r}")
-        if depth > MAX_DEPTH:
-            raise self.refuse(path, f"nesting deeper than {MAX_DEPTH} levels")
+        if depth > MAX_DEPTH:  # values nested deeper are not written (a subset)
+            return self.cut()
         keys = {k for k in schema if k in ASSERTIONS}
         for k in sorted(keys & _REFUSED):
             raise self.refuse(_pointer(path, k), f"the keyword {k!r} is not supported")
         parts: list[tuple[JsonType, str]] = []
         if "$ref" in keys:
             target, where = self.resolve(schema["$ref"], path)
-            if refs.count(where) >= MAX_RECURSION:  # recursion cut: a subset of the values
-                return NEVER
+            if refs.count(where) >= self.max_recursion:  # recursion cut: a subset of the values
+                return self.cut()
             parts.append((self.read(target, where, depth, (*refs, where)), _pointer(path, "$ref")))
         for comb in ("allOf", "anyOf", "oneOf"):
             if comb in keys:
@@ -162,39 +180,66 @@ class _Reader:
                 if not isinstance(branches, list) or not branches:
                     raise self.refuse(_pointer(path, comb), f"{comb} must be a non-empty list")
         if "allOf" in keys:
-            for i, b in enumerate(schema["allOf"]):  # type: ignore[attr-defined]
+            for i, b in enumerate(schema["allOf"]):
                 where = _pointer(_pointer(path, "allOf"), i)
                 parts.append((self.read(b, where, depth, refs), where))
         if "anyOf" in keys:
             where = _pointer(path, "anyOf")
             parts.append((JsonUnion(tuple(self.read(b, _pointer(where, i), depth, refs)
-                                          for i, b in enumerate(schema["anyOf"]))),  # type: ignore[arg-type]
+                                          for i, b in enumerate(schema["anyOf"]))),
                           where))
-        out = self.base(schema, keys, path, depth, refs, bool(parts) or "oneOf" in keys)
+        out = self.base(schema, keys, path, depth, refs)
         for p, where in parts:
             out = self.meet(out, p, where)
         if "oneOf" in keys:
-            where = _pointer(path, "oneOf")
-            branches = [self.meet(out, self.read(b, _pointer(where, i), depth, refs), _pointer(where, i))
-                        for i, b in enumerate(schema["oneOf"])]  # type: ignore[arg-type]
-            clash = pairwise_disjoint(branches)
-            if clash is not None:
-                i, j = clash
-                raise self.refuse(where, f"branches {i} and {j} may both match a value (oneOf would "
-                                         "reject it): only oneOf with provably disjoint branches is "
-                                         "supported (different types, consts, or a required property "
-                                         "whose values differ); use anyOf if overlaps are meant")
-            out = JsonUnion(tuple(b for b in branches if not is_never(b)), exclusive=True)
+            out = self.one_of(schema, out, path, depth, refs)
         return out
 
+    def one_of(self, schema: Mapping[str, object], out: JsonType, path: str, depth: int,
+               refs: tuple[str, ...]) -> JsonType:
+        """``oneOf`` as a union of branches each disjoint from a superset of every other branch
+        (read by an ``over`` reader, met with a superset of the keywords beside it), where needed
+        made so by forbidding a name the other requires (a subset); refused otherwise."""
+        where = _pointer(path, "oneOf")
+        raw = schema["oneOf"]
+        if not isinstance(raw, list):  # checked by read_exactly already
+            raise self.refuse(where, "oneOf must be a non-empty list")
+        branches = [self.meet(out, self.read(b, _pointer(where, i), depth, refs), _pointer(where, i))
+                    for i, b in enumerate(raw)]
+        if self.over:
+            return JsonUnion(tuple(branches))
+        over = _Reader(self.root, self.unknown_formats, over=True)
+        ctx = over.read({k: v for k, v in schema.items() if k != "oneOf"}, path, depth, refs)
+        supersets: list[JsonType] = []
+        for i, b in enumerate(raw):
+            sup = over.read(b, _pointer(where, i), depth, refs)
+            try:
+                sup = meet(ctx, sup)
+            except Unsupported:
+                pass
+            supersets.append(sup)
+        for i in range(len(branches)):
+            for j in range(len(branches)):
+                if i == j or disjoint(branches[i], supersets[j]):
+                    continue
+                apart = _forbid_required(branches[i], supersets[j])
+                if apart is None or not disjoint(apart, supersets[j]):
+                    raise self.refuse(where, f"branches {i} and {j} may both match a value (oneOf "
+                                             "would reject it): only oneOf with provably disjoint "
+                                             "branches is supported (different types, consts, or a "
+                                             "required property whose values differ); use anyOf if "
+                                             "overlaps are meant")
+                branches[i] = apart
+        return JsonUnion(tuple(b for b in branches if not is_never(b)), exclusive=True)
+
     def base(self, schema: Mapping[str, object], keys: set[str], path: str, depth: int,
-             refs: tuple[str, ...], combined: bool) -> JsonType:
+             refs: tuple[str, ...]) -> JsonType:
         """The schema's own keywords, without ``$ref`` and the combinators."""
         types_ = schema.get("type")
         names: list[str]
         if types_ is None:
             names = [t for t in ("string", "number", "array", "object") if _TYPE_KEYWORDS[t] & keys]
-            if not names:
+            if not names or self.over:
                 names = list(_TYPES)
         elif isinstance(types_, str):
             names = [types_]
@@ -225,7 +270,7 @@ class _Reader:
             raw = schema[key]
             if key == "enum" and (not isinstance(raw, list) or not raw):
                 raise self.refuse(_pointer(path, "enum"), "enum must be a non-empty list")
-            values = list(raw) if key == "enum" else [raw]  # type: ignore[call-overload]
+            values = raw if isinstance(raw, list) else [raw]
             scalars: list[Scalar] = []
             texts: list[str] = []
             for i, v in enumerate(values):
@@ -256,7 +301,7 @@ class _Reader:
             return self.string(schema, path)
         if t == "array":
             return self.array(schema, path, depth, refs)
-        return self.object(schema, path, depth, refs)
+        return self.read_object(schema, path, depth, refs)
 
     def numeric(self, t: str, schema: Mapping[str, object], path: str) -> JsonType:
         lo: Fraction | None = None
@@ -297,7 +342,7 @@ class _Reader:
                                                            f"{MAX_STRING_LENGTH}")
         hi = self.count(schema, "maxLength", path)
         if hi is not None and hi > MAX_STRING_LENGTH:
-            hi = MAX_STRING_LENGTH  # longer strings are not written (a subset)
+            hi = hi if self.over else MAX_STRING_LENGTH  # longer strings are not written (a subset)
         if hi is not None and lo > hi:
             return NEVER
         patterns: tuple[str, ...] = ()
@@ -313,7 +358,9 @@ class _Reader:
         fullmatch: tuple[str, ...] = ()
         fmt = schema.get("format")
         if fmt is not None:
-            if isinstance(fmt, str) and fmt in FORMATS:
+            if self.over:  # the format regexes are subsets
+                pass
+            elif isinstance(fmt, str) and fmt in FORMATS:
                 fullmatch = FORMATS[fmt]
             elif self.unknown_formats != "ignore":
                 raise self.refuse(_pointer(path, "format"), f"the format {fmt!r} is not supported "
@@ -331,13 +378,12 @@ class _Reader:
             raise self.refuse(_pointer(path, "minItems"), f"minItems {lo} is above the supported "
                                                           f"{MAX_ITEMS}")
         if hi is not None and hi > MAX_ITEMS:
-            hi = MAX_ITEMS  # longer arrays are not written (a subset)
-        if schema.get("uniqueItems", False) is not False and (hi is None or hi > 1):
-            raise self.refuse(_pointer(path, "uniqueItems"), "uniqueItems true is not supported "
-                                                             "(but with maxItems 1)")
+            hi = hi if self.over else MAX_ITEMS  # longer arrays are not written (a subset)
+        if schema.get("uniqueItems", False) is True and (hi is None or hi > 1) and not self.over:
+            hi = 1  # at most one item is always unique (a subset)
         return array_of(items, lo, hi)
 
-    def object(self, schema: Mapping[str, object], path: str, depth: int,
+    def read_object(self, schema: Mapping[str, object], path: str, depth: int,
                refs: tuple[str, ...]) -> JsonType:
         props = schema.get("properties", {})
         if not isinstance(props, Mapping):
@@ -378,20 +424,85 @@ class _Reader:
             if r not in props:
                 out.append(JsonProperty(r, self.meet(JsonAny(0), undeclared_schema(shell, r),
                                                      _pointer(path, "required")), True))
-        kept = []
-        for p in out:
-            if is_never(p.schema):
-                if p.required:
-                    return NEVER
-                continue
-            kept.append(p)
+        kept = out if self.over else self.dependencies(schema, out, shell, path, depth, refs)
+        if kept is None:
+            return NEVER
         write = (not isinstance(additional, JsonAny)) or (not props and not patterns)
         lo = self.count(schema, "minProperties", path) or 0
         hi = self.count(schema, "maxProperties", path)
+        if self.over:
+            lo, hi = 0, None
         try:
             return make_object(kept, tuple(patterns), additional, write, lo, hi)
         except Unsupported as e:
             raise self.refuse(path, str(e)) from None
+
+
+    def dependencies(self, schema: Mapping[str, object], props: list[JsonProperty], shell: JsonObject,
+                     path: str, depth: int, refs: tuple[str, ...]) -> list[JsonProperty] | None:
+        """``dependencies``/``dependentRequired``/``dependentSchemas`` on the declared properties
+        (None: no object possible). A required trigger brings its dependencies (names made
+        required, schemas met); an optional one is forbidden (a subset: it is never written)."""
+        deps: dict[str, tuple[object, str]] = {}
+        for key in ("dependencies", "dependentRequired", "dependentSchemas"):
+            entries: object = schema.get(key, {})
+            if not isinstance(entries, Mapping):
+                raise self.refuse(_pointer(path, key), f"{key} must be an object")
+            for name, dep in entries.items():
+                where = _pointer(_pointer(path, key), name)
+                if name in deps:
+                    raise self.refuse(where, f"{name!r} has two dependency entries")
+                if isinstance(dep, list) and not all(isinstance(d, str) for d in dep):
+                    raise self.refuse(where, "a dependency must be a list of names or a schema")
+                deps[name] = (dep, where)
+        if not deps:
+            return props
+        required = {p.name for p in props if p.required}
+        done: set[str] = set()
+        extra: list[tuple[JsonType, str]] = []
+        while True:  # required names bring theirs, transitively
+            todo = [n for n in deps if n in required and n not in done]
+            if not todo:
+                break
+            for name in todo:
+                done.add(name)
+                dep, where = deps[name]
+                if isinstance(dep, list):
+                    required |= set(dep)
+                else:
+                    extra.append((self.read(dep, where, depth, refs), where))
+        declared = {p.name for p in props}
+        out = [JsonProperty(p.name, NEVER if p.name in deps and p.name not in required else p.schema,
+                            p.name in required) for p in props]
+        out += [JsonProperty(n, NEVER, False) for n in deps if n not in declared and n not in required]
+        out += [JsonProperty(n, undeclared_schema(shell, n), True)
+                for n in sorted(required - declared)]
+        if any(p.required and is_never(p.schema) for p in out):
+            return None
+        obj: JsonType = make_object(out, (), JsonAny(0), False)
+        for sub, where in extra:
+            obj = self.meet(obj, sub, where)
+        if is_never(obj):
+            return None
+        if not isinstance(obj, JsonObject):
+            raise self.refuse(path, "a dependent schema that is not only about objects")
+        return list(obj.properties)
+
+
+def _forbid_required(a: JsonType, other: JsonType) -> JsonType | None:
+    """``a`` (an object) without a name every object of ``other`` requires and ``a`` does not
+    (a subset of ``a`` outside ``other``'s objects); None when there is none."""
+    if not isinstance(a, JsonObject):
+        return None
+    objects = [b for b in (other.branches if isinstance(other, JsonUnion) else (other,))
+               if isinstance(b, JsonObject)]
+    if not objects:
+        return None
+    needed = set.intersection(*({p.name for p in o.properties if p.required} for o in objects))
+    needed -= {p.name for p in a.properties if p.required}
+    if not needed:
+        return None
+    return meet(a, JsonObject((JsonProperty(min(needed), NEVER, False),)))
 
 
 def json_text(v: object) -> str:
@@ -418,15 +529,17 @@ def json_text(v: object) -> str:
     return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
 
 
-def parse_schema(schema: object, *, unknown_formats: str = "refuse") -> JsonType:
+def parse_schema(schema: object, *, unknown_formats: str = "refuse",
+                 max_recursion: int = MAX_RECURSION) -> JsonType:
     """The description of ``schema`` (a dict or a boolean); :class:`SchemaError` (with the JSON
     pointer) for anything outside the supported subset (docs/design.md §5.1) and for a schema that
     allows no value. ``unknown_formats="ignore"`` reads a ``format`` outside
     :data:`~ltlagent.text.formats.FORMATS` as an annotation (as JSON Schema 2020-12 does by
-    default) instead of refusing it."""
+    default) instead of refusing it. ``max_recursion``: how often a ``$ref`` is followed inside
+    itself before it reads as ``false`` (1: not at all)."""
     if unknown_formats not in ("refuse", "ignore"):
         raise UsageError(f"unknown_formats must be 'refuse' or 'ignore', got {unknown_formats!r}")
-    t = _Reader(schema, unknown_formats).read(schema, "", 0, ())
+    t = _Reader(schema, unknown_formats, max_recursion=max_recursion).read(schema, "", 0, ())
     if is_never(t):
         raise SchemaError("the schema allows no value (false, or contradictory keywords)", "",
                           hint=_HINT)

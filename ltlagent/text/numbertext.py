@@ -1,0 +1,152 @@
+"""JSON numbers as regular languages: integer ranges as digit-by-digit regexes, and numbers between
+decimal bounds as DFAs over their fixed-point texts (docs/design.md §5.1)."""
+
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+
+from ltlagent.errors import UsageError
+from ltlagent.text.content import ContentDFA, intersect
+from ltlagent.text.jsontype import JsonNumber, pattern_language
+
+__all__ = ["integer_regex", "number_parts", "INTEGER_RE", "NUMBER_RE"]
+
+#: Every JSON integer text (``-0`` included); every JSON number text.
+INTEGER_RE = r"-?(?:0|[1-9][0-9]*)"
+NUMBER_RE = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+
+
+def _same_length(x: str, y: str) -> list[str]:
+    """Regexes for the digit strings of len(x) between x and y (x <= y, same length)."""
+    if x == y:
+        return [x]
+    i = 0
+    while x[i] == y[i]:
+        i += 1
+    p, x, y = x[:i], x[i:], y[i:]
+    if len(x) == 1:
+        return [f"{p}[{x}-{y}]"]
+    rest = len(x) - 1
+    if x[1:] == "0" * rest and y[1:] == "9" * rest:
+        return [f"{p}[{x[0]}-{y[0]}][0-9]{{{rest}}}"]
+    out = [p + x[0] + r for r in _same_length(x[1:], "9" * rest)]
+    if int(y[0]) - int(x[0]) >= 2:
+        out.append(f"{p}[{int(x[0]) + 1}-{int(y[0]) - 1}][0-9]{{{rest}}}")
+    out += [p + y[0] + r for r in _same_length("0" * rest, y[1:])]
+    return out
+
+
+def _naturals(a: int, b: int | None) -> list[str]:
+    """Regexes for the canonical decimals of a..b (a >= 0; b None: unbounded)."""
+    la = len(str(a))
+    top = len(str(b)) if b is not None else la
+    out: list[str] = []
+    for n in range(la, top + 1):
+        lo = max(a, 10 ** (n - 1) if n > 1 else 0)
+        hi = 10 ** n - 1 if b is None else min(b, 10 ** n - 1)
+        if lo <= hi:
+            out += _same_length(str(lo), str(hi))
+    if b is None:
+        out.append(f"[1-9][0-9]{{{la},}}")
+    return out
+
+
+def integer_regex(lo: int | None, hi: int | None) -> str:
+    """A regex fullmatching exactly the JSON integer texts (``-0`` included) of values in [lo, hi]."""
+    if lo is None and hi is None:
+        return INTEGER_RE
+    alts: list[str] = []
+    if hi is None or hi >= 0:
+        alts += _naturals(max(lo, 0) if lo is not None else 0, hi)
+    if lo is None or lo < 0:
+        top = -lo if lo is not None else None
+        low = max(1, -hi) if hi is not None else 1
+        if top is None or low <= top:
+            alts += ["-" + r for r in _naturals(low, top)]
+    if (lo is None or lo <= 0) and (hi is None or hi >= 0):
+        alts.append("-0")
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _decimal(c: Fraction) -> tuple[int, str] | None:
+    """A non-negative bound as (integer part, fraction digits without trailing zeros); None when
+    it has no finite decimal expansion."""
+    q = c.denominator
+    for p in (2, 5):
+        while q % p == 0:
+            q //= p
+    if q != 1:
+        return None
+    ip = c.numerator // c.denominator
+    frac = c - ip
+    digits = ""
+    while frac:
+        frac *= 10
+        d = frac.numerator // frac.denominator
+        digits += str(d)
+        frac -= d
+    return ip, digits
+
+
+def _frac_cmp(g: str, greater: bool, strict: bool) -> str:
+    """A regex for the fraction digit strings f (maybe empty) with 0.f >= 0.g (``greater``) or
+    <= 0.g, strictly if ``strict``."""
+    alts = []
+    for i, ch in enumerate(g):
+        d = int(ch)
+        if greater and d < 9:
+            alts.append(f"{g[:i]}[{d + 1}-9][0-9]*")
+        if not greater and d > 0:
+            alts.append(f"{g[:i]}[0-{d - 1}][0-9]*")
+        if not greater:
+            alts.append(f"{g[:i]}0*")
+    if greater:
+        alts.append(f"{g}[0-9]*[1-9][0-9]*" if strict else f"{g}[0-9]*")
+    elif not strict:
+        alts.append(f"{g}0*")
+    return "(?:" + "|".join(alts) + ")" if alts else "(?!)"
+
+
+def _magnitude(lo: tuple[Fraction, bool] | None, hi: tuple[Fraction, bool] | None) -> ContentDFA:
+    """Non-negative decimals ``I(.F)?`` (no exponent) between the bounds (value, open)."""
+    d = pattern_language(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", False, False)
+    for bound, greater in ((lo, True), (hi, False)):
+        if bound is None:
+            continue
+        c, strict = bound
+        dec = _decimal(c)
+        if dec is None:
+            raise UsageError(f"the bound {c} has no finite decimal expansion")
+        ip, g = dec
+        if greater:
+            rx = f"{integer_regex(ip + 1, None)}(?:\\.[0-9]+)?|{ip}(?:\\.{_frac_cmp(g, True, strict)})"
+            if not g and not strict:
+                rx += f"|{ip}"
+        else:
+            rx = f"{ip}(?:\\.{_frac_cmp(g, False, strict)})?" if g or not strict else ""
+            if ip > 0:
+                rx = "|".join(r for r in (f"{integer_regex(0, ip - 1)}(?:\\.[0-9]+)?", rx) if r)
+        d = intersect(d, pattern_language(f"(?:{rx or '(?!)'})", False, False))
+    return d
+
+
+@functools.lru_cache(maxsize=256)
+def number_parts(t: JsonNumber) -> tuple[tuple[bytes, ContentDFA], ...]:
+    """A number's texts as (sign, DFA of the rest): unbounded, the full JSON syntax; bounded,
+    fixed-point texts without exponent (a subset) on each side of zero."""
+    if t.lo is None and t.hi is None:
+        return ((b"", pattern_language(NUMBER_RE, False, False)),)
+    zero = Fraction(0)
+    parts: list[tuple[bytes, ContentDFA]] = []
+    if t.hi is None or t.hi > 0 or (t.hi == 0 and not t.hi_open):  # x >= 0
+        lo = (t.lo, t.lo_open) if t.lo is not None and t.lo >= 0 else None
+        hi = (t.hi, t.hi_open) if t.hi is not None else None
+        parts.append((b"", _magnitude(lo, hi)))
+    if t.lo is None or t.lo < 0 or (t.lo == 0 and not t.lo_open):  # x = -m <= 0
+        lo2 = ((-t.hi, t.hi_open) if t.hi is not None and t.hi <= 0 else None)
+        hi2 = (-t.lo, t.lo_open) if t.lo is not None else None
+        if lo2 is None and t.hi is not None and t.hi == zero:
+            lo2 = (zero, t.hi_open)
+        parts.append((b"-", _magnitude(lo2, hi2)))
+    return tuple((sign, d) for sign, d in parts if 0 in d.live)
