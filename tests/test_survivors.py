@@ -331,7 +331,7 @@ def test_the_less_common_message_shapes_are_read_as_documented() -> None:
            ({"role": 3}, "unknown role 3", "roles are system, developer, user, assistant, tool"),
            ({"role": "assistant", "content": None,
              "tool_calls": [{"function": {"name": "a", "arguments": 5}}]},
-            "tool call 'arguments' must be a JSON string", None),
+            "tool call 'arguments' must be a JSON string, found int", None),
            ({"role": "assistant", "content": None, "tool_calls": [{"function": {"arguments": "{}"}}]},
             "a tool call needs 'function': {'name': …, 'arguments': …}", None)]
     for message, words, hint in bad:
