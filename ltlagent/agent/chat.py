@@ -39,8 +39,8 @@ from ltlagent.decode.chat import (
 from ltlagent.decode.vocab import Vocab, vocab_from_tokenizer
 from ltlagent.errors import UsageError
 from ltlagent.logic.policy import ConversationReport, Policy, PolicyCursor
-from ltlagent.text.values import ValueTerm
 from ltlagent.text.toolcall import ToolCall, ToolCallError, parse_call, render_call
+from ltlagent.text.values import ValueTerm
 
 __all__ = ["ChatAgent", "ChatResult", "Conversation", "MODES", "UserFn", "ToolFn", "next_token"]
 

@@ -373,12 +373,12 @@ def _value_call_table(tools: tuple[tuple[str, JsonType], ...], format: str, term
     nfa.edges[head].append((0x20, 0x20, name_at))
     nfa.literal(b"}" + after.encode(), tail, final)
     for name, t in tools:
-        n, c, key, a, args = (nfa.new() for _ in range(5))
+        n, c, at, a, args = (nfa.new() for _ in range(5))
         emit(glue, JsonConst((name,)), name_at, n)
         nfa.literal(b",", n, c)
-        nfa.eps[c].append(key)
-        nfa.edges[c].append((0x20, 0x20, key))
-        nfa.literal(b'"arguments":', key, a)
+        nfa.eps[c].append(at)
+        nfa.edges[c].append((0x20, 0x20, at))
+        nfa.literal(b'"arguments":', at, a)
         nfa.eps[a].append(args)
         nfa.edges[a].append((0x20, 0x20, args))
         if blocks.get(name):
