@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -159,7 +160,7 @@ def _tiny() -> tuple[object, object]:
 
     from . import tiny
 
-    tok = tiny.byte_level(500)
+    tok: Any = tiny.byte_level(500)
     torch.manual_seed(0)
     cfg = GPT2Config(vocab_size=len(tok) + 3, n_embd=32, n_layer=1, n_head=2, n_positions=4096,
                      bos_token_id=0, eos_token_id=tok.eos_token_id)
@@ -221,7 +222,8 @@ def _samples(cursor: PolicyCursor, messages: Sequence[Mapping[str, object]], rng
         for c in m.get("tool_calls") or []:  # type: ignore[attr-defined]
             cands.update(_bound(json.loads(c["function"]["arguments"]), ["iban", "recipient"]))
     cands.update(_text(rng, 1, 5) for _ in range(6))
-    ok, bad = [], []
+    ok: list[str] = []
+    bad: list[str] = []
     for v in sorted(cands):
         (ok if cursor.decide(Event.call("send_money", {"recipient": v, "amount": 5})).allowed
          else bad).append(v)
@@ -339,3 +341,17 @@ def test_outside_the_fragment_values_are_judged_once_written_and_refused_with_a_
     assert "US99" in conv.result.notes[-1] and "not-injected" in conv.result.notes[-1]
     assert [m["role"] for m in conv.messages] == ["user", "assistant", "tool"]  # the payment is not in it
     assert parse_call(render_call(ToolCall("lookup", {"iban": "x"}))).name == "lookup"
+
+
+def test_values_that_depend_on_the_text_before_a_call_are_judged_once_written() -> None:
+    from ltlagent.agent.chat import ChatAgent
+
+    spec = SPEC.replace("(once (mentions User ?d))", "(once (mentions Reply ?d))").split("   (call-after")[0]
+    model, tok = _tiny()
+    agent = ChatAgent(model, tok, TOOLS, lambda n, a: "", policy=Policy.load(parse_spec(spec + "))")))
+    conv = agent.start(lambda m: "go on", "pay DE1")
+    conv.consume("I will pay DE1.", 5, True)  # a reply, then the user: an earlier reply's text counts
+    rule = agent.turn_rule(conv)
+    assert rule is not None and rule.text and "send_money" in rule.tools_after_text
+    assert dict(rule.values[0]).get("send_money") and rule.values[1] == ()  # after text: judged
+    assert rule.judged == {"send_money"}
