@@ -29,6 +29,7 @@ from ltlagent.chat.events import BLANK
 from ltlagent.decode.machine import UTF8, UTF8_BAD
 from ltlagent.decode.trie import VocabTrie, ranges, trie_of
 from ltlagent.decode.vocab import Vocab
+from ltlagent.errors import UsageError
 from ltlagent.text.bytetable import ByteTable, Glue, Periods, distance_to, row_edges
 from ltlagent.text.jsonschema import (
     MAX_JSON_STATES,
@@ -351,7 +352,6 @@ def _value_call_table(tools: tuple[tuple[str, JsonType], ...], format: str, term
                       limit: int, budget: int) -> tuple[ByteTable, tuple[tuple[str, str, str], ...]]:
     """The call table of parsed tools, bound arguments restricted (a pure function of frozen
     descriptions and terms, hence cached: equal terms share a table)."""
-    before, after = FORMATS[format]
     left: list[tuple[str, str, str]] = []
     blocks: dict[str, dict[str, _Block]] = {}
     schema_of = dict(tools)
@@ -365,6 +365,23 @@ def _value_call_table(tools: tuple[tuple[str, JsonType], ...], format: str, term
                 continue
             if block is not None:
                 got[key] = block
+    while True:
+        try:
+            return _glued(tools, format, blocks, limit), tuple(left)
+        except UsageError:  # the whole call table over ``limit``: drop the largest block, retry
+            sized = [(b.table.num_states, name, key) for name, got in blocks.items()
+                     for key, b in got.items()]
+            if not sized:
+                raise
+            _, name, key = max(sized)
+            del blocks[name][key]
+            left.append((name, key, f"the call table would exceed {limit:,} states"))
+
+
+def _glued(tools: tuple[tuple[str, JsonType], ...], format: str, blocks: Mapping[str, Mapping[str, _Block]],
+           limit: int) -> ByteTable:
+    """The call table of ``tools`` with ``blocks`` in place of their bound arguments' schemas."""
+    before, after = FORMATS[format]
     glue = Glue()
     nfa = glue.nfa
     start, final, head, name_at, tail = (nfa.new() for _ in range(5))
@@ -381,15 +398,19 @@ def _value_call_table(tools: tuple[tuple[str, JsonType], ...], format: str, term
         nfa.literal(b'"arguments":', at, a)
         nfa.eps[a].append(args)
         nfa.edges[a].append((0x20, 0x20, args))
-        if blocks.get(name):
-            _ValueEmitter(glue, limit, blocks[name]).value(t, args, tail)
+        if blocks.get(name):  # the arguments as one block, as jsonschema builds an object's
+            inner = Glue()
+            s0, s1 = inner.new(), inner.new()
+            _ValueEmitter(inner, limit, blocks[name]).value(t, s0, s1)
+            glue.table(inner.determinize(s0, s1, limit, f"the arguments of {name}, values restricted",
+                                         "a simpler argument schema"), args, tail)
         else:
             emit(glue, t, args, tail, limit)
     names = ", ".join(name for name, _t in tools)
     table = glue.determinize(start, final, limit, f"the {format} tool calls of {names}, values restricted",
                              "fewer tools or simpler argument schemas")
-    return (ByteTable(table.trans, table.accepting, f"{format} calls: {names} (values restricted)",
-                      table.periods), tuple(left))
+    return ByteTable(table.trans, table.accepting, f"{format} calls: {names} (values restricted)",
+                     table.periods)
 
 
 def _feed(table: ByteTable, data: bytes) -> int:
