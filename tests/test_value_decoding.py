@@ -355,3 +355,17 @@ def test_values_that_depend_on_the_text_before_a_call_are_judged_once_written() 
     assert rule is not None and rule.text and "send_money" in rule.tools_after_text
     assert dict(rule.values[0]).get("send_money") and rule.values[1] == ()  # after text: judged
     assert rule.judged == {"send_money"}
+
+
+def test_a_call_table_over_its_limit_drops_the_largest_restriction_and_says_so() -> None:
+    from ltlagent.text.toolcall import call_table
+
+    text = "".join(random.Random(2).choice("abcdefgh ") for _ in range(300))
+    values = (("send_money", (("recipient", ValueSubstrings((text,))),)),)
+    full, left = value_call_table(SCHEMAS, "hermes", None, values)
+    assert left == ()
+    plain = call_table(SCHEMAS, "hermes").num_states
+    limit = (plain + full.num_states) // 2
+    table, left = value_call_table(SCHEMAS, "hermes", None, values, limit=limit)
+    assert [x[:2] for x in left] == [("send_money", "recipient")] and "call table" in left[0][2]
+    assert table.num_states <= limit
