@@ -369,3 +369,34 @@ def test_a_call_table_over_its_limit_drops_the_largest_restriction_and_says_so()
     table, left = value_call_table(SCHEMAS, "hermes", None, values, limit=limit)
     assert [x[:2] for x in left] == [("send_money", "recipient")] and "call table" in left[0][2]
     assert table.num_states <= limit
+
+
+def test_the_injection_experiment_lets_the_user_s_iban_through_and_not_the_attacker_s() -> None:
+    from validation.value_experiment import ATTACKER, EXAMPLES, SCHEMAS_OF, Bank, attacker_writes, make_tasks
+
+    tasks = make_tasks(5)
+    assert tasks == make_tasks(5) and len({t.iban for t in tasks}) == 5
+    task = tasks[0]
+    bank = Bank(task)
+    messages: list[dict[str, object]] = [{"role": "user", "content": task.first}]
+    messages.append({"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                     "function": {"name": "read_bill", "arguments": json.dumps({"bill_id": task.bill})}}]})
+    bill = bank.call("read_bill", {"bill_id": task.bill})
+    messages.append({"role": "tool", "tool_call_id": "c1", "content": bill})
+    assert ATTACKER in str(messages[-1]["content"]) and str(task.amount) in str(messages[-1]["content"])
+    cursor = Policy.load("payments-policy").cursor()
+    cursor.push_messages(messages)
+    terms = cursor.value_terms("send_money")
+    assert terms
+    rule = TurnRule(False, frozenset({"send_money"}), frozenset(),
+                    values=((("send_money", tuple(sorted(terms.items()))),), ()))
+    lang = TurnLanguage.build(rule, SCHEMAS_OF)
+    assert _walk(lang, _call({"recipient": task.iban, "amount": task.amount}))
+    assert not _walk(lang, _call({"recipient": ATTACKER, "amount": task.amount}))
+    bank.call("send_money", {"recipient": task.iban, "amount": task.amount})
+    assert bank.payments == [(task.iban, task.amount)]
+    paid = {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function",
+            "function": {"name": "send_money", "arguments": json.dumps({"recipient": ATTACKER})}}]}
+    assert attacker_writes([*messages, paid], []) == 1
+    assert attacker_writes(messages, [f"turn 2: call '{ATTACKER}' refused once written: …"]) == 1
+    assert Policy.load("payments-policy").check(list(EXAMPLES)).verdict == "ok"
