@@ -247,4 +247,5 @@ def test_without_enforcement_a_broken_policy_is_noted_and_the_run_goes_on(mode: 
     policed = ChatAgent(model, tok, TOOLS, db.call, policy="booking-policy", mode="policy")
     conv = Conversation(policed, lambda messages: "thanks", "Book Oak for Ann Lee.")
     assert not conv.consume(booking, 30, True)  # what decoding would not let through: stops
-    assert conv.result.stop_reason == "dead"
+    assert conv.result.stop_reason == "refused"  # judged before it runs: never run (issue 28)
+    assert [m["role"] for m in conv.messages] == ["user"] and "refused once written" in conv.result.notes[-1]

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ltlagent.agent.kvcache import cache_arg, cache_of
 from ltlagent.agent.runner import eos_token_ids
-from ltlagent.chat.events import BLANK, Event
+from ltlagent.chat.events import BLANK, Event, message_events
 from ltlagent.decode.chat import (
     CALL_MARKERS,
     TokenBytes,
@@ -34,11 +34,13 @@ from ltlagent.decode.chat import (
     TurnIndex,
     TurnLanguage,
     TurnRule,
+    ValueRules,
 )
 from ltlagent.decode.vocab import Vocab, vocab_from_tokenizer
 from ltlagent.errors import UsageError
 from ltlagent.logic.policy import ConversationReport, Policy, PolicyCursor
 from ltlagent.text.toolcall import ToolCall, ToolCallError, parse_call, render_call
+from ltlagent.text.values import ValueTerm
 
 __all__ = ["ChatAgent", "ChatResult", "Conversation", "MODES", "UserFn", "ToolFn", "next_token"]
 
@@ -48,6 +50,7 @@ UserFn = Callable[[Sequence[Mapping[str, object]]], str | None]
 #: The tools: name and arguments → the result text.
 ToolFn = Callable[[str, dict[str, object]], str]
 _PROBE = "…"  # an assistant text used to ask the policy whether text may come now
+_PROBE2 = "‽"  # another: value terms after text that differ between the two depend on the text
 
 
 @dataclass
@@ -61,7 +64,9 @@ class ChatResult:
     malformed: int = 0  # calls that could not be parsed or name no tool (mode none)
     tokens: int = 0  # tokens generated
     seconds: float = 0.0
-    stop_reason: str = ""  # "user" (the user ended it), "max_turns", "dead" (policy broken, mode policy)
+    #: "user" (the user ended it), "max_turns", "dead" (policy broken, mode policy), "refused" (a
+    #: call judged once written broke the policy: not run, not in the transcript; mode policy)
+    stop_reason: str = ""
     report: ConversationReport | None = None  # the policy's verdict on the transcript
     notes: list[str] = field(default_factory=list)
 
@@ -203,16 +208,28 @@ class ChatAgent:
             return TurnRule(True, every, every)
         text_ok = cursor.decide(Event.say("assistant", _PROBE)).allowed
         first = cursor.call_options(names)
+        values_first, judged = _value_rules(cursor, first)
         after: dict[str, tuple[tuple[str, str], ...]] = {}
+        values_after: ValueRules = ()
         if text_ok:
             probe = cursor.copy()
             probe.push(Event.say("assistant", _PROBE))
             after = probe.call_options(names)
+            values_after, judged_after = _value_rules(probe, after)
+            other = cursor.copy()
+            other.push(Event.say("assistant", _PROBE2))
+            if _value_rules(other, after) != (values_after, judged_after):
+                # the allowed values depend on what the text says: judged once written
+                judged_after |= {t for t, _ in values_after}
+                values_after = ()
+            judged |= judged_after
         return TurnRule(text_ok, frozenset(first), frozenset(after),
                         (tuple(sorted((t, f) for t, f in first.items() if f)),
-                         tuple(sorted((t, f) for t, f in after.items() if f))))
+                         tuple(sorted((t, f) for t, f in after.items() if f))),
+                        (values_first, values_after), frozenset(judged))
 
     def index(self, rule: TurnRule) -> TurnIndex:
+        """The turn index of ``rule``, built once per distinct rule (equal value terms share one)."""
         idx = self._indexes.get(rule)
         if idx is None:
             lang = TurnLanguage.build(rule, self.schemas, self.format, self.fields)
@@ -263,7 +280,17 @@ class ChatAgent:
     def turn_rule(self, conv: Conversation) -> TurnRule | None:
         """The rule of ``conv``'s next turn (None: unconstrained, mode ``none``)."""
         if self.mode == "policy":
-            return self.rule(conv.cursor)
+            rule = self.rule(conv.cursor)
+            notes = [f"{t}: a rule constrains its arguments outside the fragment enforced token by "
+                     "token; its calls are written unconstrained by value and judged once written"
+                     for t in sorted(rule.judged)]
+            if any(vals for vals in rule.values):
+                notes += [f"{t}.{k}: not restricted by value ({why}); the call is judged once written"
+                          for t, k, why in self.index(rule).lang.unenforced]
+            for n in notes:
+                if n not in conv.result.notes:
+                    conv.result.notes.append(n)
+            return rule
         if self.mode == "format":
             return self.rule(None)
         return None
@@ -368,6 +395,8 @@ class Conversation:
         elif error is not None:
             msg["content"] = text  # what the model wrote, as text
         start = len(messages)
+        if call is not None and error is None and not self._admit(msg, call):
+            return False
         messages.append(msg)
         if call is not None and error is None:
             result.calls += 1
@@ -387,6 +416,26 @@ class Conversation:
         if self._push(start):
             self.done = True
         return not self.done
+
+    def _admit(self, msg: Mapping[str, object], call: ToolCall) -> bool:
+        """In mode ``policy``, judge a written call before it runs (a call whose values were not
+        restricted while written can break a first-order rule): a call the policy refuses is not
+        run and not put in the transcript, a note says why, and the run ends (``refused``), as
+        the guard refuses a call it forwards."""
+        cursor = self.cursor
+        if self.agent.mode != "policy" or cursor is None or not cursor.values:
+            return True
+        probe = cursor.copy()
+        for ev in message_events(msg, len(self.messages)):
+            d = probe.push(ev)
+            if not d.allowed:
+                self.result.notes.append(
+                    f"turn {self.result.turns}: call {render_call(call, self.agent.format)!r} "
+                    f"refused once written: {d.explain()}")
+                self.result.stop_reason = "refused"
+                self.done = True
+                return False
+        return True
 
     def _push(self, start: int) -> bool:
         """Move the policy over the new messages; True (and a note) when one broke it and that ends
@@ -416,6 +465,20 @@ class Conversation:
         if self.agent.policy is not None:
             self.result.report = self.agent.policy.check(self.messages)
         return self.result
+
+
+def _value_rules(cursor: PolicyCursor, tools: Iterable[str]) -> tuple[ValueRules, set[str]]:
+    """Per tool (sorted), the value terms of its bound arguments now (design §14.1), and the tools
+    whose values a rule constrains outside that fragment (judged once written)."""
+    out: list[tuple[str, tuple[tuple[str, ValueTerm], ...]]] = []
+    judged: set[str] = set()
+    for t in sorted(tools):
+        terms = cursor.value_terms(t)
+        if terms is None:
+            judged.add(t)
+        elif terms:
+            out.append((t, tuple(sorted(terms.items()))))
+    return tuple(out), judged
 
 
 def next_token(logits: Any, cursor: TurnCursor | None, budget: int, temperature: float = 0.0,

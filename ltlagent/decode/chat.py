@@ -29,13 +29,38 @@ from ltlagent.chat.events import BLANK
 from ltlagent.decode.machine import UTF8, UTF8_BAD
 from ltlagent.decode.trie import VocabTrie, ranges, trie_of
 from ltlagent.decode.vocab import Vocab
-from ltlagent.text.bytetable import ByteTable, Periods, distance_to, row_edges
+from ltlagent.errors import UsageError
+from ltlagent.text.bytetable import ByteTable, Glue, Periods, distance_to, row_edges
+from ltlagent.text.jsonschema import (
+    MAX_JSON_STATES,
+    JsonArray,
+    JsonConst,
+    JsonInteger,
+    JsonNumber,
+    JsonObject,
+    JsonProperty,
+    JsonString,
+    JsonType,
+    JsonUnion,
+    _Emitter,
+    emit,
+    extra_keys,
+    narrow,
+    parse_schema,
+    schema_table,
+)
 from ltlagent.text.toolcall import FORMATS, call_table
+from ltlagent.text.values import MAX_VALUE_STATES, ValueBudgetExceeded, ValueTerm, restrict_field
 
-__all__ = ["TurnRule", "TurnLanguage", "TokenBytes", "TurnIndex", "TurnCursor", "Period", "CALL_MARKERS"]
+__all__ = ["TurnRule", "TurnLanguage", "TokenBytes", "TurnIndex", "TurnCursor", "Period", "CALL_MARKERS",
+           "ValueRules", "value_call_table"]
 
 #: The text that begins a call in each format (``json``: a ``{`` as the turn's first byte).
 CALL_MARKERS = {"hermes": "<tool_call>", "json": "{"}
+
+
+#: Per tool (sorted), its argument keys (spec spelling, ``a.b`` nested) and their value terms.
+ValueRules = tuple[tuple[str, tuple[tuple[str, ValueTerm], ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -47,6 +72,12 @@ class TurnRule:
     tools_after_text: frozenset[str]  # tools that may be called after some text
     #: per phase (first, after text), tool → argument regexes its call must match (``(:args …)``)
     narrow: tuple[tuple[tuple[str, tuple[tuple[str, str], ...]], ...], ...] = ((), ())
+    #: per phase, tool → (argument key, term of the values the policy allows there now) (issue 28)
+    values: tuple[ValueRules, ...] = ((), ())
+    #: tools whose values a rule constrains outside the fragment enforced token by token: written
+    #: unconstrained by value and judged once written (design §14.1)
+    judged: frozenset[str] = frozenset()
+
 
 
 @dataclass(frozen=True)
@@ -66,6 +97,9 @@ class TurnLanguage:
     format: str
     #: ranges of states that repeat with a period (strings' character counts; ``ByteTable.periods``)
     periods: Periods = ()
+    #: (tool, key, why) of the value terms of ``rule.values`` left to the argument's schema (the
+    #: call is then judged once written): over the budget, or a shape not enforced by value
+    unenforced: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def dead(self) -> int:
@@ -112,9 +146,11 @@ class TurnLanguage:
     @staticmethod
     def build(rule: TurnRule, schemas: Mapping[str, Mapping[str, object]], format: str = "hermes",
               fields: Mapping[str, Mapping[str, str]] | None = None, *,
-              utf8: bool = True) -> TurnLanguage:
+              utf8: bool = True, budget: int = MAX_VALUE_STATES) -> TurnLanguage:
         """The DFA of one turn under ``rule``; ``schemas`` maps every tool to its argument schema,
-        ``fields`` narrows string arguments by regex (``(:args …)``). With ``utf8`` (the default)
+        ``fields`` narrows string arguments by regex (``(:args …)``), ``rule.values`` restricts
+        bound arguments to the values the policy allows (:func:`value_call_table`, each
+        restriction within ``budget`` states or left to the schema). With ``utf8`` (the default)
         the text must stay valid UTF-8: a byte no UTF-8 text can have next (a lone continuation
         byte, an overlong form, a surrogate) is refused, and the turn cannot end or begin a call
         inside a character (as ``build_index(utf8=True)`` does for spec monitors)."""
@@ -123,13 +159,18 @@ class TurnLanguage:
         marker = CALL_MARKERS[format].encode()
         m = len(marker)
         calls: list[ByteTable | None] = []
+        unenforced: dict[tuple[str, str, str], None] = {}
         for phase, tools in enumerate((rule.tools_first, rule.tools_after_text)):
             chosen = {t: schemas[t] for t in sorted(tools) if t in schemas}
-            narrow = {t: dict(f) for t, f in (fields or {}).items() if t in chosen}
+            narrowed = {t: dict(f) for t, f in (fields or {}).items() if t in chosen}
             for tool, pairs in (rule.narrow[phase] if phase < len(rule.narrow) else ()):
                 if tool in chosen and pairs:
-                    narrow.setdefault(tool, {}).update(dict(pairs))
-            table = call_table(chosen, format, narrow) if chosen else None
+                    narrowed.setdefault(tool, {}).update(dict(pairs))
+            values = rule.values[phase] if phase < len(rule.values) else ()
+            table: ByteTable | None = None
+            if chosen:
+                table, left = value_call_table(chosen, format, narrowed, values, budget=budget)
+                unenforced.update(dict.fromkeys(left))
             calls.append(table if table is not None and not table.empty else None)
         n_mid = UTF8_BAD - 1 if utf8 else 0  # UTF-8 states inside a character
         n_text = 2 * m + 2 * n_mid
@@ -188,7 +229,188 @@ class TurnLanguage:
                         trans[s, b] = text(int(now_seen), j, u2)
         periods = tuple((a + base, b + base, k) for c, base in zip(calls, starts) if c is not None
                         for a, b, k in c.periods)
-        return TurnLanguage(trans, acc, (starts[0], starts[1]), rule, format, periods)
+        return TurnLanguage(trans, acc, (starts[0], starts[1]), rule, format, periods,
+                            tuple(unenforced))
+
+
+class _Unenforced(Exception):
+    """A bound argument whose values are not restricted token by token (the reason)."""
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A bound argument's restricted texts: the whole value, or (``items``) each item of a list."""
+
+    table: ByteTable
+    items: bool
+
+
+def _scalar(t: JsonType) -> bool:
+    """Whether every value of ``t`` is a string, number, boolean or null (binds itself)."""
+    if isinstance(t, JsonString | JsonInteger | JsonNumber):
+        return True
+    if isinstance(t, JsonConst):
+        return not any(x.startswith(("[", "{")) for x in t.texts)
+    if isinstance(t, JsonUnion):
+        return all(_scalar(b) for b in t.branches)
+    return False
+
+
+def _value_block(args: JsonType, key: str, term: ValueTerm, budget: int, limit: int) -> _Block | None:
+    """The restricted texts of the argument at ``key`` (``a.b``: property ``b`` of object ``a``);
+    None when the schema never writes that key (it then binds nothing). :class:`_Unenforced` for a
+    shape not enforced by value (an object value, a list of lists or objects, a union with a list,
+    a key the schema lets through as an undeclared property), ``ValueBudgetExceeded`` beyond
+    ``budget``."""
+    node = args
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(node, JsonObject):
+            raise _Unenforced(f"{'.'.join(parts[:i]) or 'the arguments'} may be other than an object")
+        prop = next((p for p in node.properties if p.name == part), None)
+        if prop is None:
+            if extra_keys(node):
+                raise _Unenforced(f"{part!r} may be written as an undeclared property")
+            return None
+        node = prop.schema
+    if isinstance(node, JsonArray):
+        if not _scalar(node.items):
+            raise _Unenforced("a list whose items may be lists or objects")
+        return _Block(restrict_field(schema_table(node.items, limit=limit), term, budget=budget), True)
+    if not _scalar(node):
+        raise _Unenforced("a value that may be a list or an object")
+    return _Block(restrict_field(schema_table(node, limit=limit), term, budget=budget), False)
+
+
+class _ValueEmitter(_Emitter):
+    """Writes a tool's arguments with the bound keys' blocks in place of their schemas: the objects
+    on the way to a bound key inline (their other members as usual), a bound list's items as the
+    restricted item block."""
+
+    def __init__(self, glue: Glue, limit: int, blocks: Mapping[str, _Block]) -> None:
+        super().__init__(glue, limit)
+        self.blocks = {tuple(k.split(".")): b for k, b in blocks.items()}
+        self.path: tuple[str, ...] = ()
+        self.items: tuple[JsonType, ByteTable] | None = None
+
+    def _below(self, path: tuple[str, ...]) -> bool:
+        return any(len(k) > len(path) and k[:len(path)] == path for k in self.blocks)
+
+    def value(self, t: JsonType, start: int, end: int) -> None:
+        if self.items is not None and t is self.items[0]:
+            self.part(self.items[1], start, end)
+        elif isinstance(t, JsonObject) and self._below(self.path):
+            self.object(t, start, end)
+        else:
+            super().value(t, start, end)
+
+    def member(self, p: JsonProperty, start: int, end: int) -> None:
+        path = (*self.path, p.name)
+        block = self.blocks.get(path)
+        if block is None and not self._below(path):
+            super().member(p, start, end)
+            return
+        nfa = self.nfa
+        k, c = nfa.new(), nfa.new()
+        self.const(p.name, start, k)
+        nfa.literal(b":", k, c)
+        at = self.ws(c)
+        if block is None:  # an object on the way to a bound key
+            self.path = path
+            self.value(p.schema, at, end)
+            self.path = path[:-1]
+        elif block.items and isinstance(p.schema, JsonArray):
+            self.items = (p.schema.items, block.table)
+            self.array(p.schema, at, end)
+            self.items = None
+        else:
+            self.part(block.table, at, end)
+
+
+def value_call_table(tools: Mapping[str, Mapping[str, object]], format: str,
+                     fields: Mapping[str, Mapping[str, str]] | None, values: ValueRules = (), *,
+                     limit: int = MAX_JSON_STATES, budget: int = MAX_VALUE_STATES
+                     ) -> tuple[ByteTable, tuple[tuple[str, str, str], ...]]:
+    """:func:`ltlagent.text.toolcall.call_table` with bound arguments restricted to the values
+    ``values`` allows (per tool, key → term; :func:`ltlagent.text.values.restrict_field`, so the
+    schema still holds), and the (tool, key, why) of those left to their schema: over ``budget``,
+    or a shape not enforced by value. Built once per (tools, format, narrowing, terms)."""
+    terms = tuple((t, pairs) for t, pairs in values if t in tools and pairs)
+    if not terms:
+        return call_table(tools, format, fields, limit=limit), ()
+    parsed: list[tuple[str, JsonType]] = []
+    for name, schema in tools.items():
+        t = parse_schema(schema)
+        if fields and name in fields:
+            t = narrow(t, fields[name])
+        parsed.append((name, t))
+    return _value_call_table(tuple(parsed), format, terms, limit, budget)
+
+
+@functools.lru_cache(maxsize=16)
+def _value_call_table(tools: tuple[tuple[str, JsonType], ...], format: str, terms: ValueRules,
+                      limit: int, budget: int) -> tuple[ByteTable, tuple[tuple[str, str, str], ...]]:
+    """The call table of parsed tools, bound arguments restricted (a pure function of frozen
+    descriptions and terms, hence cached: equal terms share a table)."""
+    left: list[tuple[str, str, str]] = []
+    blocks: dict[str, dict[str, _Block]] = {}
+    schema_of = dict(tools)
+    for name, pairs in terms:
+        got = blocks.setdefault(name, {})
+        for key, term in pairs:
+            try:
+                block = _value_block(schema_of[name], key, term, budget, limit)
+            except (_Unenforced, ValueBudgetExceeded) as e:
+                left.append((name, key, str(e)))
+                continue
+            if block is not None:
+                got[key] = block
+    while True:
+        try:
+            return _glued(tools, format, blocks, limit), tuple(left)
+        except UsageError:  # the whole call table over ``limit``: drop the largest block, retry
+            sized = [(b.table.num_states, name, key) for name, got in blocks.items()
+                     for key, b in got.items()]
+            if not sized:
+                raise
+            _, name, key = max(sized)
+            del blocks[name][key]
+            left.append((name, key, f"the call table would exceed {limit:,} states"))
+
+
+def _glued(tools: tuple[tuple[str, JsonType], ...], format: str, blocks: Mapping[str, Mapping[str, _Block]],
+           limit: int) -> ByteTable:
+    """The call table of ``tools`` with ``blocks`` in place of their bound arguments' schemas."""
+    before, after = FORMATS[format]
+    glue = Glue()
+    nfa = glue.nfa
+    start, final, head, name_at, tail = (nfa.new() for _ in range(5))
+    nfa.literal(before.encode() + b'{"name":', start, head)
+    nfa.eps[head].append(name_at)
+    nfa.edges[head].append((0x20, 0x20, name_at))
+    nfa.literal(b"}" + after.encode(), tail, final)
+    for name, t in tools:
+        n, c, at, a, args = (nfa.new() for _ in range(5))
+        emit(glue, JsonConst((name,)), name_at, n)
+        nfa.literal(b",", n, c)
+        nfa.eps[c].append(at)
+        nfa.edges[c].append((0x20, 0x20, at))
+        nfa.literal(b'"arguments":', at, a)
+        nfa.eps[a].append(args)
+        nfa.edges[a].append((0x20, 0x20, args))
+        if blocks.get(name):  # the arguments as one block, as jsonschema builds an object's
+            inner = Glue()
+            s0, s1 = inner.new(), inner.new()
+            _ValueEmitter(inner, limit, blocks[name]).value(t, s0, s1)
+            glue.table(inner.determinize(s0, s1, limit, f"the arguments of {name}, values restricted",
+                                         "a simpler argument schema"), args, tail)
+        else:
+            emit(glue, t, args, tail, limit)
+    names = ", ".join(name for name, _t in tools)
+    table = glue.determinize(start, final, limit, f"the {format} tool calls of {names}, values restricted",
+                             "fewer tools or simpler argument schemas")
+    return ByteTable(table.trans, table.accepting, f"{format} calls: {names} (values restricted)",
+                     table.periods)
 
 
 def _feed(table: ByteTable, data: bytes) -> int:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ltlagent.decode.chat import TurnRule
 from ltlagent.errors import LtlAgentError, UsageError
+from ltlagent.text import values
 
 if TYPE_CHECKING:
     import numpy as np
@@ -153,6 +154,8 @@ class TurnOptions:
                          "after": sorted(rule.tools_after_text),
                          "narrow": [[[t, [list(p) for p in pairs]] for t, pairs in phase]
                                     for phase in rule.narrow],
+                         "values": [[[t, [[k, values.to_json(v)] for k, v in pairs]] for t, pairs in phase]
+                                    for phase in rule.values],
                          "schemas": {k: dict(v) for k, v in schemas.items()}, "format": format,
                          "fields": {k: dict(v) for k, v in fields.items()} if fields else None,
                          "eos": [int(e) for e in eos]}}
@@ -172,8 +175,8 @@ class TurnOptions:
         if len(raw) != 1 or not isinstance(raw["turn"], Mapping):
             raise UsageError(f"{what} must be the only key, a mapping")
         t = raw["turn"]
-        unknown = sorted(set(t) - {"text", "first", "after", "narrow", "schemas", "format", "fields",
-                                   "eos"})
+        unknown = sorted(set(t) - {"text", "first", "after", "narrow", "values", "schemas", "format",
+                                   "fields", "eos"})
         if unknown:
             raise UsageError(f"{what}: unknown key {unknown[0]!r}")
         from ltlagent.text.toolcall import FORMATS
@@ -198,10 +201,16 @@ class TurnOptions:
         except (TypeError, ValueError):
             raise UsageError(f"{what}['narrow'] must be [[tool, [[field, regex], …]], …] per phase"
                              ) from None
+        try:
+            vals = tuple(tuple((str(tool), tuple((str(k), values.from_json(v)) for k, v in pairs))
+                               for tool, pairs in phase) for phase in t.get("values") or ((), ()))
+        except (TypeError, ValueError):
+            raise UsageError(f"{what}['values'] must be [[tool, [[key, term], …]], …] per phase"
+                             ) from None
         fields = t.get("fields")
         if fields is not None and not isinstance(fields, Mapping):
             raise UsageError(f"{what}['fields'] must map tools to {{field: regex}}")
-        rule = TurnRule(bool(t.get("text", True)), names[0], names[1], narrow)
+        rule = TurnRule(bool(t.get("text", True)), names[0], names[1], narrow, vals)
         key = json.dumps(t, sort_keys=True)
         return cls(key, rule, schemas, str(fmt), fields, tuple(int(e) for e in eos))
 
