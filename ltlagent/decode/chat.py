@@ -49,7 +49,7 @@ from ltlagent.text.jsonschema import (
     parse_schema,
     schema_table,
 )
-from ltlagent.text.toolcall import FORMATS, call_table
+from ltlagent.text.toolcall import FORMATS, call_table, glue_calls
 from ltlagent.text.values import MAX_VALUE_STATES, ValueBudgetExceeded, ValueTerm, restrict_field
 
 __all__ = ["TurnRule", "TurnLanguage", "TokenBytes", "TurnIndex", "TurnCursor", "Period", "CALL_MARKERS",
@@ -381,34 +381,21 @@ def _value_call_table(tools: tuple[tuple[str, JsonType], ...], format: str, term
 def _glued(tools: tuple[tuple[str, JsonType], ...], format: str, blocks: Mapping[str, Mapping[str, _Block]],
            limit: int) -> ByteTable:
     """The call table of ``tools`` with ``blocks`` in place of their bound arguments' schemas."""
-    before, after = FORMATS[format]
     glue = Glue()
-    nfa = glue.nfa
-    start, final, head, name_at, tail = (nfa.new() for _ in range(5))
-    nfa.literal(before.encode() + b'{"name":', start, head)
-    nfa.eps[head].append(name_at)
-    nfa.edges[head].append((0x20, 0x20, name_at))
-    nfa.literal(b"}" + after.encode(), tail, final)
-    for name, t in tools:
-        n, c, at, a, args = (nfa.new() for _ in range(5))
-        emit(glue, JsonConst((name,)), name_at, n)
-        nfa.literal(b",", n, c)
-        nfa.eps[c].append(at)
-        nfa.edges[c].append((0x20, 0x20, at))
-        nfa.literal(b'"arguments":', at, a)
-        nfa.eps[a].append(args)
-        nfa.edges[a].append((0x20, 0x20, args))
+
+    def arguments(name: str, t: JsonType, at: int, to: int) -> None:
         if blocks.get(name):  # the arguments as one block, as jsonschema builds an object's
             inner = Glue()
             s0, s1 = inner.new(), inner.new()
             _ValueEmitter(inner, limit, blocks[name]).value(t, s0, s1)
             glue.table(inner.determinize(s0, s1, limit, f"the arguments of {name}, values restricted",
-                                         "a simpler argument schema"), args, tail)
+                                         "a simpler argument schema"), at, to)
         else:
-            emit(glue, t, args, tail, limit)
+            emit(glue, t, at, to, limit)
+
     names = ", ".join(name for name, _t in tools)
-    table = glue.determinize(start, final, limit, f"the {format} tool calls of {names}, values restricted",
-                             "fewer tools or simpler argument schemas")
+    table = glue_calls(glue, tools, format, arguments, limit,
+                       f"the {format} tool calls of {names}, values restricted")
     return ByteTable(table.trans, table.accepting, f"{format} calls: {names} (values restricted)",
                      table.periods)
 

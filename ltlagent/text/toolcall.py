@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ltlagent.errors import LtlAgentError, UsageError
@@ -29,7 +29,7 @@ from ltlagent.text.content import ContentDFA
 from ltlagent.text.jsonschema import MAX_JSON_STATES, JsonConst, JsonType, emit, narrow, parse_schema
 
 __all__ = ["FORMATS", "ToolCall", "ToolCallError", "call_dfa", "call_table", "clear_caches", "parse_call",
-           "find_calls", "render_call"]
+           "find_calls", "render_call", "glue_calls"]
 
 #: The call formats, each as (text before the JSON object, text after it).
 FORMATS: dict[str, tuple[str, str]] = {"hermes": ("<tool_call>\n", "\n</tool_call>"), "json": ("", "")}
@@ -93,8 +93,23 @@ def call_table(tools: Mapping[str, Mapping[str, object] | JsonType], format: str
 @functools.lru_cache(maxsize=16)  # a 5-tool call table is ~11 MB
 def _call_table(tools: tuple[tuple[str, JsonType], ...], format: str, limit: int) -> ByteTable:
     """The call table of parsed tools (a pure function of frozen descriptions, hence cached)."""
-    before, after = _format(format)
     glue = Glue()
+
+    def arguments(name: str, t: JsonType, at: int, to: int) -> None:
+        emit(glue, t, at, to, limit)
+
+    names = ", ".join(name for name, _t in tools)
+    table = glue_calls(glue, tools, format, arguments, limit, f"the {format} tool calls of {names}")
+    return ByteTable(table.trans, table.accepting, f"{format} calls: {names}", table.periods)
+
+
+def glue_calls(glue: Glue, tools: tuple[tuple[str, JsonType], ...], format: str,
+               arguments: Callable[[str, JsonType, int, int], None], limit: int,
+               what: str) -> ByteTable:
+    """The calls of ``tools`` in ``format``, determinised: the name decides the arguments, which
+    ``arguments(name, schema, at, to)`` writes into ``glue`` between two of its states (the
+    schema's automaton, or one narrowed further by the decoder's value rules)."""
+    before, after = _format(format)
     nfa = glue.nfa
     start, final = nfa.new(), nfa.new()
     head = nfa.new()
@@ -113,11 +128,8 @@ def _call_table(tools: tuple[tuple[str, JsonType], ...], format: str, limit: int
         nfa.literal(b'"arguments":', key, a)
         nfa.eps[a].append(args)
         nfa.edges[a].append((0x20, 0x20, args))
-        emit(glue, t, args, tail, limit)
-    names = ", ".join(name for name, _t in tools)
-    table = glue.determinize(start, final, limit, f"the {format} tool calls of {names}",
-                             "fewer tools or simpler argument schemas")
-    return ByteTable(table.trans, table.accepting, f"{format} calls: {names}", table.periods)
+        arguments(name, t, args, tail)
+    return glue.determinize(start, final, limit, what, "fewer tools or simpler argument schemas")
 
 
 def _from_object(body: str) -> ToolCall:
