@@ -252,8 +252,9 @@ class ValueInstances:
         return {sigma: rule.step(x, sv.state, self._abits(sigma, sv))
                 for sigma, x in local.items()}
 
-    def push(self, sv: StepValues) -> None:
-        self.local = self.after(sv)
+    def push(self, sv: StepValues, after: dict[tuple[str, ...], int] | None = None) -> None:
+        """Take the step; ``after``: :meth:`after` of it, when already computed."""
+        self.local = self.after(sv) if after is None else after
         for v in sv.bound:
             if v not in self.domain:
                 self.domain.append(v)

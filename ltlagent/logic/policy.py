@@ -439,33 +439,40 @@ class PolicyCursor:
     def _decide(self, i: int, event: Event | None = None) -> Decision:
         """:meth:`decide` for a step already classified into state index ``i`` (-1: none);
         ``event`` gives the values a first-order rule compares (None: it binds none)."""
+        return self._judge(i, event)[0]
+
+    def _judge(self, i: int, event: Event | None
+               ) -> tuple[Decision, list[dict[tuple[str, ...], int]]]:
+        """The decision on a step, and each first-order rule's instances after it (which
+        :meth:`push` keeps: a new value's instances are replayed once)."""
         now = self.allowed_states()
         policy = self.policy
         names = policy.names
         if i < 0:
-            return Decision(False, None, (), now, names)
+            return Decision(False, None, (), now, names), []
         name = names[i]
         sv = policy.values_of(i, event) if event is not None and self.values \
             else StepValues(i, {}, "")
         comp = policy.composite
         ok = self.cid != DEAD and comp.live(comp.step(self.cid, i))
         bad_values: list[tuple[str, tuple[tuple[str, str], ...]]] = []
-        for inst in self.values:
-            bad = inst.dead(inst.after(sv))
+        after = [inst.after(sv) for inst in self.values]
+        for inst, local in zip(self.values, after):
+            bad = inst.dead(local)
             if bad is not None:
                 bad_values.append((inst.rule.name, bad))
         if ok and not bad_values:
-            return Decision(True, name, (), now, names)
+            return Decision(True, name, (), now, names), after
         broken = [p.name for p, x in zip(policy.blame, self.part_local)
                   if x == DEAD or not p.live(p.step(x, i))]
         broken += [nm for nm, _ in bad_values]
         binding = bad_values[0][1] if bad_values else ()
-        return Decision(False, name, tuple(broken) or (TOGETHER,), now, names, binding)
+        return Decision(False, name, tuple(broken) or (TOGETHER,), now, names, binding), after
 
     def push(self, event: Event) -> Decision:
         """Take ``event`` as the next step (also when it breaks the policy) and say how it went."""
         i = self.policy.classifier.index(event)
-        d = self._decide(i, event)
+        d, after = self._judge(i, event)
         self.steps += 1
         self.trace.append(d.state)
         if i < 0:
@@ -476,8 +483,8 @@ class PolicyCursor:
         self.part_local = [p.step(x, i) for p, x in zip(policy.blame, self.part_local)]
         if self.values:
             sv = policy.values_of(i, event)
-            for inst in self.values:
-                inst.push(sv)
+            for inst, local in zip(self.values, after):
+                inst.push(sv, local)
         return d
 
     def push_message(self, message: object, index: int = -1) -> list[Decision]:
