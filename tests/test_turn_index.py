@@ -95,7 +95,7 @@ def test_budget_shortcut_gives_the_same_masks(languages: dict[tuple[int, str], T
     for s in rng.sample(range(lang.dead), 60):
         for budget in (1, 3, 8, 40, 400, 4000):
             mask = index.allowed(s)
-            ok = mask & (lang.distance[index.ends(s)] <= budget - 2)
+            ok = mask & (index.need[index.ends(s)] <= budget - 2)
             if lang.accepting[s]:
                 ok[tokens.eos] = True
             want = ok if ok.any() else mask

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ltlagent.chat.events import BLANK
+from ltlagent.decode.budget import byte_preference, finish_tokens
 from ltlagent.decode.machine import UTF8, UTF8_BAD
 from ltlagent.decode.trie import VocabTrie, ranges, trie_of
 from ltlagent.decode.vocab import Vocab
@@ -454,6 +455,12 @@ class TokenBytes:
         return trie_of(self.vocab)
 
     @functools.cached_property
+    def preference(self) -> np.ndarray:
+        """The bytes in the order budget witnesses prefer them
+        (:func:`ltlagent.decode.budget.byte_preference`), once per vocabulary."""
+        return byte_preference(self.vocab)
+
+    @functools.cached_property
     def token_nodes(self) -> tuple[np.ndarray, ...]:
         """Per trie level, the node each of its tokens ends at (in the order of ``tokens``)."""
         return tuple(np.repeat(np.arange(lv.parent.size), lv.tok_hi - lv.tok_lo) for lv in self.trie.levels)
@@ -627,21 +634,30 @@ class TurnIndex:
             self._masks[s] = mask
         return mask
 
+    @functools.cached_property
+    def need(self) -> np.ndarray:
+        """Per state, tokens that surely suffice to end the turn from it (EOS not counted): the
+        fewest tokens spelling a shortest completion (:func:`ltlagent.decode.budget.finish_tokens`),
+        computed once per index, on the first step with a budget."""
+        return finish_tokens(self.lang.trans, self.lang.distance, self.tokens.trie, self.tokens.preference)
+
     def allowed_within(self, s: int, budget: int) -> np.ndarray:
-        """:meth:`allowed`, narrowed to the tokens after which the turn can still end within
-        ``budget`` tokens in all (this one and EOS included). Exact when every byte is a token of
-        its own (byte-level vocabularies), conservative otherwise."""
+        """:meth:`allowed`, narrowed to the tokens after which the turn can surely still end within
+        ``budget`` tokens in all (this one and EOS included), counted in tokens (:attr:`need`).
+        Sound for every vocabulary: a state the turn may enter has a witness of that many tokens,
+        whose first token the next step allows."""
         mask = self.allowed(s)
         if budget <= 0:
             return mask
+        need = self.need
         worst = self._worst.get(s)
         if worst is None:  # the most tokens any allowed token leaves to the end of the turn
             ends = self.ends(s)
-            need = self.lang.distance[ends[ends != self.lang.dead]]
-            worst = self._worst[s] = int(need.max()) if need.size else 0
+            left = need[ends[ends != self.lang.dead]]
+            worst = self._worst[s] = int(left.max()) if left.size else 0
         if worst <= budget - 2:
             return mask  # every allowed token leaves enough (most steps: no pass over the vocabulary)
-        ok = mask & (self.lang.distance[self.ends(s)] <= budget - 2)
+        ok = mask & (need[self.ends(s)] <= budget - 2)
         if self.lang.accepting[s] and self._eos.size:
             ok[self._eos] = True
         return ok if ok.any() else mask
