@@ -26,6 +26,7 @@ from typing import Any
 
 from ltlagent.agent.kvcache import cache_arg, cache_of
 from ltlagent.agent.runner import eos_token_ids
+from ltlagent.agent.tools import function_schemas
 from ltlagent.chat.events import BLANK, Event, message_events
 from ltlagent.decode.chat import (
     CALL_MARKERS,
@@ -39,6 +40,8 @@ from ltlagent.decode.chat import (
 from ltlagent.decode.vocab import Vocab, vocab_from_tokenizer
 from ltlagent.errors import UsageError
 from ltlagent.logic.policy import ConversationReport, Policy, PolicyCursor
+from ltlagent.text.jsonschema import schema_table
+from ltlagent.text.schemaread import narrow, parse_schema
 from ltlagent.text.toolcall import ToolCall, ToolCallError, parse_call, render_call
 from ltlagent.text.values import ValueTerm
 
@@ -47,8 +50,9 @@ __all__ = ["ChatAgent", "ChatResult", "Conversation", "MODES", "UserFn", "ToolFn
 MODES = ("none", "format", "policy")
 #: The user: given the conversation so far, the next user message, or None to end it.
 UserFn = Callable[[Sequence[Mapping[str, object]]], str | None]
-#: The tools: name and arguments → the result text.
-ToolFn = Callable[[str, dict[str, object]], str]
+#: The tools: name and arguments → the result text (anything else is sent as JSON, and an exception
+#: as an error result, as the guard's ``FunctionTool`` does).
+ToolFn = Callable[[str, dict[str, object]], object]
 _PROBE = "…"  # an assistant text used to ask the policy whether text may come now
 _PROBE2 = "‽"  # another: value terms after text that differ between the two depend on the text
 
@@ -65,7 +69,8 @@ class ChatResult:
     tokens: int = 0  # tokens generated
     seconds: float = 0.0
     #: "user" (the user ended it), "max_turns", "dead" (policy broken, mode policy), "refused" (a
-    #: call judged once written broke the policy: not run, not in the transcript; mode policy)
+    #: call judged once written broke the policy: not run, not in the transcript; mode policy),
+    #: "user-error" (the user callable raised or answered other than text or None: see notes)
     stop_reason: str = ""
     report: ConversationReport | None = None  # the policy's verdict on the transcript
     notes: list[str] = field(default_factory=list)
@@ -77,19 +82,6 @@ class ChatResult:
                 "verdict": self.report.verdict if self.report else None,
                 "violations": [v.to_dict() for v in self.report.violations] if self.report else [],
                 "notes": self.notes, "messages": self.messages}
-
-
-def _schemas(tools: Sequence[Mapping[str, object]]) -> dict[str, Mapping[str, object]]:
-    out: dict[str, Mapping[str, object]] = {}
-    for t in tools:
-        fn = t.get("function", t)
-        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-            raise UsageError("tools are OpenAI function tools: {'type': 'function', 'function': "
-                             "{'name': …, 'parameters': {…}}}")
-        params = fn.get("parameters") or {"type": "object", "properties": {}}
-        assert isinstance(params, Mapping)
-        out[str(fn["name"])] = params
-    return out
 
 
 class ChatAgent:
@@ -116,13 +108,15 @@ class ChatAgent:
                              hint=f"use one of {', '.join(CALL_MARKERS)}")
         self.model = model
         self.tokenizer = tokenizer
+        self.schemas = function_schemas(tools)
         self.tools = [dict(t) for t in tools]
-        self.schemas = _schemas(tools)
         self.call_tool = call_tool
         self.mode = mode
         self.format = format
         self.system = system
         self.fields = fields
+        if mode != "none":
+            self._compile()
         #: few-shot messages shown to the model after the system message; not in the transcript,
         #: so the policy never sees them
         self.examples = [dict(m) for m in examples]
@@ -135,6 +129,23 @@ class ChatAgent:
         self.vocab: Vocab = vocab_from_tokenizer(tokenizer, eos)
         self.tokens = TokenBytes.of(self.vocab)  # shared by the turn indexes of every rule
         self._indexes: dict[TurnRule, TurnIndex] = {}
+
+    def _compile(self) -> None:
+        """Compile every tool's argument schema (narrowed by ``fields``) now, so that one the
+        decoder cannot enforce is refused here with its tool and JSON pointer, not when its tool
+        first becomes allowed, after other tools ran (the parts are cached for the turn tables)."""
+        for name in self.fields or {}:
+            if name not in self.schemas:
+                raise UsageError(f"fields for {name!r}, which is not among the tools "
+                                 f"({', '.join(self.schemas)})")
+        for name, schema in self.schemas.items():
+            try:
+                t = parse_schema(schema)
+                if self.fields and name in self.fields:
+                    t = narrow(t, self.fields[name])
+                schema_table(t)
+            except UsageError as e:
+                raise UsageError(f"tool {name!r}: {e}", hint=e.hint) from e
 
     # -- prompts
     def render(self, messages: Sequence[Mapping[str, object]]) -> str:
@@ -400,15 +411,15 @@ class Conversation:
         messages.append(msg)
         if call is not None and error is None:
             result.calls += 1
-            out = agent.call_tool(call.name, dict(call.arguments))
+            out = self.tool_result(call)
             messages.append({"role": "tool", "tool_call_id": f"call_{self._calls}", "content": out})
         elif error is not None:
             result.malformed += 1
             messages.append({"role": "tool", "content": f"error: malformed tool call: {error}"})
         else:
-            reply = self.user(messages)
+            reply = self._ask_user()
             if reply is None:
-                result.stop_reason = "user"
+                result.stop_reason = result.stop_reason or "user"
                 self._push(start)
                 self.done = True
                 return False
@@ -416,6 +427,39 @@ class Conversation:
         if self._push(start):
             self.done = True
         return not self.done
+
+    def tool_result(self, call: ToolCall) -> str:
+        """Run ``call``'s tool: its result as the text of the ``tool`` message, as the guard's
+        ``FunctionTool`` gives it: a string as it is, anything else as JSON, an exception the tool
+        raised as ``error: Type: message`` (the tool's failure is data for the model, and the run
+        goes on); a note says which tool did either."""
+        try:
+            out = self.agent.call_tool(call.name, dict(call.arguments))
+        except Exception as e:
+            self.result.notes.append(f"turn {self.result.turns}: tool {call.name!r} raised "
+                                     f"{type(e).__name__}: {e}")
+            return f"error: {type(e).__name__}: {e}"
+        if isinstance(out, str):
+            return out
+        self.result.notes.append(f"turn {self.result.turns}: tool {call.name!r} returned "
+                                 f"{type(out).__name__}, not text: sent as JSON")
+        return json.dumps(out, default=str)
+
+    def _ask_user(self) -> str | None:
+        """The user's next message, or None when the conversation ends: the user ended it, or the
+        user callable failed (raised, or answered other than text or None), which ends the run with
+        the transcript kept (``stop_reason`` ``user-error``, the reason in a note)."""
+        try:
+            reply = self.user(self.messages)
+        except Exception as e:
+            why = f"raised {type(e).__name__}: {e}"
+        else:
+            if reply is None or isinstance(reply, str):
+                return reply
+            why = f"answered {type(reply).__name__}, not a message (str) or None"
+        self.result.notes.append(f"turn {self.result.turns}: the user callable {why}")
+        self.result.stop_reason = "user-error"
+        return None
 
     def _admit(self, msg: Mapping[str, object], call: ToolCall) -> bool:
         """In mode ``policy``, judge a written call before it runs (a call whose values were not

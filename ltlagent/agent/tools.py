@@ -4,6 +4,9 @@ A :class:`Tool` has a name, a description, typed inputs and a callable (the shap
 know); its schema is checked when it is defined, not when the model first calls it. The agent hands
 a tool the text of the Action Input state; :meth:`Tool.invoke` maps that text onto the tool's inputs.
 
+OpenAI function tools (the ``tools=[…]`` of a chat agent) are checked by :func:`function_schemas`:
+their shape, their names (:data:`FUNCTION_NAME`) and no name twice.
+
 The bundled tools answer with text in a fixed format, because the bundled model is trained on traces
 they produce: keep the wording of their messages stable.
 """
@@ -35,7 +38,7 @@ from ltlagent.errors import LtlAgentError, UsageError
 
 __all__ = [
     "Tool", "ToolError", "tool", "Calculator", "DocumentStore", "Document", "Search", "Lookup",
-    "wikipedia_style_tools", "INPUT_TYPES", "openai_tools",
+    "wikipedia_style_tools", "INPUT_TYPES", "openai_tools", "FUNCTION_NAME", "function_schemas",
 ]
 
 #: JSON-schema-like type names a tool input may declare.
@@ -44,6 +47,11 @@ INPUT_TYPES = ("string", "integer", "number", "boolean", "object", "array", "any
 _PY_TYPES: dict[object, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                                 dict: "object", list: "array", typing.Any: "any"}
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+#: What an OpenAI function tool's name may be (OpenAI's rule, fullmatched): ASCII letters, digits,
+#: ``_`` and ``-``, 1 to 64 of them. So no empty name, no whitespace, no ``<`` (``</tool_call>``
+#: would end a hermes call early), no quote or backslash, and no look-alike letters (Cyrillic
+#: ``о`` for ``o``) that show the model, or a person reading the transcript, another tool's name.
+FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class ToolError(LtlAgentError, ValueError):
@@ -214,6 +222,35 @@ class Tool:
 def openai_tools(tools: Iterable[Tool]) -> list[dict[str, object]]:
     """The ``tools=[{"type": "function", "function": {name, description, parameters}}, …]`` list."""
     return [t.to_openai() for t in tools]
+
+
+def function_schemas(tools: Iterable[Mapping[str, object]]) -> dict[str, Mapping[str, object]]:
+    """Each OpenAI function tool's name and parameters schema (``{"type": "function", "function":
+    {"name": …, "parameters": {…}}}``, or the inner object alone; no parameters: no arguments),
+    checked where the tools are given: a :class:`~ltlagent.errors.UsageError` for another shape, a
+    name :data:`FUNCTION_NAME` does not fullmatch, a name given twice (one would shadow the other),
+    or parameters that are not a JSON object schema."""
+    out: dict[str, Mapping[str, object]] = {}
+    for k, t in enumerate(tools):
+        fn = t.get("function", t) if isinstance(t, Mapping) else None
+        kind = t.get("type", "function") if isinstance(t, Mapping) else None
+        if not isinstance(fn, Mapping) or kind != "function" or not isinstance(fn.get("name"), str):
+            raise UsageError(f"tools[{k}]: tools are OpenAI function tools: {{'type': 'function', "
+                             "'function': {'name': …, 'parameters': {…}}}")
+        name = str(fn["name"])
+        if not FUNCTION_NAME.fullmatch(name):
+            raise UsageError(f"tools[{k}]: tool name {name!r}: 1 to 64 ASCII letters, digits, '_' "
+                             "and '-' only (no spaces, '<', quotes or look-alike letters)")
+        if name in out:
+            raise UsageError(f"tools[{k}]: tool name {name!r} given twice")
+        params = fn.get("parameters")
+        if params is None:
+            params = {"type": "object", "properties": {}}
+        if not isinstance(params, Mapping) or params.get("type", "object") != "object":
+            raise UsageError(f"tool {name!r}: parameters must be a JSON schema of type 'object' "
+                             f"(the arguments of a call are an object), got {params!r}")
+        out[name] = params
+    return out
 
 
 def _check_parameters(parameters: Mapping[str, object], name: str) -> dict[str, object]:
