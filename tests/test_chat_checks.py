@@ -56,7 +56,8 @@ def _agent(model_tok: tuple[object, object], tools: Sequence[Mapping[str, object
 @pytest.mark.parametrize("mode", ["format", "policy"])
 @pytest.mark.parametrize(("schema", "where"), [
     ({"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}}, "/properties/x/$ref"),
-    ({"type": "object", "properties": {"x": {"type": "array", "items": {"type": "string", "pattern": "(?<=a)b"}}}},
+    ({"type": "object", "properties": {"x": {"type": "array",
+                                             "items": {"type": "string", "pattern": "(?<=a)b"}}}},
      "/properties/x/items/pattern"),
 ])
 def test_a_schema_the_decoder_cannot_enforce_is_refused_at_construction_with_tool_and_path(
@@ -69,7 +70,7 @@ def test_a_schema_the_decoder_cannot_enforce_is_refused_at_construction_with_too
 
 
 def test_fields_are_compiled_and_must_name_a_tool(model_tok: tuple[object, object]) -> None:
-    with pytest.raises(UsageError, match="tool 'find_user'.*lookaround"):
+    with pytest.raises(UsageError, match=r"tool 'find_user'.*lookaround"):
         _agent(model_tok, TOOLS, mode="format", fields={"find_user": {"query": "(?<=a)b"}})
     with pytest.raises(UsageError, match="fields for 'nope'"):
         _agent(model_tok, TOOLS, mode="format", fields={"nope": {"query": "a+"}})

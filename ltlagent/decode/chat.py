@@ -447,6 +447,7 @@ class TokenBytes:
         eos = np.array([e for e in vocab.eos_ids if 0 <= e < vocab.size], dtype=np.int64)
         tb = TokenBytes(vocab, mat, columns, vocab.is_text & (lens > 0), eos)
         tb.token_nodes  # noqa: B018 - the trie built now, with the vocabulary, not on a decoding step
+        tb.preference  # noqa: B018 - likewise the byte order of budget witnesses (TurnIndex.need)
         return tb
 
     @functools.cached_property
