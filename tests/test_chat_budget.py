@@ -166,3 +166,35 @@ def test_readme_example_budget_can_write_its_calls() -> None:
         assert r.stop_reason in ("user", "max_turns"), (r.stop_reason, r.notes)
         assert not any("cut at the token budget" in n for n in r.notes), r.notes
         assert r.calls >= 1 and r.report is not None and r.report.verdict == "ok", r.to_dict()
+
+
+def test_the_vllm_processor_lets_a_required_call_begin_within_the_readme_budget() -> None:
+    """vLLM's path masks with the same budget: a turn that must be a call (README's tools, the
+    bundled model's tokenizer, ``max_tokens=64``) sampled at random through ``MonitorBatch`` ends
+    as a complete call every time (counted in bytes it could not begin: the mask fell back to
+    everything allowed and the turn was cut)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from ltlagent.decode.vllm_processor import MonitorBatch, TurnOptions
+    from ltlagent.text.toolcall import parse_call
+
+    from .test_vllm_processor import Params, Update, _sample_step
+
+    tok = AutoTokenizer.from_pretrained(ROOT / "ltlagent" / "models" / "react-tiny")
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in README_TOOLS}  # type: ignore[index]
+    rule = TurnRule(False, frozenset({"find_user", "book"}), frozenset())
+    extra = {"ltlagent": TurnOptions.encode(rule, schemas, "hermes", None, [tok.eos_token_id])}
+    batch = MonitorBatch(tok, cache=False)
+    rnd = random.Random(2)
+    for row in range(6):
+        out: list[int] = []
+        params = Params(extra, max_tokens=64)
+        batch.update(Update(1, removed=[0] if row else [], added=[(0, params, [1], out)]))
+        for _ in range(64):
+            _sample_step(batch, {0: out}, 1, rnd, len(tok), torch.float32)
+            if out[-1] == tok.eos_token_id:
+                break
+        assert out[-1] == tok.eos_token_id, tok.decode(out)
+        text = b"".join(batch.rows[0].cursor.index.vocab.token_bytes(t) for t in out[:-1])  # type: ignore[union-attr]
+        assert parse_call(text.decode()).name in schemas
