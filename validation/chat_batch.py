@@ -36,6 +36,7 @@ class _Request:
     ids: list[int]
     index: Any  # TurnIndex | None
     max_new_tokens: int
+    then: Any = None  # what may follow a call (ChatAgent.chain): a turn of several calls
     order: int = 0  # the conversation's number: a batch's rows are in this order
     result: tuple[str, int, bool] | None = None
     out: list[int] = field(default_factory=list)
@@ -64,12 +65,12 @@ class TurnBatcher:
 
     # -- the conversations' side
     def submit(self, prompt: str, index: Any, *, max_new_tokens: int, temperature: float = 0.0,
-               rng: Any = None) -> tuple[str, int, bool]:
+               rng: Any = None, then: Any = None) -> tuple[str, int, bool]:
         """``ChatAgent.generate``'s contract: the turn's text, tokens taken, ended by EOS."""
         if temperature > 0:
             raise ValueError("the turn batcher decodes greedily")
         ids = self.tokenizer(prompt, add_special_tokens=False).input_ids
-        req = _Request(list(ids), index, max_new_tokens,
+        req = _Request(list(ids), index, max_new_tokens, then,
                        self.order.get(threading.get_ident(), 0))
         with self._cond:
             self._pending.append(req)
@@ -138,7 +139,7 @@ class TurnBatcher:
             ids[i, width - len(own):] = torch.tensor(own)
             attn[i, common + width - len(own):] = 1
         pos = (attn.cumsum(1) - 1).clamp(min=0)[:, common:]
-        cursors = [TurnCursor(r.index) if r.index is not None else None for r in batch]
+        cursors = [TurnCursor(r.index, r.then) if r.index is not None else None for r in batch]
         with torch.no_grad():
             logits_parts, caches = [], []
             for lo in range(0, len(batch), self.prefill_rows):

@@ -3,8 +3,10 @@
 
 :class:`ChatAgent` runs one conversation: user turns come from a callable (a scripted user for
 tests and experiments), assistant turns from a Hugging Face causal LM, tool results from a
-dispatcher. Each assistant turn is free text, or text and one tool call in the ``hermes`` format
-(``<tool_call>\\n{"name": …, "arguments": …}\\n</tool_call>``) or the ``json`` format. Three modes:
+dispatcher. Each assistant turn is free text, or text and tool calls in the ``hermes`` format
+(``<tool_call>\\n{"name": …, "arguments": …}\\n</tool_call>``) or the ``json`` format: one call, or
+with ``parallel_tool_calls`` (the default, as OpenAI's) several, one after another with only blank
+text between them, each judged by the policy after the ones before it (issue 30). Three modes:
 
 - ``none``: unconstrained; the call is parsed afterwards, and a malformed call or an unknown tool
   becomes an error result (the run goes on);
@@ -12,8 +14,10 @@ dispatcher. Each assistant turn is free text, or text and one tool call in the `
 - ``policy``: what the policy allows *now* (:class:`~ltlagent.logic.policy.PolicyCursor`): a
   forbidden tool cannot be written at all, and text only where an assistant text step is allowed.
 
-The transcript is an OpenAI-format message list, so ``check-log`` (and :meth:`Policy.check`)
-re-check it; the policy cursor is carried across turns, user messages and tool results included.
+The transcript is an OpenAI-format message list (a turn's calls: one assistant message with
+several ``tool_calls``, then one ``tool`` message per call, in order), so ``check-log`` (and
+:meth:`Policy.check`) re-check it; the policy cursor is carried across turns, user messages and tool
+results included.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from ltlagent.agent.tools import function_schemas
 from ltlagent.chat.events import BLANK, Event, message_events
 from ltlagent.decode.chat import (
     CALL_MARKERS,
+    Chain,
     TokenBytes,
     TurnCursor,
     TurnIndex,
@@ -42,7 +47,7 @@ from ltlagent.errors import UsageError
 from ltlagent.logic.policy import ConversationReport, Policy, PolicyCursor
 from ltlagent.text.jsonschema import schema_table
 from ltlagent.text.schemaread import narrow, parse_schema
-from ltlagent.text.toolcall import ToolCall, ToolCallError, parse_call, render_call
+from ltlagent.text.toolcall import CALL_GAP, ToolCall, ToolCallError, parse_calls, render_call
 from ltlagent.text.values import ValueTerm
 
 __all__ = ["ChatAgent", "ChatResult", "Conversation", "MODES", "UserFn", "ToolFn", "next_token"]
@@ -91,7 +96,8 @@ class ChatAgent:
                  call_tool: ToolFn, *, policy: Policy | str | None = None, mode: str = "policy",
                  format: str | None = None, system: str | None = None,
                  fields: Mapping[str, Mapping[str, str]] | None = None,
-                 examples: Sequence[Mapping[str, object]] = ()) -> None:
+                 examples: Sequence[Mapping[str, object]] = (),
+                 parallel_tool_calls: bool = True) -> None:
         if mode not in MODES:
             raise UsageError(f"unknown mode {mode!r}; modes are {', '.join(MODES)}")
         self.policy = Policy.load(policy) if isinstance(policy, str) else policy
@@ -120,6 +126,9 @@ class ChatAgent:
         #: few-shot messages shown to the model after the system message; not in the transcript,
         #: so the policy never sees them
         self.examples = [dict(m) for m in examples]
+        #: several calls in one turn (issue 30); False: at most one (a model left unconstrained
+        #: that writes more has only its first run)
+        self.parallel_tool_calls = parallel_tool_calls
         if hasattr(model, "llm_engine"):  # a vllm.LLM (run_batch: ltlagent.agent.vllm_chat)
             from ltlagent.agent.vllm_chat import engine_eos
 
@@ -174,7 +183,7 @@ class ChatAgent:
             elif role == "assistant" and m.get("tool_calls"):
                 calls = m.get("tool_calls")
                 assert isinstance(calls, list)
-                text = str(content) + "".join(self._render_call(c) for c in calls)
+                text = str(content) + CALL_GAP.join(self._render_call(c) for c in calls)
                 out.append({"role": "assistant", "content": text})
             elif role == "tool":
                 out.append({"role": "tool", "content": str(content)})
@@ -194,12 +203,17 @@ class ChatAgent:
         return "".join(f"{m['role']}: {m['content']}\n" for m in out) + "assistant: "
 
     def tool_instructions(self) -> str:
+        """The tools and how to call them, for a chat template that knows no tools."""
         sigs = "\n".join(json.dumps(t, ensure_ascii=False) for t in self.tools)
         if self.format == "hermes":
-            return ("You may call one tool per turn. The tools:\n<tools>\n" + sigs +
+            many = "one or more tools per turn, one <tool_call> block each" \
+                if self.parallel_tool_calls else "one tool per turn"
+            return (f"You may call {many}. The tools:\n<tools>\n" + sigs +
                     "\n</tools>\nTo call a tool, write\n<tool_call>\n{\"name\": NAME, "
                     "\"arguments\": {…}}\n</tool_call>")
-        return ("You may call one tool per turn. The tools:\n" + sigs + "\nTo call a tool, answer "
+        many = "one or more tools per turn, one JSON object per line" \
+            if self.parallel_tool_calls else "one tool per turn"
+        return (f"You may call {many}. The tools:\n" + sigs + "\nTo call a tool, answer "
                 "with only the JSON object {\"name\": NAME, \"arguments\": {…}}")
 
     def _render_call(self, call: object) -> str:
@@ -239,6 +253,71 @@ class ChatAgent:
                          tuple(sorted((t, f) for t, f in after.items() if f))),
                         (values_first, values_after), frozenset(judged))
 
+    def after_rule(self, cursor: PolicyCursor, calls: int) -> TurnRule:
+        """What may follow the ``calls`` calls of a turn so far, the policy at ``cursor`` after
+        them (mode policy): the turn may end if the calls' results, which come next, are allowed
+        (``end``); another call of a tool the policy allows now, narrowed and restricted by value
+        as a first call is, where the turn could end after it, or of any allowed tool where it
+        could end after none (one call of lookahead, design §14)."""
+        names = tuple(self.schemas)
+        end = _may_end(cursor, calls)
+        options = cursor.call_options(names)
+        offered = {t: f for t, f in options.items()
+                   if _may_end(_after_call(cursor, t), calls + 1)}
+        if not offered and not end:
+            offered = options
+        values, judged = _value_rules(cursor, offered)
+        return TurnRule(False, frozenset(offered), frozenset(),
+                        (tuple(sorted((t, f) for t, f in offered.items() if f)), ()), (values, ()),
+                        frozenset(judged), after_call=True, end=end)
+
+    def next_call(self, conv: Conversation, text: str, budget: int) -> TurnRule | None:
+        """The rule of what may follow in ``conv``'s turn being written, whose text so far ``text``
+        ends with a complete call, with ``budget`` tokens left (EOS included; 0: no bound); None
+        when the turn ends there (``parallel_tool_calls`` off, mode none, no tool allowed next, a
+        call the policy refuses: judged when the turn is consumed). Where the policy wants another
+        call but none fits in the budget, the turn ends after all, with a note (a call cut by the
+        budget would be no call; the calls' results then break the policy)."""
+        if not self.parallel_tool_calls or self.mode == "none":
+            return None
+        try:
+            before, calls = self.parse_turn(text)
+        except ToolCallError:
+            return None
+        if not calls or any(c.name not in self.schemas for c in calls):
+            return None
+        if self.mode == "format":
+            rule = TurnRule(False, frozenset(self.schemas), frozenset(), after_call=True)
+        else:
+            if conv.cursor is None:
+                return None
+            probe = conv.cursor.copy()
+            for ev in message_events(_assistant(before, calls, 0), len(conv.messages)):
+                if not probe.push(ev).allowed:
+                    return None
+            rule = self.after_rule(probe, len(calls))
+        if not rule.tools_first:
+            return None
+        if not rule.end and budget > 0 and int(self.index(rule).lang.distance[0]) > budget - 1:
+            conv.result.notes.append(f"turn {conv.result.turns + 1}: the policy wants another call "
+                                     f"after call {len(calls)}, but none fits in the {budget} "
+                                     "tokens left: the turn ends")
+            return None
+        self._note_rule(conv, rule)
+        return rule
+
+    def chain(self, conv: Conversation) -> Chain | None:
+        """What a :class:`TurnCursor` of ``conv``'s next turn asks when a call is complete
+        (:meth:`next_call`, as an index); None where a turn has at most one call."""
+        if not self.parallel_tool_calls or self.mode == "none":
+            return None
+
+        def then(data: bytes, budget: int) -> TurnIndex | None:
+            rule = self.next_call(conv, data.decode("utf-8", errors="replace"), budget)
+            return None if rule is None else self.index(rule)
+
+        return then
+
     def index(self, rule: TurnRule) -> TurnIndex:
         """The turn index of ``rule``, built once per distinct rule (equal value terms share one)."""
         idx = self._indexes.get(rule)
@@ -249,14 +328,15 @@ class ChatAgent:
 
     # -- generation
     def generate(self, prompt: str, index: TurnIndex | None, *, max_new_tokens: int,
-                 temperature: float = 0.0, rng: Any = None) -> tuple[str, int, bool]:
+                 temperature: float = 0.0, rng: Any = None,
+                 then: Chain | None = None) -> tuple[str, int, bool]:
         """One assistant turn: its text, the tokens it took, and whether it ended on its own
-        (EOS) rather than on the budget."""
+        (EOS) rather than on the budget; ``then``: what may follow a call (:meth:`chain`)."""
         import torch
 
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
         eos = set(self.vocab.eos_ids)
-        cur = TurnCursor(index) if index is not None else None
+        cur = TurnCursor(index, then) if index is not None else None
         out: list[int] = []
         past = None
         step_ids = ids
@@ -283,6 +363,12 @@ class ChatAgent:
         at = text.find(marker)
         return (text, None) if at < 0 else (text[:at], text[at:])
 
+    def parse_turn(self, text: str) -> tuple[str, list[ToolCall]]:
+        """A turn's text before its calls, and its calls in order (none: a text turn);
+        :class:`ToolCallError` where what follows the first call marker is not calls."""
+        before, call_text = self.split(text)
+        return before, ([] if call_text is None else parse_calls(call_text, self.format))
+
     # -- conversations
     def start(self, user: UserFn, first: str) -> Conversation:
         """A conversation begun by the user's ``first`` message, its first turn not yet written."""
@@ -292,19 +378,23 @@ class ChatAgent:
         """The rule of ``conv``'s next turn (None: unconstrained, mode ``none``)."""
         if self.mode == "policy":
             rule = self.rule(conv.cursor)
-            notes = [f"{t}: a rule constrains its arguments outside the fragment enforced token by "
-                     "token; its calls are written unconstrained by value and judged once written"
-                     for t in sorted(rule.judged)]
-            if any(vals for vals in rule.values):
-                notes += [f"{t}.{k}: not restricted by value ({why}); the call is judged once written"
-                          for t, k, why in self.index(rule).lang.unenforced]
-            for n in notes:
-                if n not in conv.result.notes:
-                    conv.result.notes.append(n)
+            self._note_rule(conv, rule)
             return rule
         if self.mode == "format":
             return self.rule(None)
         return None
+
+    def _note_rule(self, conv: Conversation, rule: TurnRule) -> None:
+        """Note, once per conversation, the tools of ``rule`` whose values are judged once written."""
+        notes = [f"{t}: a rule constrains its arguments outside the fragment enforced token by "
+                 "token; its calls are written unconstrained by value and judged once written"
+                 for t in sorted(rule.judged)]
+        if any(vals for vals in rule.values):
+            notes += [f"{t}.{k}: not restricted by value ({why}); the call is judged once written"
+                      for t, k, why in self.index(rule).lang.unenforced]
+        for n in notes:
+            if n not in conv.result.notes:
+                conv.result.notes.append(n)
 
     def turn_text(self, tokens: Sequence[int], constrained: bool) -> str:
         """A turn's text from its tokens (EOS left out): the detokenised text, or for a constrained
@@ -330,9 +420,10 @@ class ChatAgent:
         while conv.wants_turn(max_turns):
             rule = self.turn_rule(conv)
             index = self.index(rule) if rule is not None else None
+            then = self.chain(conv) if index is not None else None
             text, used, ended = self.generate(self.render(conv.messages), index,
                                               max_new_tokens=max_new_tokens,
-                                              temperature=temperature, rng=rng)
+                                              temperature=temperature, rng=rng, then=then)
             conv.consume(text, used, ended)
         return conv.finish()
 
@@ -381,42 +472,49 @@ class Conversation:
 
     def consume(self, text: str, used: int, ended: bool) -> bool:
         """Take one assistant turn (its text, tokens, whether it ended on its own): split and parse
-        it, run the tool or ask the user, and move the policy. True when the conversation goes on."""
+        it, run its tools in order or ask the user, and move the policy. True when the conversation
+        goes on."""
         agent, result, messages = self.agent, self.result, self.messages
         result.turns += 1
         result.tokens += used
         if not ended:
             result.notes.append(f"turn {result.turns}: cut at the token budget")
-        before, call_text = agent.split(text)
-        msg: dict[str, object] = {"role": "assistant", "content": before if before.strip(BLANK)
-                                  or call_text is None else None}
-        call = None
+        calls: list[ToolCall] = []
         error = None
-        if call_text is not None:
-            try:
-                call = parse_call(call_text, agent.format)
-                if call.name not in agent.schemas:
-                    error = f"unknown tool {call.name!r}"
-            except ToolCallError as e:
-                error = str(e)
-        if call is not None and error is None:
-            self._calls += 1
-            msg["tool_calls"] = [{"id": f"call_{self._calls}", "type": "function", "function": {
-                "name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}]
-        elif error is not None:
-            msg["content"] = text  # what the model wrote, as text
+        try:
+            before, calls = agent.parse_turn(text)
+            unknown = [c.name for c in calls if c.name not in agent.schemas]
+            if unknown:
+                error = f"unknown tool {unknown[0]!r}"
+        except ToolCallError as e:
+            before, error = text, str(e)
+        if error is None and len(calls) > 1 and not agent.parallel_tool_calls:
+            result.notes.append(f"turn {result.turns}: {len(calls)} calls written, but "
+                                "parallel_tool_calls is off: only the first runs")
+            calls = calls[:1]
+        if error is not None:  # what the model wrote, as text, and an error result
+            messages.append({"role": "assistant", "content": text})
+            result.malformed += 1
+            messages.append({"role": "tool", "content": f"error: malformed tool call: {error}"})
+            if self._push(len(messages) - 2):
+                self.done = True
+            return not self.done
+        msg = _assistant(before, calls, self._calls + 1)
         start = len(messages)
-        if call is not None and error is None and not self._admit(msg, call):
-            return False
+        if calls:
+            admitted = self._admit(msg, calls)
+            if admitted < len(calls):
+                if not admitted:
+                    return False
+                calls = calls[:admitted]
+                msg = _assistant(before, calls, self._calls + 1)
         messages.append(msg)
-        if call is not None and error is None:
+        for call in calls:
+            self._calls += 1
             result.calls += 1
             out = self.tool_result(call)
             messages.append({"role": "tool", "tool_call_id": f"call_{self._calls}", "content": out})
-        elif error is not None:
-            result.malformed += 1
-            messages.append({"role": "tool", "content": f"error: malformed tool call: {error}"})
-        else:
+        if not calls:
             reply = self._ask_user()
             if reply is None:
                 result.stop_reason = result.stop_reason or "user"
@@ -424,7 +522,7 @@ class Conversation:
                 self.done = True
                 return False
             messages.append({"role": "user", "content": reply})
-        if self._push(start):
+        if self._push(start) or self.done:
             self.done = True
         return not self.done
 
@@ -461,25 +559,29 @@ class Conversation:
         self.result.stop_reason = "user-error"
         return None
 
-    def _admit(self, msg: Mapping[str, object], call: ToolCall) -> bool:
-        """In mode ``policy``, judge a written call before it runs (a call whose values were not
-        restricted while written can break a first-order rule): a call the policy refuses is not
-        run and not put in the transcript, a note says why, and the run ends (``refused``), as
-        the guard refuses a call it forwards."""
+    def _admit(self, msg: Mapping[str, object], calls: Sequence[ToolCall]) -> int:
+        """In mode ``policy``, judge the written calls before they run (a call whose values were
+        not restricted while written can break a first-order rule), in order; returns how many
+        may run. A call the policy refuses is not run and not put in the transcript, nor are the
+        calls after it in the turn (they were judged after it); a note says why, and the run ends
+        (``refused``) once the calls before it have run, as the guard refuses a call it
+        forwards."""
         cursor = self.cursor
         if self.agent.mode != "policy" or cursor is None or not cursor.values:
-            return True
+            return len(calls)
         probe = cursor.copy()
+        k = 0
         for ev in message_events(msg, len(self.messages)):
             d = probe.push(ev)
             if not d.allowed:
-                self.result.notes.append(
-                    f"turn {self.result.turns}: call {render_call(call, self.agent.format)!r} "
-                    f"refused once written: {d.explain()}")
+                what = render_call(calls[k], self.agent.format) if ev.kind == "call" else "its text"
+                self.result.notes.append(f"turn {self.result.turns}: call {what!r} refused once "
+                                         f"written: {d.explain()}")
                 self.result.stop_reason = "refused"
                 self.done = True
-                return False
-        return True
+                return k if ev.kind == "call" else 0
+            k += ev.kind == "call"
+        return k
 
     def _push(self, start: int) -> bool:
         """Move the policy over the new messages; True (and a note) when one broke it and that ends
@@ -509,6 +611,32 @@ class Conversation:
         if self.agent.policy is not None:
             self.result.report = self.agent.policy.check(self.messages)
         return self.result
+
+
+def _assistant(before: str, calls: Sequence[ToolCall], first_id: int) -> dict[str, object]:
+    """The assistant message of a turn: its text (None when blank and there are calls) and its
+    calls as ``tool_calls`` with ids ``call_<first_id>``, … (none: a text message)."""
+    msg: dict[str, object] = {"role": "assistant",
+                              "content": before if before.strip(BLANK) or not calls else None}
+    if calls:
+        msg["tool_calls"] = [{"id": f"call_{first_id + k}", "type": "function", "function": {
+            "name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+            for k, c in enumerate(calls)]
+    return msg
+
+
+def _may_end(cursor: PolicyCursor, calls: int) -> bool:
+    """Whether a turn of ``calls`` calls may end at ``cursor``: the calls' results, which come
+    next, one per call, are allowed (probed with a neutral text)."""
+    probe = cursor.copy()
+    return all(probe.push(Event.say("tool", _PROBE)).allowed for _ in range(calls))
+
+
+def _after_call(cursor: PolicyCursor, tool: str) -> PolicyCursor:
+    """``cursor`` after a call of ``tool`` with no arguments (a probe: values are not known yet)."""
+    probe = cursor.copy()
+    probe.push(Event.call(tool, {}))
+    return probe
 
 
 def _value_rules(cursor: PolicyCursor, tools: Iterable[str]) -> tuple[ValueRules, set[str]]:

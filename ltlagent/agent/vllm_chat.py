@@ -11,12 +11,20 @@ the others decode. A constrained turn carries its :class:`~ltlagent.decode.chat.
 :class:`~ltlagent.decode.vllm_processor.TurnOptions` in ``extra_args``, and the processor masks it
 with the same :class:`~ltlagent.decode.chat.TurnIndex` masks (and token budget) as the
 transformers loop, so greedy conversations are the same on both backends.
+
+A turn of several calls (issue 30) is several requests: the engine cannot ask the conversation
+what the policy allows after a call, so a request's language ends at a complete call (EOS is then
+the only token allowed: forced, not the model's choice, and not counted), and the driver asks
+:meth:`ChatEngine.next_call` for the rule of what follows, submitting it as a new request whose
+prompt is the turn's prompt and tokens so far (vLLM's prefix cache holds them), with the tokens left.
+Its first token is sampled from the logits after the call, as the transformers loop samples it.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ltlagent.decode.vllm_processor import EXTRA_KEY, TurnOptions
@@ -72,6 +80,8 @@ class ChatEngine(Protocol[C_contra]):
     def fields(self) -> Mapping[str, Mapping[str, str]] | None: ...
     def render(self, messages: Sequence[Mapping[str, object]]) -> str: ...
     def turn_rule(self, conv: C_contra) -> TurnRule | None: ...
+    def next_call(self, conv: C_contra, text: str, budget: int) -> TurnRule | None: ...
+    def split(self, text: str) -> tuple[str, str | None]: ...
     def turn_text(self, tokens: Sequence[int], constrained: bool) -> str: ...
 
 
@@ -90,12 +100,25 @@ def engine_eos(llm: Any, tokenizer: Any) -> list[int] | None:
     return ids or None
 
 
+@dataclass(frozen=True)
+class _Part:
+    """One request of a turn: its conversation, whether it is constrained, the turn's prompt ids,
+    the tokens the turn wrote before this request, the turn's token budget, its number."""
+
+    conv: int
+    constrained: bool
+    ids: list[int]
+    before: list[int]
+    left: int
+    number: int = 0
+
+
 def run_chats(agent: ChatEngine[C], convs: Sequence[C], *, max_turns: int = 12,
               max_new_tokens: int = 96, temperature: float = 0.0, seed: int | None = None) -> None:
     """Run the started conversations ``convs`` concurrently on ``agent.model`` (a ``vllm.LLM``)
     until each is finished (its ``finish()`` called once, when it ends, so that its time is its
     own). With a temperature and ``seed``, turn ``t`` of conversation ``k`` is seeded by
-    ``seed + 1000 * k + t``."""
+    ``seed + 1000 * k + t`` (the request after its call ``j``, by that plus ``100 * j``)."""
     if max_turns < 1 or max_new_tokens < 1:
         raise UsageError("max_turns and max_new_tokens must be at least 1")
     import vllm
@@ -109,7 +132,23 @@ def run_chats(agent: ChatEngine[C], convs: Sequence[C], *, max_turns: int = 12,
     eos_set = set(eos)
     finished = [False] * len(convs)
     tag = uuid.uuid4().hex[:8]
-    pending: dict[str, tuple[int, bool]] = {}
+    pending: dict[str, _Part] = {}
+
+    def request(part: _Part, rule: TurnRule | None) -> None:
+        """Send one request of a turn: its prompt and the turn's tokens so far, the rest of its
+        budget, its rule's options."""
+        conv = convs[part.conv]
+        extra = None if rule is None else {
+            EXTRA_KEY: TurnOptions.encode(rule, agent.schemas, agent.format, agent.fields, eos)}
+        kw: dict[str, Any] = {"temperature": temperature}
+        if seed is not None and temperature > 0:
+            kw["seed"] = seed + 1000 * part.conv + conv.result.turns + 100 * part.number
+        rid = f"ltlagent-chat-{tag}-{part.conv}-{conv.result.turns}" + \
+            (f"-{part.number}" if part.number else "")
+        engine.add_request(rid, {"prompt_token_ids": part.ids + part.before}, vllm.SamplingParams(
+            max_tokens=part.left - len(part.before), stop_token_ids=eos, extra_args=extra,
+            skip_special_tokens=True, **kw))
+        pending[rid] = part
 
     def submit(k: int) -> None:
         """Send conversation ``k``'s next turn, or finish it."""
@@ -128,15 +167,7 @@ def run_chats(agent: ChatEngine[C], convs: Sequence[C], *, max_turns: int = 12,
             finished[k] = True
             return
         rule = agent.turn_rule(conv)
-        extra = None if rule is None else {
-            EXTRA_KEY: TurnOptions.encode(rule, agent.schemas, agent.format, agent.fields, eos)}
-        kw: dict[str, Any] = {"temperature": temperature}
-        if seed is not None and temperature > 0:
-            kw["seed"] = seed + 1000 * k + conv.result.turns
-        rid = f"ltlagent-chat-{tag}-{k}-{conv.result.turns}"
-        engine.add_request(rid, {"prompt_token_ids": ids}, vllm.SamplingParams(
-            max_tokens=left, stop_token_ids=eos, extra_args=extra, skip_special_tokens=True, **kw))
-        pending[rid] = (k, rule is not None)
+        request(_Part(k, rule is not None, ids, [], left), rule)
 
     for k in range(len(convs)):
         submit(k)
@@ -144,14 +175,25 @@ def run_chats(agent: ChatEngine[C], convs: Sequence[C], *, max_turns: int = 12,
         for out in engine.step():
             if not out.finished or out.request_id not in pending:
                 continue
-            k, constrained = pending.pop(out.request_id)
+            part = pending.pop(out.request_id)
+            k = part.conv
             done = out.outputs[0]
             toks = [int(t) for t in done.token_ids]
-            ended = bool(toks) and toks[-1] in eos_set
-            used = len(toks)
-            if not ended and done.finish_reason == "stop" and done.stop_reason is None:
-                ended, used = True, used + 1  # an EOS the engine left out of the tokens
-            if convs[k].consume(agent.turn_text(toks, constrained), used, ended):
+            eos_last = bool(toks) and toks[-1] in eos_set
+            body = toks[:-1] if eos_last else toks
+            # an EOS the engine left out of the tokens: a stop with no stop string
+            ended = eos_last or (done.finish_reason == "stop" and done.stop_reason is None)
+            written = part.before + body
+            if part.constrained and ended and len(written) < part.left and \
+                    agent.split(agent.turn_text(body, True))[1] is not None:
+                # this request wrote a call: what may follow it is another request
+                rule = agent.next_call(convs[k], agent.turn_text(written, True),
+                                       part.left - len(written))
+                if rule is not None:
+                    request(_Part(k, True, part.ids, written, part.left, part.number + 1), rule)
+                    continue
+            if convs[k].consume(agent.turn_text(written, part.constrained), len(written) + int(ended),
+                                ended):
                 submit(k)
             else:
                 convs[k].finish()

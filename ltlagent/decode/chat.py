@@ -3,7 +3,11 @@
 A turn is free text, or free text followed by one tool call in the model's call format, then the
 end of the turn. Which of these the policy allows *now* is a :class:`TurnRule`: may the turn be
 text (an assistant text step is allowed), and which tools may be called with no text before the
-call and which after some text (a text step moves the policy, so the two can differ). A rule
+call and which after some text (a text step moves the policy, so the two can differ). Several
+calls in one turn (issue 30) are one language per call: when a call is complete, a
+:class:`TurnCursor` given a :data:`Chain` asks it for the index of what may follow (a rule with
+``after_call``: blank text, then another call of the tools the policy allows after the calls so
+far, or the end of the turn where ``end`` says so) and goes on in that index. A rule
 becomes one byte DFA (:class:`TurnLanguage`): a text phase that watches for the call marker
 (``<tool_call>`` for ``hermes``; a ``{`` at the very start for ``json``) with a
 Knuth–Morris–Pratt failure function, then the DFA of the allowed calls (names and argument
@@ -20,7 +24,7 @@ where the turn may end. :class:`TurnCursor` is the per-turn runtime.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,7 +58,7 @@ from ltlagent.text.toolcall import FORMATS, call_table, glue_calls
 from ltlagent.text.values import MAX_VALUE_STATES, ValueBudgetExceeded, ValueTerm, restrict_field
 
 __all__ = ["TurnRule", "TurnLanguage", "TokenBytes", "TurnIndex", "TurnCursor", "Period", "CALL_MARKERS",
-           "ValueRules", "value_call_table"]
+           "ValueRules", "value_call_table", "Chain"]
 
 #: The text that begins a call in each format (``json``: a ``{`` as the turn's first byte).
 CALL_MARKERS = {"hermes": "<tool_call>", "json": "{"}
@@ -78,6 +82,11 @@ class TurnRule:
     #: tools whose values a rule constrains outside the fragment enforced token by token: written
     #: unconstrained by value and judged once written (design §14.1)
     judged: frozenset[str] = frozenset()
+    #: the turn so far ends with a complete call (issue 30): no text, only blank bytes and then
+    #: another call of ``tools_first`` (``tools_after_text`` empty); ``end``: whether the turn may
+    #: end here instead (the results of its calls may come next)
+    after_call: bool = False
+    end: bool = True
 
 
 
@@ -157,6 +166,9 @@ class TurnLanguage:
         inside a character (as ``build_index(utf8=True)`` does for spec monitors)."""
         if format not in FORMATS:
             raise ValueError(f"unknown tool-call format {format!r}")
+        if rule.after_call and (rule.text or rule.tools_after_text):
+            raise ValueError("a turn after a call has no text: after_call needs text=False and no "
+                             "tools_after_text")
         marker = CALL_MARKERS[format].encode()
         m = len(marker)
         calls: list[ByteTable | None] = []
@@ -208,8 +220,10 @@ class TurnLanguage:
                         trans[s, b] = text(1, 0, u2)
             for k in range(m):
                 s = text(seen, k, 0)
-                # the turn may end in the text phase once there is text (pending bytes are text)
-                acc[s] = rule.text and bool(seen or k > 0)
+                # the turn may end in the text phase once there is text (pending bytes are text);
+                # after a call, before any byte of the next one (blank bytes are no text) if ``end``
+                acc[s] = (rule.text and bool(seen or k > 0)) or \
+                    (rule.after_call and rule.end and not seen and k == 0)
                 for b in range(256):
                     if b == marker[k] and not (format == "json" and seen):
                         if k + 1 == m:
@@ -675,28 +689,57 @@ class TurnIndex:
         return len(self._masks)
 
 
-class TurnCursor:
-    """One assistant turn being written: the DFA state and the bytes so far."""
+#: What may follow a complete call of a turn (issue 30): given the turn's bytes so far and the tokens
+#: left (EOS included; 0: no bound), the index of the rest of the turn (a language of a rule with
+#: ``after_call``), or None when the turn ends after the call.
+Chain = Callable[[bytes, int], "TurnIndex | None"]
 
-    def __init__(self, index: TurnIndex) -> None:
+
+class TurnCursor:
+    """One assistant turn being written: the DFA state and the bytes so far. With ``then``, a turn
+    of several calls: when a call is complete, the next :meth:`allowed` (which knows the tokens
+    left) asks ``then`` what may follow and goes on in that index; ``starts`` are the offsets in
+    ``data`` where each index took over."""
+
+    def __init__(self, index: TurnIndex, then: Chain | None = None) -> None:
         self.index = index
         self.state = index.lang.initial
         self.data = bytearray()
         self.ended = False
+        self.then = then
+        self.starts: list[int] = [0]
+        self._call_done = False  # a call was just completed and ``then`` not asked yet
+
+    def _chain(self, budget: int) -> None:
+        """Ask ``then`` what follows the call just completed, and go on there."""
+        self._call_done = False
+        assert self.then is not None
+        nxt = self.then(bytes(self.data), budget)
+        if nxt is not None:
+            self.index, self.state = nxt, nxt.lang.initial
+            self.starts.append(len(self.data))
 
     def allowed(self, budget: int = 0) -> np.ndarray:
         """The tokens allowed now; with ``budget`` (tokens left, EOS included) only those after
         which the turn can still end in time."""
+        if self._call_done:
+            self._chain(budget)
         if budget > 0:
             return self.index.allowed_within(self.state, budget)
         return self.index.allowed(self.state)
 
     def advance(self, token: int) -> None:
+        if self._call_done:
+            self._chain(0)
         if token in self.index.vocab.eos_ids:
             self.ended = True
         else:
             self.data += self.index.vocab.token_bytes(token)
         self.state = self.index.advance(self.state, token)
+        lang = self.index.lang
+        if self.then is not None and not self.ended and lang.in_call(self.state) \
+                and lang.accepting[self.state]:
+            self._call_done = True  # a call is complete: what follows is asked with the budget
 
     @property
     def is_dead(self) -> bool:

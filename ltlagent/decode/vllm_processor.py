@@ -136,8 +136,9 @@ def _spec_text_ok(text: str) -> bool:
 @dataclass(frozen=True)
 class TurnOptions:
     """One chat turn's options, ``extra_args["ltlagent"] = {"turn": {…}}``: the turn rule, every
-    tool's argument schema, the call format, argument regexes and the EOS ids (docs/design.md §14).
-    The request's tokens are masked by the :class:`~ltlagent.decode.chat.TurnIndex` of the rule."""
+    tool's argument schema, the call format, argument regexes and the EOS ids (docs/design.md §14);
+    ``after_call``/``end`` for a request that goes on after a call of a turn of several calls. The
+    request's tokens are masked by the :class:`~ltlagent.decode.chat.TurnIndex` of the rule."""
 
     key: str  # the options as canonical JSON: turn indexes are shared by equal keys
     rule: TurnRule
@@ -158,7 +159,7 @@ class TurnOptions:
                                     for phase in rule.values],
                          "schemas": {k: dict(v) for k, v in schemas.items()}, "format": format,
                          "fields": {k: dict(v) for k, v in fields.items()} if fields else None,
-                         "eos": [int(e) for e in eos]}}
+                         "eos": [int(e) for e in eos], "after_call": rule.after_call, "end": rule.end}}
 
     @classmethod
     def parse(cls, extra_args: Mapping[str, Any] | None) -> TurnOptions | None:
@@ -176,7 +177,7 @@ class TurnOptions:
             raise UsageError(f"{what} must be the only key, a mapping")
         t = raw["turn"]
         unknown = sorted(set(t) - {"text", "first", "after", "narrow", "values", "schemas", "format",
-                                   "fields", "eos"})
+                                   "fields", "eos", "after_call", "end"})
         if unknown:
             raise UsageError(f"{what}: unknown key {unknown[0]!r}")
         from ltlagent.text.toolcall import FORMATS
@@ -210,7 +211,11 @@ class TurnOptions:
         fields = t.get("fields")
         if fields is not None and not isinstance(fields, Mapping):
             raise UsageError(f"{what}['fields'] must map tools to {{field: regex}}")
-        rule = TurnRule(bool(t.get("text", True)), names[0], names[1], narrow, vals)
+        after_call, end = t.get("after_call", False), t.get("end", True)
+        if not isinstance(after_call, bool) or not isinstance(end, bool):
+            raise UsageError(f"{what}['after_call'] and ['end'] must be booleans")
+        rule = TurnRule(bool(t.get("text", True)), names[0], names[1], narrow, vals,
+                        after_call=after_call, end=end)
         key = json.dumps(t, sort_keys=True)
         return cls(key, rule, schemas, str(fmt), fields, tuple(int(e) for e in eos))
 

@@ -12,6 +12,13 @@ first). The object itself follows the same lexical policy as the arguments: keys
 most one space after ``:`` and ``,``. ``fields`` narrows a tool's string arguments by regex (issue
 17's ``(:args (KEY (:regex "…")))``). :func:`parse_call` reads a call back, for round trips and for
 reading what an unconstrained model wrote.
+
+Several calls in one turn (issue 30) are written one after another with only blank text between
+them, in both formats: hermes blocks as the Hermes and Qwen templates render them
+(``</tool_call>\n<tool_call>``), and for ``json`` one object after the other (one per line as
+:func:`render_calls` writes them), not a JSON array: a turn's first call is then the same text
+whether or not another follows, and each call is a whole JSON value the moment it closes, which is
+when the decoder judges it. :func:`parse_calls` reads such a sequence back.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ltlagent.errors import LtlAgentError, UsageError
@@ -29,11 +36,13 @@ from ltlagent.text.content import ContentDFA
 from ltlagent.text.jsonschema import MAX_JSON_STATES, JsonConst, JsonType, emit, narrow, parse_schema
 
 __all__ = ["FORMATS", "ToolCall", "ToolCallError", "call_dfa", "call_table", "clear_caches", "parse_call",
-           "find_calls", "render_call", "glue_calls"]
+           "find_calls", "render_call", "glue_calls", "parse_calls", "render_calls", "CALL_GAP"]
 
 #: The call formats, each as (text before the JSON object, text after it).
 FORMATS: dict[str, tuple[str, str]] = {"hermes": ("<tool_call>\n", "\n</tool_call>"), "json": ("", "")}
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+#: What :func:`render_calls` writes between two calls of one turn.
+CALL_GAP = "\n"
 
 
 class ToolCallError(LtlAgentError, ValueError):
@@ -137,6 +146,11 @@ def _from_object(body: str) -> ToolCall:
         obj = json.loads(body)
     except json.JSONDecodeError as e:
         raise ToolCallError(f"the call is not valid JSON: {e.msg} at character {e.pos}") from None
+    return _from_value(obj)
+
+
+def _from_value(obj: object) -> ToolCall:
+    """The call a decoded JSON value is (:class:`ToolCallError` if it is none)."""
     if not isinstance(obj, dict):
         raise ToolCallError("the call must be a JSON object with name and arguments")
     name, args = obj.get("name"), obj.get("arguments", {})
@@ -167,6 +181,47 @@ def parse_call(text: str, format: str = "hermes") -> ToolCall:
     return _from_object(body)
 
 
+def _skip(text: str, at: int) -> int:
+    """The first position from ``at`` that is not whitespace."""
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
+
+
+def parse_calls(text: str, format: str = "hermes") -> list[ToolCall]:
+    """The calls ``text`` is, in order: one or more calls of ``format`` with only whitespace before,
+    between and after them (:class:`ToolCallError` otherwise). Each call's JSON object is read
+    with ``json.JSONDecoder.raw_decode``, so a string argument may hold ``</tool_call>``."""
+    _format(format)
+    decoder = json.JSONDecoder()
+    out: list[ToolCall] = []
+    at = _skip(text, 0)
+    open_, close = "<tool_call>", "</tool_call>"
+    while at < len(text) or not out:
+        where = f"call {len(out) + 1}"
+        if format == "hermes":
+            if not text.startswith(open_, at):
+                raise ToolCallError(f"{where}: a hermes call is <tool_call>{{…}}</tool_call>, and only "
+                                    "blank text may separate calls")
+            at = _skip(text, at + len(open_))
+        elif not text.startswith("{", at):
+            raise ToolCallError(f"{where}: a json call is an object {{…}}, and only blank text may "
+                                "separate calls")
+        try:
+            obj, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError as e:
+            raise ToolCallError(f"{where} is not valid JSON: {e.msg} at character {e.pos}") from None
+        except RecursionError:
+            raise ToolCallError(f"{where} is nested too deep to read") from None
+        out.append(_from_value(obj))
+        at = _skip(text, at)
+        if format == "hermes":
+            if not text.startswith(close, at):
+                raise ToolCallError(f"{where}: a hermes call ends with </tool_call>")
+            at = _skip(text, at + len(close))
+    return out
+
+
 def find_calls(text: str) -> list[ToolCall | ToolCallError]:
     """Every ``<tool_call>…</tool_call>`` block of a message, in order, parsed or the error."""
     out: list[ToolCall | ToolCallError] = []
@@ -184,3 +239,9 @@ def render_call(call: ToolCall, format: str = "hermes") -> str:
     before, after = _format(format)
     return before + json.dumps({"name": call.name, "arguments": dict(call.arguments)},
                                ensure_ascii=False) + after
+
+
+def render_calls(calls: Sequence[ToolCall], format: str = "hermes") -> str:
+    """The text of several calls of one turn (:func:`render_call` each, :data:`CALL_GAP` between):
+    what :func:`parse_calls` reads back."""
+    return CALL_GAP.join(render_call(c, format) for c in calls)
