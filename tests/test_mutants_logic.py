@@ -142,3 +142,68 @@ def test_value_terms_give_up_when_the_state_depends_on_the_arguments() -> None:
     cur = p.cursor()
     cur.push(Event.say("user", "send 5 to AB12"))
     assert cur.value_terms("send_money") is None
+
+
+# --- logic/valueterms.py: the values a decoder may let a model write, per rule shape ------------
+
+_FO_STATES = """(User (:from user)) (Tool (:from tool)) (Pay (:call "pay") (:args (to ?x) (cc ?x)))
+   (Look (:call "look") (:args (id ?x))) (Call (:call)) (Reply (:from assistant))"""
+#: A conversation in which values come from the user, the tools and a lookup, in that order.
+_HISTORY = (Event.say("user", "pay ab or 7"), Event.say("tool", "abc"),
+            Event.call("look", {"id": "c"}), Event.say("tool", "b c"),
+            Event.call("pay", {"to": "ab", "cc": ["7"]}), Event.say("user", "ok"))
+_CANDIDATES = ("ab", "b", "abc", "c", "7", "b c", "x", "y", "ok", "zz", "a")
+
+
+@pytest.mark.parametrize("condition", [
+    "(previously (mentions Tool ?x))",  # a payee the tool named in the step just before
+    "(or (once (Look ?x)) (once (mentions User ?x)))",
+    "(and (once (mentions User ?x)) (not (once (Look ?x))))",
+    "(since (not (mentions Tool ?x)) (mentions User ?x))",  # no tool said it since the user did
+    "(historically (not (mentions Tool ?x)))",
+    "(implies (once (mentions Tool ?x)) (once (Look ?x)))",
+    "(or (once (mentions Tool ?x)) (previously (once (Pay ?x))))",  # a payee paid before
+    "(or (once (and (previously User) (mentions Tool ?x))) false)",
+])
+def test_value_terms_are_what_decide_allows_for_each_past_operator(condition: str) -> None:
+    """Mutants ``condition_term`` 5, 40, 82, 96, 97, 130, 133, ``_and`` 6, 8 and
+    ``PolicyCursor.value_terms`` 48: the term the decoder intersects with the argument's schema
+    allows exactly the values ``decide`` allows, at every step of a conversation, for the past
+    operators and connectives of the fragment (design §14.1), not only ``once``/``not``."""
+    from ltlagent.text.values import value_language
+
+    rule = f"(forall (?x) (always (implies (Pay ?x) {condition})))"
+    p = Policy.load(parse_spec(f"(define fo (:states {_FO_STATES}) (:constraints (r {rule})))"))
+    cur = p.cursor()
+    seen = 0
+    for ev in (*_HISTORY, None):
+        terms = cur.value_terms("pay")
+        assert terms is not None and set(terms) <= {"to", "cc"}, (condition, terms)
+        for v in _CANDIDATES:
+            allowed = cur.decide(Event.call("pay", {"to": v})).allowed
+            assert allowed == ("to" not in terms or v in value_language(terms["to"])), (
+                condition, cur.trace, v, terms)
+            seen += allowed
+        if ev is not None and cur.decide(ev).allowed:  # a decoder never writes a refused step
+            cur.push(ev)
+    assert 0 < seen < len(_CANDIDATES) * (len(_HISTORY) + 1)  # the rule allows some, not all
+
+
+def test_value_terms_read_the_keys_of_the_rules_variable() -> None:
+    """Mutants ``condition_term`` 40 and ``PolicyCursor.value_terms`` 48 (``value_keys`` asked for
+    no variable): where a state binds two variables, only the keys of the rule's variable count
+    -- a payment goes to an account that was looked up, not to the account's owner."""
+    from ltlagent.text.values import value_language
+
+    p = Policy.load(parse_spec("""(define lookup-first (:states (User (:from user))
+      (Look (:call "look") (:args (id ?x) (owner ?y)))
+      (Pay (:call "pay") (:args (to ?x) (memo ?y))) (Reply (:from assistant)))
+      (:constraints (looked-up (forall (?x) (always (implies (Pay ?x) (once (Look ?x))))))))"""))
+    cur = p.cursor()
+    cur.push(Event.say("user", "pay my landlord"))
+    cur.push(Event.call("look", {"id": "AB12", "owner": "Zed"}))
+    terms = cur.value_terms("pay")
+    assert terms is not None and set(terms) == {"to"}
+    for v, ok in (("AB12", True), ("Zed", False), ("AB1", False)):
+        assert cur.decide(Event.call("pay", {"to": v, "memo": "rent"})).allowed is ok
+        assert (v in value_language(terms["to"])) is ok
