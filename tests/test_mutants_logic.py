@@ -1,0 +1,209 @@
+"""Fixed tests for the mutants of ``ltlagent/logic/`` and ``ltlagent/chat/`` that survived the
+tests mutmut ran against them (issue 31; the run and the score are in docs/mutation.md). Each
+test names the mutants it kills (mutmut's names, without the ``ltlagent.`` prefix) and reads
+like something a user of the library would do: a ``check-log --format json`` report, a guard
+asking which tools it may offer, a decoder resuming a conversation half-way.
+
+How each was checked: the mutant applied (``mutmut apply`` in a scratch copy, or by hand), the
+test failed; the code restored, it passed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ltlagent import Event, LogError, Policy, parse_spec
+
+
+def _call(name: str, args: object = None) -> dict[str, object]:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": name, "arguments": args if isinstance(args, str)
+                      else json.dumps(args or {})}}]}
+
+
+def _user(text: str) -> dict[str, object]:
+    return {"role": "user", "content": text}
+
+
+LOOKUP = Policy.load(parse_spec(
+    '(define answer (:states (User (:from user)) (Lookup (:call "lookup")) (Result (:from tool))'
+    ' (Reply (:from assistant))) (:constraints (answers (eventually Reply))))'))
+
+PAYMENTS = Policy.load(parse_spec("""(define payments
+ (:states (User (:from user)) (Tool (:from tool))
+   (Pay (:call "send_money") (:args (recipient ?dest))) (Call (:call)) (Reply (:from assistant)))
+ (:constraints (destination-from-user
+   (forall (?dest) (always (implies (Pay ?dest) (once (mentions User ?dest))))))))"""))
+
+
+# --- logic/policy.py: the JSON reports (check-log --format json, the guard's refusals) ----------
+
+def test_the_json_report_of_each_verdict_has_its_documented_keys() -> None:
+    """Mutants ``ConversationReport.to_dict`` 4, 5, 8-11 and ``Violation.to_dict`` 8-13 (a key
+    renamed, ``unmet`` None): what ``check-log --format json`` prints is read by programs."""
+    assert LOOKUP.check([_user("hi")]).to_dict() == {
+        "verdict": "incomplete", "steps": 1, "violations": [], "unmet": ["answers"]}
+    assert LOOKUP.check([_user("hi"), {"role": "assistant", "content": "hello"}]).to_dict() == {
+        "verdict": "ok", "steps": 2, "violations": []}
+    bad = PAYMENTS.check([_user("send 5 to AB12"), _call("send_money", {"recipient": "EVIL9"})])
+    assert bad.to_dict() == {"verdict": "violated", "steps": 2, "violations": [
+        {"constraint": "destination-from-user", "step": 1, "message": 1, "state": "Pay",
+         "allowed": [], "binding": {"?dest": "EVIL9"}}]}
+    booking = Policy.load("booking-policy")
+    torn = booking.check([_user("hi"), _call("book", "{")])  # arguments cut off mid-JSON
+    d = torn.to_dict()
+    assert d["verdict"] == "violated" and d["message"] == 1 and "not JSON" in str(d["error"])
+    assert [v["constraint"] for v in d["violations"]] == ["confirm-before-write",
+                                                           "lookup-before-write"]
+    assert d["violations"][0]["allowed"] == ["System", "Confirm", "User", "Lookup", "Handoff",
+                                             "Call", "Result", "Reply"]
+    assert d["violations"][0]["state"] == "Write"
+
+
+def test_a_decision_as_json_names_the_broken_rule_and_the_values() -> None:
+    """Mutants ``Decision.to_dict`` 1-15 (no test called it: the guard's refusal record)."""
+    cur = PAYMENTS.cursor()
+    cur.push(Event.say("user", "send 5 to AB12"))
+    no = cur.decide(Event.call("send_money", {"recipient": "EVIL9"}))
+    assert no.to_dict() == {"allowed": False, "state": "Pay",
+                            "violated": ["destination-from-user"],
+                            "allowed_states": ["User", "Tool", "Pay", "Call", "Reply"],
+                            "binding": {"?dest": "EVIL9"}}
+    yes = cur.decide(Event.call("send_money", {"recipient": "AB12"}))
+    assert yes.to_dict() == {"allowed": True, "state": "Pay", "violated": [],
+                             "allowed_states": ["User", "Tool", "Pay", "Call", "Reply"]}
+
+
+# --- logic/policy.py: the cursor's message-level entry points -----------------------------------
+
+def test_pushing_messages_from_the_middle_of_a_conversation() -> None:
+    """Mutants ``PolicyCursor.push_messages`` 5, 7, 10, 12 and ``push_message`` 3: a guard that
+    already took the first messages pushes only the new ones (``start``), gets a decision for
+    each of them, and a malformed one is reported at its index in the whole list."""
+    msgs = [_user("find it"), _call("lookup"), {"role": "tool", "tool_call_id": "c1",
+                                                 "content": "42"}, {"role": "assistant",
+                                                                    "content": "It is 42."}]
+    cur = LOOKUP.cursor()
+    first = cur.push_messages(msgs[:2])
+    assert [d.state for d in first] == ["User", "Lookup"]
+    rest = cur.push_messages(msgs, start=2)
+    assert [d.state for d in rest] == ["Result", "Reply"] and all(d.allowed for d in rest)
+    assert cur.steps == 4 and cur.trace == ["User", "Lookup", "Result", "Reply"]
+    assert cur.is_complete
+    with pytest.raises(LogError) as e:
+        LOOKUP.cursor().push_messages([_user("x"), {"role": "robot", "content": "beep"}])
+    assert e.value.index == 1 and str(e.value).startswith("message 1:")
+    with pytest.raises(LogError) as e:
+        LOOKUP.cursor().push_message({"role": "robot", "content": "beep"}, 3)
+    assert e.value.index == 3
+
+
+# --- logic/policy.py: which calls a decoder may offer -------------------------------------------
+
+def test_call_options_of_a_policy_without_call_states_is_empty() -> None:
+    """Mutants ``PolicyCursor.call_options`` 10, 12 and ``value_terms`` 6, 8 (``.get`` without
+    its ``()`` default): a chat-only policy under a decoder that offers tools offers none."""
+    chat = Policy.load(parse_spec("(define chat (:states (User (:from user))"
+                                  " (Reply (:from assistant))))"))
+    assert chat.cursor().call_options(["lookup"]) == {}
+    # a first-order rule with no call state to bind its variable (vacuous, but accepted)
+    fo_text = Policy.load(parse_spec("(define echo (:states (User (:from user))"
+                                     " (Reply (:from assistant))) (:constraints"
+                                     " (no-echo (forall (?w) (always (not (mentions Reply ?w)))))))"))
+    assert fo_text.cursor().value_terms("lookup") == {}
+
+
+def test_call_options_per_tool_narrowing() -> None:
+    """Mutants ``PolicyCursor.call_options`` 25 (the chain not stopped at a catch-all), 28
+    (``continue`` → ``break``: a tool no state names hides the tools after it), 32 and 46 (a
+    single ``(:args …)`` state read as a catch-all, or ``chain[1]``)."""
+    only = Policy.load(parse_spec("""(define only (:states (User (:from user))
+      (Small (:call "pay") (:args (amount (:regex "[0-9]{1,3}"))))
+      (Look (:call "lookup")) (Again (:call "lookup") (:args (q (:regex "x"))))
+      (Reply (:from assistant))))"""))
+    cur = only.cursor()
+    cur.push(Event.say("user", "pay me"))
+    assert cur.call_options(["delete", "pay", "lookup"]) == {
+        "pay": (("amount", "[0-9]{1,3}"),), "lookup": ()}
+
+
+def test_value_terms_give_up_when_the_state_depends_on_the_arguments() -> None:
+    """Mutant ``PolicyCursor.value_terms`` 18 (the chain stopped at an ``(:args …)`` state):
+    a call of ``send_money`` is in Big or in Pay depending on its amount, so no single term
+    holds token by token; the decoder must write it unconstrained and judge it afterwards."""
+    p = Policy.load(parse_spec("""(define two (:states (User (:from user))
+      (Big (:call "send_money") (:args (amount (:regex "[0-9]{4,}")) (recipient ?d)))
+      (Pay (:call "send_money") (:args (recipient ?d))) (Reply (:from assistant)))
+      (:constraints (from-user (forall (?d) (always (implies (or (Big ?d) (Pay ?d))
+                                                      (once (mentions User ?d))))))))"""))
+    cur = p.cursor()
+    cur.push(Event.say("user", "send 5 to AB12"))
+    assert cur.value_terms("send_money") is None
+
+
+# --- logic/valueterms.py: the values a decoder may let a model write, per rule shape ------------
+
+_FO_STATES = """(User (:from user)) (Tool (:from tool)) (Pay (:call "pay") (:args (to ?x) (cc ?x)))
+   (Look (:call "look") (:args (id ?x))) (Call (:call)) (Reply (:from assistant))"""
+#: A conversation in which values come from the user, the tools and a lookup, in that order.
+_HISTORY = (Event.say("user", "pay ab or 7"), Event.say("tool", "abc"),
+            Event.call("look", {"id": "c"}), Event.say("tool", "b c"),
+            Event.call("pay", {"to": "ab", "cc": ["7"]}), Event.say("user", "ok"))
+_CANDIDATES = ("ab", "b", "abc", "c", "7", "b c", "x", "y", "ok", "zz", "a")
+
+
+@pytest.mark.parametrize("condition", [
+    "(previously (mentions Tool ?x))",  # a payee the tool named in the step just before
+    "(or (once (Look ?x)) (once (mentions User ?x)))",
+    "(and (once (mentions User ?x)) (not (once (Look ?x))))",
+    "(since (not (mentions Tool ?x)) (mentions User ?x))",  # no tool said it since the user did
+    "(historically (not (mentions Tool ?x)))",
+    "(implies (once (mentions Tool ?x)) (once (Look ?x)))",
+    "(or (once (mentions Tool ?x)) (previously (once (Pay ?x))))",  # a payee paid before
+    "(or (once (and (previously User) (mentions Tool ?x))) false)",
+])
+def test_value_terms_are_what_decide_allows_for_each_past_operator(condition: str) -> None:
+    """Mutants ``condition_term`` 5, 40, 82, 96, 97, 130, 133, ``_and`` 6, 8 and
+    ``PolicyCursor.value_terms`` 48: the term the decoder intersects with the argument's schema
+    allows exactly the values ``decide`` allows, at every step of a conversation, for the past
+    operators and connectives of the fragment (design §14.1), not only ``once``/``not``."""
+    from ltlagent.text.values import value_language
+
+    rule = f"(forall (?x) (always (implies (Pay ?x) {condition})))"
+    p = Policy.load(parse_spec(f"(define fo (:states {_FO_STATES}) (:constraints (r {rule})))"))
+    cur = p.cursor()
+    seen = 0
+    for ev in (*_HISTORY, None):
+        terms = cur.value_terms("pay")
+        assert terms is not None and set(terms) <= {"to", "cc"}, (condition, terms)
+        for v in _CANDIDATES:
+            allowed = cur.decide(Event.call("pay", {"to": v})).allowed
+            assert allowed == ("to" not in terms or v in value_language(terms["to"])), (
+                condition, cur.trace, v, terms)
+            seen += allowed
+        if ev is not None and cur.decide(ev).allowed:  # a decoder never writes a refused step
+            cur.push(ev)
+    assert 0 < seen < len(_CANDIDATES) * (len(_HISTORY) + 1)  # the rule allows some, not all
+
+
+def test_value_terms_read_the_keys_of_the_rules_variable() -> None:
+    """Mutants ``condition_term`` 40 and ``PolicyCursor.value_terms`` 48 (``value_keys`` asked for
+    no variable): where a state binds two variables, only the keys of the rule's variable count
+    -- a payment goes to an account that was looked up, not to the account's owner."""
+    from ltlagent.text.values import value_language
+
+    p = Policy.load(parse_spec("""(define lookup-first (:states (User (:from user))
+      (Look (:call "look") (:args (id ?x) (owner ?y)))
+      (Pay (:call "pay") (:args (to ?x) (memo ?y))) (Reply (:from assistant)))
+      (:constraints (looked-up (forall (?x) (always (implies (Pay ?x) (once (Look ?x))))))))"""))
+    cur = p.cursor()
+    cur.push(Event.say("user", "pay my landlord"))
+    cur.push(Event.call("look", {"id": "AB12", "owner": "Zed"}))
+    terms = cur.value_terms("pay")
+    assert terms is not None and set(terms) == {"to"}
+    for v, ok in (("AB12", True), ("Zed", False), ("AB1", False)):
+        assert cur.decide(Event.call("pay", {"to": v, "memo": "rent"})).allowed is ok
+        assert (v in value_language(terms["to"])) is ok
