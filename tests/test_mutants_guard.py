@@ -133,39 +133,45 @@ def problems(message: dict[str, Any], tools: frozenset[str] = TOOLS) -> list[str
     return [c.problem for c in read_calls(message, tools)[0]]
 
 
+DECLARED = "(declared: book, find_user, transfer_to_human)"
+
+
 @pytest.mark.parametrize("entry,why", [
     ("book", "a tool call must be an object, found str"),
     (None, "a tool call must be an object, found NoneType"),
     ({"id": "c", "type": "custom", "custom": {"name": "book", "input": "x"}},
      "custom tool calls are not judged by the guard"),
+    ({"id": "c", "type": "custom", "custom": "rm -rf /"}, "custom tool calls are not judged by the guard"),
     ({"id": "c", "type": "function", "custom": {"name": "book"},
       "function": {"name": "find_user", "arguments": "{}"}},
      "a call with both 'function' and 'custom' is ambiguous"),
-    (call(type="code_interpreter"), "must be of type 'function', not 'code_interpreter'"),
+    (call(type="code_interpreter"), "a tool call must be of type 'function', not 'code_interpreter'"),
     ({"id": "c", "function": {"name": "find_user", "arguments": "{}"}},
-     "must be of type 'function', not None"),
+     "a tool call must be of type 'function', not None"),
     (call("find_user", "{}", cid=5), "a tool call's id must be a string"),
     ({"id": "c", "type": "function", "function": "find_user"}, "a tool call needs a 'function' object"),
     ({"id": "c", "type": "function"}, "a tool call needs a 'function' object"),
     (call(None, "{}"), "a tool call needs a name"),
     (call("", "{}"), "a tool call needs a name"),
     (call(["book"], "{}"), "its name must be a string, found list"),
-    (call("delete_everything", "{}"), "'delete_everything' is not one of the request's tools "
-     "(declared: book, find_user, transfer_to_human)"),
-    (call("Book"), "'Book' is not one of the request's tools"),
-    (call("book "), "'book ' is not one of the request's tools"),
+    (call("delete_everything", "{}"), f"'delete_everything' is not one of the request's tools {DECLARED}"),
+    (call("Book"), f"'Book' is not one of the request's tools {DECLARED}"),
+    (call("book "), f"'book ' is not one of the request's tools {DECLARED}"),
     (call("find_user", {"email": "bob@example.com"}), "its arguments must be a JSON string"),
     (call("find_user", "[1, 2]"), "its arguments must be a JSON object, found list"),
     (call("find_user", "null"), "its arguments must be a JSON object, found NoneType"),
     (call("find_user", '"x"'), "its arguments must be a JSON object, found str"),
-    (call("find_user", '{"email": NaN}'), "its arguments are not JSON (NaN is not JSON)"),
-    (call("find_user", '{"a": 1, "a": 2}'), "its arguments are not JSON (the key 'a' appears twice"),
+    (call("find_user", '{"email": NaN}'),
+     """its arguments are not JSON (NaN is not JSON): '{"email": NaN}'"""),
+    (call("find_user", '{"a": 1, "a": 2}'),
+     """its arguments are not JSON (the key 'a' appears twice in one object): '{"a": 1, "a": 2}'"""),
 ])
 def test_each_unfit_call_is_read_with_its_reason(entry: object, why: str) -> None:
+    # exactly these words: the model is shown them to correct its call
     calls, whole = read_calls(reply(entry), TOOLS)
     assert whole is None
     assert len(calls) == 1 and calls[0].position == 0
-    assert calls[0].problem is not None and why in calls[0].problem, calls[0].problem
+    assert calls[0].problem == why
 
 
 def test_unreadable_arguments_are_quoted_cut_at_80_characters() -> None:
@@ -401,7 +407,8 @@ def test_reask_shows_each_named_call_its_answer(cursor: PolicyCursor) -> None:
     assert out[1] == {"role": "tool", "tool_call_id": "b", "content": s.refusals[0].explain()}
     assert out[2] == {"role": "tool", "tool_call_id": "f", "content": "found bob"}
     assert out[3]["tool_call_id"] == "call_3" and str(out[3]["content"]).startswith(REFUSAL_MARK)
-    assert "proposed together with a refused call" in str(out[3]["content"])
+    assert out[3]["content"] == (f"{REFUSAL_MARK} not run: it was proposed together with a refused "
+                                 "call; propose it again if it is still needed")
     # the call without a name cannot carry its refusal: it goes to the user message
     assert out[4] == {"role": "user", "content": refusal_text(
         [r for r in s.refusals if r.position == 2])}
