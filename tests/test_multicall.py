@@ -173,6 +173,22 @@ def test_the_second_call_s_values_are_those_the_policy_allows_after_the_first(fm
     assert dict(rule.values[0]).get("send_money") and not rule.judged
 
 
+def test_a_second_call_after_which_the_turn_could_not_end_is_not_offered() -> None:
+    look = render_call(ToolCall("lookup", {"iban": "QQ7"}))
+    agent = _agent(NAMED, "hermes", tools=PAY_TOOLS)
+    rule = agent.next_call(agent.start(lambda m: None, "pay DE1"), look, 0)
+    assert rule is not None and rule.tools_first == {"send_money", "lookup"}
+    # one payment per tool result: after a lookup and a payment, two results in a row would break
+    # it, so no second call is offered (the model is not led where no end is allowed)
+    spec = NAMED.replace("(:constraints", "(:constraints (pay-after-result (always (implies Tool "
+                         "(weak-next Pay))))", 1)
+    agent = _agent(spec, "hermes", tools=PAY_TOOLS)
+    conv = agent.start(lambda m: None, "pay DE1")
+    assert agent.next_call(conv, look, 0) is None
+    assert not _writable(agent, conv, render_calls([ToolCall("lookup", {"iban": "QQ7"}),
+                                                    ToolCall("send_money", {"recipient": "QQ7", "amount": 5})]))
+
+
 def test_the_turn_after_a_call_may_end_only_where_the_results_may_come() -> None:
     rule = TurnRule(False, frozenset({"b"}), frozenset(), after_call=True, end=False)
     lang = TurnLanguage.build(rule, {"a": A, "b": B}, "hermes")
