@@ -185,8 +185,8 @@ def test_a_second_call_after_which_the_turn_could_not_end_is_not_offered() -> No
     agent = _agent(spec, "hermes", tools=PAY_TOOLS)
     conv = agent.start(lambda m: None, "pay DE1")
     assert agent.next_call(conv, look, 0) is None
-    assert not _writable(agent, conv, render_calls([ToolCall("lookup", {"iban": "QQ7"}),
-                                                    ToolCall("send_money", {"recipient": "QQ7", "amount": 5})]))
+    pay = ToolCall("send_money", {"recipient": "QQ7", "amount": 5})
+    assert not _writable(agent, conv, render_calls([ToolCall("lookup", {"iban": "QQ7"}), pay]))
 
 
 def test_the_turn_after_a_call_may_end_only_where_the_results_may_come() -> None:
