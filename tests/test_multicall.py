@@ -173,6 +173,22 @@ def test_the_second_call_s_values_are_those_the_policy_allows_after_the_first(fm
     assert dict(rule.values[0]).get("send_money") and not rule.judged
 
 
+def test_a_second_call_after_which_the_turn_could_not_end_is_not_offered() -> None:
+    look = render_call(ToolCall("lookup", {"iban": "QQ7"}))
+    agent = _agent(NAMED, "hermes", tools=PAY_TOOLS)
+    rule = agent.next_call(agent.start(lambda m: None, "pay DE1"), look, 0)
+    assert rule is not None and rule.tools_first == {"send_money", "lookup"}
+    # one payment per tool result: after a lookup and a payment, two results in a row would break
+    # it, so no second call is offered (the model is not led where no end is allowed)
+    spec = NAMED.replace("(:constraints", "(:constraints (pay-after-result (always (implies Tool "
+                         "(weak-next Pay))))", 1)
+    agent = _agent(spec, "hermes", tools=PAY_TOOLS)
+    conv = agent.start(lambda m: None, "pay DE1")
+    assert agent.next_call(conv, look, 0) is None
+    pay = ToolCall("send_money", {"recipient": "QQ7", "amount": 5})
+    assert not _writable(agent, conv, render_calls([ToolCall("lookup", {"iban": "QQ7"}), pay]))
+
+
 def test_the_turn_after_a_call_may_end_only_where_the_results_may_come() -> None:
     rule = TurnRule(False, frozenset({"b"}), frozenset(), after_call=True, end=False)
     lang = TurnLanguage.build(rule, {"a": A, "b": B}, "hermes")
@@ -256,8 +272,8 @@ def test_parallel_tool_calls_false_never_yields_two_calls(fmt: str) -> None:
     counts: dict[bool, list[int]] = {True: [], False: []}
     for parallel in (True, False):
         agent = _agent(LOOSE, fmt, parallel=parallel)
-        for seed in range(3):
-            r = agent.run(_lines("and?", "more"), "go", max_turns=4, max_new_tokens=300,
+        for seed in range(2):
+            r = agent.run(_lines("and?"), "go", max_turns=3, max_new_tokens=220,
                           temperature=1.0, seed=seed)
             assert r.malformed == 0, r.messages
             counts[parallel] += [len(c) for c in _calls_of(r.messages)]

@@ -198,7 +198,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         for arm in args.arms:
             # one agent per arm: its turn indexes (call automata, token masks) serve every task
             agent = ChatAgent(loaded.model, loaded.tokenizer, TOOLS, Database.fresh().call,
-                              policy=policy, mode=arm, system=SYSTEM, examples=EXAMPLES)
+                              policy=policy, mode=arm, system=SYSTEM, examples=EXAMPLES,
+                              parallel_tool_calls=False)  # as measured (validation/README.md)
             for lo in range(0, len(tasks), args.batch):
                 chunk = tasks[lo:lo + args.batch]
                 dbs = [Database.fresh() for _ in chunk]

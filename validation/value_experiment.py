@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     with (out / "episodes.jsonl").open("w", encoding="utf-8") as f:
         for arm in args.arms:
             agent = ChatAgent(loaded.model, loaded.tokenizer, TOOLS, lambda n, a: "", policy=policy,
-                              mode=arm, system=SYSTEM, examples=EXAMPLES)
+                              mode=arm, system=SYSTEM, examples=EXAMPLES,
+                              parallel_tool_calls=False)  # as measured (validation/README.md)
             for lo in range(0, len(tasks), args.batch):
                 chunk = tasks[lo:lo + args.batch]
                 banks = [Bank(t) for t in chunk]
