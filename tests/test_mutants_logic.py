@@ -207,3 +207,57 @@ def test_value_terms_read_the_keys_of_the_rules_variable() -> None:
     for v, ok in (("AB12", True), ("Zed", False), ("AB1", False)):
         assert cur.decide(Event.call("pay", {"to": v, "memo": "rent"})).allowed is ok
         assert (v in value_language(terms["to"])) is ok
+
+
+# --- logic/policy.py: conversations that are not well-formed ------------------------------------
+
+def test_check_says_malformed_for_what_is_not_a_conversation_or_has_torn_arguments() -> None:
+    """Mutants ``Policy.check`` 5 (no verdict given), 44 (a torn call always 'violated') and 50
+    (the word): a log record that is a string, and a call whose arguments are not JSON but that
+    breaks no rule, are 'malformed' -- not violations the model made."""
+    assert LOOKUP.check("hello").to_dict() == {  # type: ignore[arg-type]
+        "verdict": "malformed", "steps": 0, "violations": [],
+        "error": "a conversation is a list of messages", "message": None}
+    torn = LOOKUP.check([_user("find it"), _call("lookup", '{"q": "x"'),
+                         {"role": "assistant", "content": "done"}])
+    assert torn.verdict == "malformed" and torn.error_message == 1
+    assert torn.error is not None and "not JSON" in torn.error
+
+
+# --- logic/composite.py and logic/rules.py: what the rules read ---------------------------------
+
+def test_a_nested_argument_key_binds_the_value_inside_the_object() -> None:
+    """Mutant ``_at`` 3 (the key not split at '.'): ``(:args (payee.iban ?x))`` reads
+    ``{"payee": {"iban": …}}``, as OpenAI tools with object parameters send it."""
+    p = Policy.load(parse_spec("""(define nested (:states (User (:from user))
+      (Pay (:call "pay") (:args (payee.iban ?x))) (Reply (:from assistant)))
+      (:constraints (from-user (forall (?x) (always (implies (Pay ?x)
+                                                      (once (mentions User ?x))))))))"""))
+    ok = [_user("pay DE89 please"), _call("pay", {"payee": {"iban": "DE89", "name": "Bo"}})]
+    assert p.check(ok).verdict == "ok"
+    bad = [_user("pay DE89 please"), _call("pay", {"payee": {"iban": "GB00", "name": "DE89"}})]
+    r = p.check(bad)
+    assert r.verdict == "violated" and r.violations[0].binding == (("?x", "GB00"),)
+
+
+@pytest.mark.parametrize(("rule", "verdicts"), [
+    # (since true User): some earlier-or-now step was a User step, i.e. (once User)
+    ("(always (implies Reply (since true User)))", ("ok", "violated")),
+    ("(always (implies Reply (or (once User) false)))", ("ok", "violated")),
+    ("(always (implies Reply (and (once User) (not false))))", ("ok", "violated")),
+    # one past subformula used twice in a rule: compiled once, read twice
+    ("(always (and (implies Lookup (once User)) (implies Reply (once User))))", ("ok", "violated")),
+    ("(always (implies Reply (and (once User) (once Lookup) (previously (once User)))))",
+     ("violated", "violated")),
+])
+def test_past_rules_with_constants_and_shared_subformulas(rule: str,
+                                                         verdicts: tuple[str, str]) -> None:
+    """Mutants ``_Builder.node`` 17, 23 (``true``/``false`` inside a past formula misread) and 60
+    (a shared past node's index off by one): each rule judged on a conversation that starts
+    with the user and on one that starts with the assistant's reply."""
+    p = Policy.load(parse_spec(
+        '(define r (:states (User (:from user)) (Lookup (:call "lookup")) (Result (:from tool))'
+        f' (Reply (:from assistant))) (:constraints (r {rule})))'))
+    user_first = [_user("hi"), {"role": "assistant", "content": "hello"}]
+    reply_first = [{"role": "assistant", "content": "hello"}, _user("hi")]
+    assert (p.check(user_first).verdict, p.check(reply_first).verdict) == verdicts
