@@ -369,3 +369,33 @@ def test_the_words_of_unreadable_logs(tmp_path: object) -> None:
         "several lists of messages in this record (a, b)",
         "name the one to check with --messages-key KEY")
     assert r3.error.source == str(path) and r3.error.line == 3
+
+
+# --- logic/automaton.py: the views ``show`` and notebooks read ----------------------------------
+
+def test_the_automaton_as_dot_summary_and_graph() -> None:
+    """Mutants ``Automaton.to_dot`` 14, 16, 20, 32, 46, ``summary`` 3, ``graph`` 1, 10 and
+    ``index`` 1 (none of the tests run against logic/ called them): what ``ltlagent show --dot``
+    and ``--format json`` print, and the networkx graph, for a question answered yes or no."""
+    from ltlagent.logic.compiled import compile_spec
+
+    a = compile_spec(parse_spec('(define yn (:states (Ask (:text "Q:")) (Yes (:text "Yes"))'
+                                ' (No (:text "No"))) (:behavior (next Ask (or Yes No))))')).automaton
+    assert a.to_dot() == (
+        'digraph automaton {\n  rankdir=LR;\n  node [shape=circle];\n'
+        '  init [shape=point, label=""];\n  init -> 0;\n'
+        '  0 [shape=circle, label="0"];\n  1 [shape=circle, label="1"];\n'
+        '  2 [shape=doublecircle, label="2"];\n'
+        '  0 -> 1 [label="Ask"];\n  1 -> 2 [label="Yes\\nNo"];\n}\n')
+    summary = a.summary()
+    assert isinstance(summary.pop("translate_seconds"), float)
+    assert summary == {"states": 3, "live_states": 3, "initial": 0, "initially_allowed": ["Ask"],
+                       "accepting": [2], "infinite": False}
+    g = a.graph()
+    assert sorted(g.nodes) == [0, 1, 2]  # type: ignore[attr-defined]
+    assert sorted(g.edges(data="label")) == [  # type: ignore[attr-defined]
+        (0, 1, "Ask"), (1, 2, "No"), (1, 2, "Yes")]
+    assert (a.index("Ask"), a.index("No")) == (0, 2)
+    bot = compile_spec("chat-bot").automaton
+    assert bot.summary()["accepting"] == [] and bot.summary()["infinite"] is True
+    assert "doublecircle" not in bot.to_dot()
