@@ -56,8 +56,8 @@ def test_the_json_report_of_each_verdict_has_its_documented_keys() -> None:
          "allowed": [], "binding": {"?dest": "EVIL9"}}]}
     booking = Policy.load("booking-policy")
     torn = booking.check([_user("hi"), _call("book", "{")])  # arguments cut off mid-JSON
-    d = torn.to_dict()
-    assert d["verdict"] == "violated" and d["message"] == 1 and "not JSON" in str(d["error"])
+    d = json.loads(json.dumps(torn.to_dict()))  # as a program reading the output sees it
+    assert d["verdict"] == "violated" and d["message"] == 1 and "not JSON" in d["error"]
     assert [v["constraint"] for v in d["violations"]] == ["confirm-before-write",
                                                            "lookup-before-write"]
     assert d["violations"][0]["allowed"] == ["System", "Confirm", "User", "Lookup", "Handoff",
@@ -217,7 +217,7 @@ def test_check_says_malformed_for_what_is_not_a_conversation_or_has_torn_argumen
     """Mutants ``Policy.check`` 5 (no verdict given), 44 (a torn call always 'violated') and 50
     (the word): a log record that is a string, and a call whose arguments are not JSON but that
     breaks no rule, are 'malformed' -- not violations the model made."""
-    assert LOOKUP.check("hello").to_dict() == {  # type: ignore[arg-type]
+    assert LOOKUP.check("hello").to_dict() == {
         "verdict": "malformed", "steps": 0, "violations": [],
         "error": "a conversation is a list of messages", "message": None}
     torn = LOOKUP.check([_user("find it"), _call("lookup", '{"q": "x"'),
