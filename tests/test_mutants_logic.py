@@ -15,6 +15,8 @@ import json
 import pytest
 
 from ltlagent import Event, LogError, Policy, parse_spec
+from ltlagent.chat.events import conversation_events, message_events
+from ltlagent.chat.logs import read_conversations
 
 
 def _call(name: str, args: object = None) -> dict[str, object]:
@@ -54,8 +56,8 @@ def test_the_json_report_of_each_verdict_has_its_documented_keys() -> None:
          "allowed": [], "binding": {"?dest": "EVIL9"}}]}
     booking = Policy.load("booking-policy")
     torn = booking.check([_user("hi"), _call("book", "{")])  # arguments cut off mid-JSON
-    d = torn.to_dict()
-    assert d["verdict"] == "violated" and d["message"] == 1 and "not JSON" in str(d["error"])
+    d = json.loads(json.dumps(torn.to_dict()))  # as a program reading the output sees it
+    assert d["verdict"] == "violated" and d["message"] == 1 and "not JSON" in d["error"]
     assert [v["constraint"] for v in d["violations"]] == ["confirm-before-write",
                                                            "lookup-before-write"]
     assert d["violations"][0]["allowed"] == ["System", "Confirm", "User", "Lookup", "Handoff",
@@ -207,3 +209,193 @@ def test_value_terms_read_the_keys_of_the_rules_variable() -> None:
     for v, ok in (("AB12", True), ("Zed", False), ("AB1", False)):
         assert cur.decide(Event.call("pay", {"to": v, "memo": "rent"})).allowed is ok
         assert (v in value_language(terms["to"])) is ok
+
+
+# --- logic/policy.py: conversations that are not well-formed ------------------------------------
+
+def test_check_says_malformed_for_what_is_not_a_conversation_or_has_torn_arguments() -> None:
+    """Mutants ``Policy.check`` 5 (no verdict given), 44 (a torn call always 'violated') and 50
+    (the word): a log record that is a string, and a call whose arguments are not JSON but that
+    breaks no rule, are 'malformed' -- not violations the model made."""
+    assert LOOKUP.check("hello").to_dict() == {
+        "verdict": "malformed", "steps": 0, "violations": [],
+        "error": "a conversation is a list of messages", "message": None}
+    torn = LOOKUP.check([_user("find it"), _call("lookup", '{"q": "x"'),
+                         {"role": "assistant", "content": "done"}])
+    assert torn.verdict == "malformed" and torn.error_message == 1
+    assert torn.error is not None and "not JSON" in torn.error
+
+
+# --- logic/composite.py and logic/rules.py: what the rules read ---------------------------------
+
+def test_a_nested_argument_key_binds_the_value_inside_the_object() -> None:
+    """Mutant ``_at`` 3 (the key not split at '.'): ``(:args (payee.iban ?x))`` reads
+    ``{"payee": {"iban": …}}``, as OpenAI tools with object parameters send it."""
+    p = Policy.load(parse_spec("""(define nested (:states (User (:from user))
+      (Pay (:call "pay") (:args (payee.iban ?x))) (Reply (:from assistant)))
+      (:constraints (from-user (forall (?x) (always (implies (Pay ?x)
+                                                      (once (mentions User ?x))))))))"""))
+    ok = [_user("pay DE89 please"), _call("pay", {"payee": {"iban": "DE89", "name": "Bo"}})]
+    assert p.check(ok).verdict == "ok"
+    bad = [_user("pay DE89 please"), _call("pay", {"payee": {"iban": "GB00", "name": "DE89"}})]
+    r = p.check(bad)
+    assert r.verdict == "violated" and r.violations[0].binding == (("?x", "GB00"),)
+
+
+@pytest.mark.parametrize(("rule", "verdicts"), [
+    # (since true User): some earlier-or-now step was a User step, i.e. (once User)
+    ("(always (implies Reply (since true User)))", ("ok", "violated")),
+    ("(always (implies Reply (or (once User) false)))", ("ok", "violated")),
+    ("(always (implies Reply (and (once User) (not false))))", ("ok", "violated")),
+    # one past subformula used twice in a rule: compiled once, read twice
+    ("(always (and (implies Lookup (once User)) (implies Reply (once User))))", ("ok", "violated")),
+    ("(always (implies Reply (and (once User) (once Lookup) (previously (once User)))))",
+     ("violated", "violated")),
+])
+def test_past_rules_with_constants_and_shared_subformulas(rule: str,
+                                                         verdicts: tuple[str, str]) -> None:
+    """Mutants ``_Builder.node`` 17, 23 (``true``/``false`` inside a past formula misread) and 60
+    (a shared past node's index off by one): each rule judged on a conversation that starts
+    with the user and on one that starts with the assistant's reply."""
+    p = Policy.load(parse_spec(
+        '(define r (:states (User (:from user)) (Lookup (:call "lookup")) (Result (:from tool))'
+        f' (Reply (:from assistant))) (:constraints (r {rule})))'))
+    user_first = [_user("hi"), {"role": "assistant", "content": "hello"}]
+    reply_first = [{"role": "assistant", "content": "hello"}, _user("hi")]
+    assert (p.check(user_first).verdict, p.check(reply_first).verdict) == verdicts
+
+
+# --- chat/events.py: events as data, and the words of a refused message -------------------------
+
+def test_events_as_json_keep_their_kind_and_text() -> None:
+    """Mutants ``Event.to_dict`` 6, 19 (a key renamed): the trace ``check-log`` and the guard log
+    show, a torn call included."""
+    evs = conversation_events([_user("hi"), _call("f", "{"), _call("g", {"a": 1})], lenient=True)
+    assert [e.to_dict() for e in evs] == [
+        {"message": 0, "author": "user", "kind": "text", "text": "hi"},
+        {"message": 1, "author": "assistant", "kind": "call", "tool": "f", "arguments": None,
+         "text": "{", "error": evs[1].error},
+        {"message": 2, "author": "assistant", "kind": "call", "tool": "g", "arguments": {"a": 1}}]
+    assert evs[1].error is not None and evs[1].error.startswith("tool call arguments are not JSON")
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    ([{"type": "text", "text": "hi"}, 7], "content parts must be objects with 'text'"),
+    ([{"type": "text", "text": ["hi"]}], "a content part's 'text' must be a string"),
+    ([{"text": None}], "a content part's 'text' must be a string"),
+])
+def test_the_words_of_a_bad_content_part(content: object, words: str) -> None:
+    """Mutants ``_part_text`` 6, 24: the error a user reads for a content part that is not text."""
+    with pytest.raises(LogError) as e:
+        message_events({"role": "user", "content": content}, 5)
+    assert (str(e.value), e.value.index) == (f"message 5: {words}", 5)
+
+
+# --- chat/logs.py: log files as users write them ------------------------------------------------
+
+_CONV = json.dumps([{"role": "user", "content": "hi"}]).encode()
+
+
+def _records(tmp_path: object, data: bytes) -> list[tuple[object, ...]]:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "log.jsonl"
+    path.write_bytes(data)
+    return [(r.index, r.id, r.line, r.messages is not None, None if r.error is None
+             else str(r.error)) for r in read_conversations(path)]
+
+
+def test_records_split_at_a_lone_carriage_return_inside_a_line(tmp_path: object) -> None:
+    """Mutants ``_Lines.__next__`` 10 (the search for a lone CR only near the line's end) and 26
+    (the CR before a last byte not seen): a log written with old Mac line ends, or with one
+    stray CR between two records, is still one conversation per line."""
+    assert _records(tmp_path, _CONV + b"\r" + _CONV + b"\n") == [
+        (0, 0, 1, True, None), (1, 1, 2, True, None)]
+    assert _records(tmp_path, _CONV + b"\r7") == [
+        (0, 0, 1, True, None),
+        (1, 1, 2, False, "a conversation is a list of messages or an object holding one, found int")]
+
+
+def test_a_carriage_return_between_tokens_of_a_json_lines_record_is_whitespace(
+        tmp_path: object) -> None:
+    """Mutant ``_Lines.stream`` 2 (every later line searched for a lone CR): in a JSON Lines file
+    whose lines end in ``\\n``, a CR inside a record (JSON whitespace) does not split it."""
+    rec = b'{"id": "a",\r "messages": [{"role": "user", "content": "hi"}]}'
+    assert _records(tmp_path, _CONV + b"\n" + rec + b"\n") == [
+        (0, 0, 1, True, None), (1, "a", 2, True, None)]
+
+
+def test_record_ids_and_indices_of_good_and_bad_lines(tmp_path: object) -> None:
+    """Mutants ``parse_record`` 15 (a bad line's index lost) and 51 (a bare array's id lost): each
+    record is reported with its ordinal, its ``id`` when it has one, and its line."""
+    data = _CONV + b"\n" + b'{"messages": [{"role": "user", "content": "hi"}], "id": "x"}\n{bad\n'
+    got = _records(tmp_path, data)
+    assert got[:2] == [(0, 0, 1, True, None), (1, "x", 2, True, None)]
+    assert got[2][:4] == (2, 2, 3, False) and str(got[2][4]).endswith(
+        "log.jsonl:3:2: malformed JSON: Expecting property name enclosed in double quotes")
+
+
+def test_errors_of_a_whole_json_document_point_at_its_line(tmp_path: object) -> None:
+    """Mutants ``iter_raw`` 65 (an array of conversations on one line followed by more lines
+    read as if alone: the rest silently dropped) and 115 (a document's error placed as a line's):
+    a pretty-printed document after a blank line, and two arrays of conversations."""
+    pretty = (b"\n[\n  [{\"role\": \"user\", \"content\": \"hi\"}],\n"
+              b"  [{\"role\": \"user\" \"content\": 1}]\n]\n")
+    with pytest.raises(LogError) as e:
+        _records(tmp_path, pretty)
+    assert str(e.value).endswith("log.jsonl:4:20: malformed JSON: Expecting ',' delimiter")
+    with pytest.raises(LogError) as e:
+        _records(tmp_path, b"[" + _CONV + b"]\n[" + _CONV + b"]\n")
+    assert str(e.value).endswith("log.jsonl:2:1: malformed JSON: Extra data")
+
+
+def test_the_words_of_unreadable_logs(tmp_path: object) -> None:
+    """Mutants ``_open`` 14, ``read_conversations`` 4 (the file's name lost from a record's error)
+    and ``_messages_of`` 34, 37, 46 (the words and hints for records without one message list)."""
+    from pathlib import Path
+
+    with pytest.raises(LogError) as e:
+        list(read_conversations(tmp_path))  # type: ignore[arg-type]
+    assert str(e.value) == f"{tmp_path}: is a directory, not a log file"
+    path = Path(str(tmp_path)) / "log.jsonl"
+    path.write_bytes(b'{"id": 1, "turns": []}\n'
+                     b'{"id": 2, "a": [{"role": "user"}], "b": [{"role": "user"}]}\n{bad\n')
+    r1, r2, r3 = read_conversations(path)
+    assert r1.error is not None and r2.error is not None and r3.error is not None
+    assert (r1.error.message, r1.error.hint) == (
+        "no list of messages in this record (no 'messages' field, and no list whose items "
+        "have a 'role')", "name the field with --messages-key KEY")
+    assert (r2.error.message, r2.error.hint) == (
+        "several lists of messages in this record (a, b)",
+        "name the one to check with --messages-key KEY")
+    assert r3.error.source == str(path) and r3.error.line == 3
+
+
+# --- logic/automaton.py: the views ``show`` and notebooks read ----------------------------------
+
+def test_the_automaton_as_dot_summary_and_graph() -> None:
+    """Mutants ``Automaton.to_dot`` 14, 16, 20, 32, 46, ``summary`` 3, ``graph`` 1, 10 and
+    ``index`` 1 (none of the tests run against logic/ called them): what ``ltlagent show --dot``
+    and ``--format json`` print, and the networkx graph, for a question answered yes or no."""
+    from ltlagent.logic.compiled import compile_spec
+
+    a = compile_spec(parse_spec('(define yn (:states (Ask (:text "Q:")) (Yes (:text "Yes"))'
+                                ' (No (:text "No"))) (:behavior (next Ask (or Yes No))))')).automaton
+    assert a.to_dot() == (
+        'digraph automaton {\n  rankdir=LR;\n  node [shape=circle];\n'
+        '  init [shape=point, label=""];\n  init -> 0;\n'
+        '  0 [shape=circle, label="0"];\n  1 [shape=circle, label="1"];\n'
+        '  2 [shape=doublecircle, label="2"];\n'
+        '  0 -> 1 [label="Ask"];\n  1 -> 2 [label="Yes\\nNo"];\n}\n')
+    summary = a.summary()
+    assert isinstance(summary.pop("translate_seconds"), float)
+    assert summary == {"states": 3, "live_states": 3, "initial": 0, "initially_allowed": ["Ask"],
+                       "accepting": [2], "infinite": False}
+    g = a.graph()
+    assert sorted(g.nodes) == [0, 1, 2]  # type: ignore[attr-defined]
+    assert sorted(g.edges(data="label")) == [  # type: ignore[attr-defined]
+        (0, 1, "Ask"), (1, 2, "No"), (1, 2, "Yes")]
+    assert (a.index("Ask"), a.index("No")) == (0, 2)
+    bot = compile_spec("chat-bot").automaton
+    assert bot.summary()["accepting"] == [] and bot.summary()["infinite"] is True
+    assert "doublecircle" not in bot.to_dot()
