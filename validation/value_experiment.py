@@ -235,6 +235,9 @@ def summarise(rows: Sequence[Mapping[str, object]], args: argparse.Namespace) ->
                      "done": [done, *_wilson(done, n)], "violations": [viol, *_wilson(viol, n)],
                      "tokens": list(_mean_ci([float(r["tokens"]) for r in rs])),  # type: ignore[arg-type]
                      "seconds": list(_mean_ci([float(r["seconds"]) for r in rs]))}  # type: ignore[arg-type]
+        loads = [float(r["load"]) for r in rs if "load" in r]  # type: ignore[arg-type]
+        if loads:  # the 1-minute load average before each of the arm's chunks
+            arms[arm]["load"] = round(sum(loads) / len(loads), 2)  # type: ignore[index]
     return {"model": args.model, "tasks": args.tasks, "max_turns": args.max_turns,
             "max_new_tokens": args.max_new_tokens, "batch": args.batch, "decoding": "greedy",
             "order": "interleaved by chunk, rotated", "arms": arms}
@@ -259,9 +262,37 @@ def render(s: Mapping[str, object]) -> str:
                      f"{rate(a['violations'])} | {mean(a['tokens'])} | {mean(a['seconds'])} |")
     load = s.get("load_average")
     if isinstance(load, Mapping):
+        per_arm = ", ".join(f"{arm} {a['load']}" for arm, a in arms.items() if "load" in a)
+        which = "(1, 5, 15 min) at the start" if len(load.get("start", ())) == 3 else \
+            "(1 min) before the first chunk"
         lines += ["", f"Arms interleaved by chunks of {s.get('batch')} tasks, order rotated; load "
-                  f"average (1, 5, 15 min) at the start {load['start']}, at the end {load['end']}."]
+                  f"average {which} {load.get('start')}, at the end {load.get('end')}; "
+                  f"1-min load before an arm's chunks, mean: {per_arm}."]
+    if s.get("planned") not in (None, s["tasks"]):
+        lines += ["", f"Partial: the first {s['tasks']} of {s['planned']} planned tasks, those every "
+                  "arm completed (the run was stopped; every chunk kept ran under all arms)."]
     return "\n".join(lines) + "\n"
+
+
+def summarise_episodes(args: argparse.Namespace) -> dict[str, object]:
+    """The summary of the tasks in ``--out``'s ``episodes.jsonl`` that every arm completed (for a
+    run stopped before its end: interleaving keeps the arms of those tasks at equal load)."""
+    rows = [json.loads(x) for x in (Path(args.out) / "episodes.jsonl").read_text(
+        encoding="utf-8").splitlines() if x.strip()]
+    by_task: dict[str, set[str]] = {}
+    for r in rows:
+        by_task.setdefault(r["task"], set()).add(r["arm"])
+    complete = {t for t, arms in by_task.items() if arms >= set(args.arms)}
+    kept = [r for r in rows if r["task"] in complete and r["arm"] in args.arms]
+    if not kept:
+        raise ValueError(f"{args.out}/episodes.jsonl has no task that every arm completed")
+    planned = args.tasks
+    args.tasks = len(complete)
+    summary = summarise(kept, args)
+    loads = [float(r["load"]) for r in kept if "load" in r]
+    summary["planned"] = planned
+    summary["load_average"] = {"start": [loads[0]], "end": [loads[-1]]} if loads else {}
+    return summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -277,12 +308,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "of this many tasks is run by every arm in turn before the next chunk")
     ap.add_argument("--out", required=True, help="folder for summary.json, results.md, episodes.jsonl")
     ap.add_argument("--force", action="store_true", help="overwrite results already in --out")
+    ap.add_argument("--from-episodes", action="store_true", help="run nothing: summarise the tasks "
+                    "of --out's episodes.jsonl that every arm completed (a run stopped early)")
     args = ap.parse_args(argv)
     if (Path(args.out) / "summary.json").exists() and not args.force:
         print(f"{args.out} already holds results; pass --force to overwrite them", file=sys.stderr)
         return 2
     try:
-        summary = run(args)
+        if args.from_episodes:
+            summary = summarise_episodes(args)
+            out = Path(args.out)
+            (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+            (out / "results.md").write_text(render(summary), encoding="utf-8")
+        else:
+            summary = run(args)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
