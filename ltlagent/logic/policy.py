@@ -401,12 +401,11 @@ class Policy:
                 if i < 0:
                     break
                 sv = self.values_of(i, events[k])
-                before = list(inst.history)
                 inst.push(sv)
                 bad = inst.dead()
-                if bad is not None:
-                    found.append(Violation(rule.name, k, events[k].message, names[i], (), bad,
-                                           self.value_reason(rule.name, i, sv, before, bad)))
+                if bad is not None:  # the words read the steps before this one
+                    why = self.value_reason(rule.name, i, sv, inst.history[:-1], bad)
+                    found.append(Violation(rule.name, k, events[k].message, names[i], (), bad, why))
                     break
             else:
                 if not inst.accepts():
