@@ -54,7 +54,10 @@ def _render(r: LogResult, names: tuple[str, ...]) -> str:
         if v.constraint is None:
             lines.append(f"  step {v.step} (message {v.message}) matches no state of the policy; "
                          f"allowed there: {allowed}")
-        elif v.binding:  # a first-order rule: the values of the instance that broke
+        elif v.reason:  # a first-order rule of the enforced fragment: the value in words
+            lines.append(f"  {v.constraint}: broken at step {v.step} (message {v.message}), a "
+                         f"{v.state} step: {v.reason}")
+        elif v.binding:  # another first-order rule: the values of the instance that broke
             values = ", ".join(f"{var} = {value!r}" for var, value in v.binding)
             lines.append(f"  {v.constraint}: broken at step {v.step} (message {v.message}), a "
                          f"{v.state} step for {values}")

@@ -31,6 +31,7 @@ from ltlagent.logic.composite import (
 )
 from ltlagent.logic.rules import DirectRule, Rule, TableRule, compile_rule
 from ltlagent.logic.valueterms import ANY, trigger_term
+from ltlagent.logic.valuewords import value_reason
 from ltlagent.spec.syntax import (
     BEHAVIOR_NAME,
     Spec,
@@ -142,7 +143,8 @@ class Violation:
     """The first failure of one named part: the step (0-based, in the trace) and the message
     (0-based, in the conversation) where it can no longer hold, the state there and what the
     part allowed instead. ``constraint`` None marks a step that matches no state. ``binding``:
-    for a first-order rule, the values of its variables in the instance that broke."""
+    for a first-order rule, the values of its variables in the instance that broke; ``reason``:
+    for a rule of the enforced fragment, why the value breaks it, in words (``valuewords``)."""
 
     constraint: str | None
     step: int
@@ -150,6 +152,7 @@ class Violation:
     state: str | None
     allowed: tuple[str, ...]
     binding: Binding = ()
+    reason: str = ""
 
     def to_dict(self) -> dict[str, object]:
         d: dict[str, object] = {"constraint": self.constraint, "step": self.step,
@@ -157,6 +160,8 @@ class Violation:
                                 "allowed": list(self.allowed)}
         if self.binding:
             d["binding"] = dict(self.binding)
+        if self.reason:
+            d["reason"] = self.reason
         return d
 
 
@@ -198,15 +203,22 @@ class Decision:
     names: tuple[str, ...] = field(default=(), repr=False, compare=False)  # all the states
     #: for a first-order rule it breaks: the values of the instance that breaks
     binding: Binding = ()
+    #: for such a rule of the enforced fragment: why the value breaks it, in words
+    reason: str = ""
 
     def explain(self) -> str:
-        """One sentence for a model or a person: which rule forbids the step, what is allowed."""
+        """One sentence for a model or a person: which rule forbids the step, what is allowed
+        (for a value a first-order rule refuses: the argument, the value, the condition it
+        fails and the values the rule allows now)."""
         now = describe_allowed(self.allowed_states, self.names)
         if self.allowed:
             return f"allowed: {self.state}"
         if self.state is None:
             return f"forbidden: this step matches no state of the policy; allowed now: {now}"
-        values = f" (for {_binding_text(self.binding)})" if self.binding else ""
+        if self.reason:
+            values = f": {self.reason}"
+        else:
+            values = f" (for {_binding_text(self.binding)})" if self.binding else ""
         return (f"forbidden: a {self.state} step now breaks {', '.join(self.violated)}{values}; "
                 f"allowed now: {now}")
 
@@ -216,6 +228,8 @@ class Decision:
                                 "allowed_states": list(self.allowed_states)}
         if self.binding:
             d["binding"] = dict(self.binding)
+        if self.reason:
+            d["reason"] = self.reason
         return d
 
 
@@ -341,6 +355,14 @@ class Policy:
             return ConversationReport("ok", len(events))  # no trace: ok is the common case
         return self._attribute(events, codes, "incomplete", len(events), cid)
 
+    def value_reason(self, rule: str, i: int, sv: StepValues, history: Sequence[StepValues],
+                     binding: Binding) -> str:
+        """Why a step in state index ``i`` binding ``sv`` after ``history`` breaks the first-order
+        rule named ``rule`` for ``binding``, in words ("" outside the fragment, §2.6)."""
+        spec = self.spec
+        formula = spec.constraints[spec.constraint_names.index(rule)]
+        return value_reason(formula, spec, i, sv, history, binding) or ""
+
     def _names(self, codes: Iterable[int]) -> tuple[str, ...]:
         return tuple(self.names[i] if i >= 0 else "?" for i in codes)
 
@@ -378,10 +400,12 @@ class Policy:
             for k, i in enumerate(codes):
                 if i < 0:
                     break
-                inst.push(self.values_of(i, events[k]))
+                sv = self.values_of(i, events[k])
+                inst.push(sv)
                 bad = inst.dead()
-                if bad is not None:
-                    found.append(Violation(rule.name, k, events[k].message, names[i], (), bad))
+                if bad is not None:  # the words read the steps before this one
+                    why = self.value_reason(rule.name, i, sv, inst.history[:-1], bad)
+                    found.append(Violation(rule.name, k, events[k].message, names[i], (), bad, why))
                     break
             else:
                 if not inst.accepts():
@@ -455,19 +479,24 @@ class PolicyCursor:
             else StepValues(i, {}, "")
         comp = policy.composite
         ok = self.cid != DEAD and comp.live(comp.step(self.cid, i))
-        bad_values: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        bad_values: list[tuple[ValueInstances, tuple[tuple[str, str], ...]]] = []
         after = [inst.after(sv) for inst in self.values]
         for inst, local in zip(self.values, after):
             bad = inst.dead(local)
             if bad is not None:
-                bad_values.append((inst.rule.name, bad))
+                bad_values.append((inst, bad))
         if ok and not bad_values:
             return Decision(True, name, (), now, names), after
         broken = [p.name for p, x in zip(policy.blame, self.part_local)
                   if x == DEAD or not p.live(p.step(x, i))]
-        broken += [nm for nm, _ in bad_values]
-        binding = bad_values[0][1] if bad_values else ()
-        return Decision(False, name, tuple(broken) or (TOGETHER,), now, names, binding), after
+        broken += [inst.rule.name for inst, _ in bad_values]
+        binding: Binding = ()
+        reason = ""
+        if bad_values:
+            inst, binding = bad_values[0]
+            reason = policy.value_reason(inst.rule.name, i, sv, inst.history, binding)
+        return Decision(False, name, tuple(broken) or (TOGETHER,), now, names, binding,
+                        reason), after
 
     def push(self, event: Event) -> Decision:
         """Take ``event`` as the next step (also when it breaks the policy) and say how it went."""
