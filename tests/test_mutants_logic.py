@@ -53,7 +53,9 @@ def test_the_json_report_of_each_verdict_has_its_documented_keys() -> None:
     bad = PAYMENTS.check([_user("send 5 to AB12"), _call("send_money", {"recipient": "EVIL9"})])
     assert bad.to_dict() == {"verdict": "violated", "steps": 2, "violations": [
         {"constraint": "destination-from-user", "step": 1, "message": 1, "state": "Pay",
-         "allowed": [], "binding": {"?dest": "EVIL9"}}]}
+         "allowed": [], "binding": {"?dest": "EVIL9"},
+         "reason": "recipient 'EVIL9' was not mentioned by the user; mentioned by the user: "
+                  "'send 5 to AB12'"}]}
     booking = Policy.load("booking-policy")
     torn = booking.check([_user("hi"), _call("book", "{")])  # arguments cut off mid-JSON
     d = json.loads(json.dumps(torn.to_dict()))  # as a program reading the output sees it
@@ -73,7 +75,9 @@ def test_a_decision_as_json_names_the_broken_rule_and_the_values() -> None:
     assert no.to_dict() == {"allowed": False, "state": "Pay",
                             "violated": ["destination-from-user"],
                             "allowed_states": ["User", "Tool", "Pay", "Call", "Reply"],
-                            "binding": {"?dest": "EVIL9"}}
+                            "binding": {"?dest": "EVIL9"},
+                            "reason": "recipient 'EVIL9' was not mentioned by the user; "
+                                      "mentioned by the user: 'send 5 to AB12'"}
     yes = cur.decide(Event.call("send_money", {"recipient": "AB12"}))
     assert yes.to_dict() == {"allowed": True, "state": "Pay", "violated": [],
                              "allowed_states": ["User", "Tool", "Pay", "Call", "Reply"]}
