@@ -6,8 +6,9 @@ JsonType` whose values all validate against the schema, refusing what it cannot 
 are not in :data:`ASSERTIONS` are annotations and are ignored, as the specification says of unknown
 keywords (draft-04's ``id``, ``title``, ``x-*``, ``readOnly``, ``links``, …). Where a reading
 restricts the values (a missing ``type`` read from the keywords present, ``maxLength`` above
-:data:`MAX_STRING_LENGTH` capped, recursion cut at :data:`MAX_RECURSION`) it restricts to a
-subset, never widens (docs/design.md §5.1). :func:`narrow` makes string arguments fullmatch
+:data:`MAX_STRING_LENGTH` capped, recursion cut at :data:`MAX_RECURSION`, ``multipleOf`` as
+integers, ``not``/``if``/overlapping ``oneOf`` through complements of supersets) it restricts to
+a subset, never widens (docs/design.md §5.1). :func:`narrow` makes string arguments fullmatch
 regexes.
 """
 
@@ -86,8 +87,8 @@ _TYPE_KEYWORDS = {
 }
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 _HINT = ("the compiler writes every value the schema allows except where docs/design.md §5.1 says "
-         "otherwise; refused: not, if, contains, propertyNames, dependencies, prefixItems, "
-         "multipleOf (but 1), uniqueItems true, non-local $ref, oneOf whose branches may overlap")
+         "otherwise; refused: contains, propertyNames, prefixItems, multipleOf above 1000, "
+         "non-local $ref, oneOf of more than 6 branches that may overlap")
 
 
 def _pointer(path: str, key: str | int) -> str:
