@@ -20,6 +20,7 @@ from ltlagent.errors import SchemaError
 from ltlagent.text.bytetable import sample_text
 from ltlagent.text.content import pattern_dfa, regex_dfa
 from ltlagent.text.jsonschema import parse_schema, schema_dfa, schema_table
+from ltlagent.text.jsontype import JsonInteger, JsonNumber
 
 jsonschema = pytest.importorskip("jsonschema")
 from jsonschema import validators  # noqa: E402
@@ -54,15 +55,21 @@ def test_one_of_overlapping_on_values_is_refused() -> None:
         parse_schema({"oneOf": [{"type": "number"}, {"type": "integer"}]})
     two_objects = {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
                              {"type": "object", "properties": {"b": {"type": "integer"}}}]}
-    with pytest.raises(SchemaError, match="oneOf"):  # {"a": 1} is valid for both
-        parse_schema(two_objects)
+    d = schema_dfa(two_objects)  # each branch only where the other's declared value is not there
+    assert not d.matches(b'{"a":1}') and not d.matches(b"{}")  # valid for both
+    assert not d.matches(b'{"a":1,"b":2}')
+    assert d.matches(b'{"a":1,"b":"x"}')  # only the first branch
+    _samples_validate(two_objects)
 
 
 def test_one_of_other_branches_are_read_as_supersets() -> None:
     """The branch ``{"maxLength": 3}`` is written as strings (its type read from the keyword), but
-    every integer satisfies it too: against the other branches it counts as all it allows."""
-    with pytest.raises(SchemaError, match="oneOf"):
-        parse_schema({"oneOf": [{"type": "integer"}, {"maxLength": 3}]})
+    every integer satisfies it too: against the other branches it counts as all it allows, so no
+    integer is written (each is valid for both branches)."""
+    schema = {"oneOf": [{"type": "integer"}, {"maxLength": 3}]}
+    d = schema_dfa(schema)
+    assert not d.matches(b"1") and not d.matches(b"-20") and d.matches(b'"abc"')
+    _samples_validate(schema)
 
 
 def test_one_of_separated_by_required_names() -> None:
@@ -308,3 +315,176 @@ def test_recursion_followed_once_when_twice_is_too_big() -> None:
     small = schema_table(tree, limit=600)
     assert small.content.matches(b'{"v":"a","kids":[]}') and not small.content.matches(deep)
     _samples_validate(tree)
+
+
+# --- not, if/then/else, oneOf by complements, multipleOf, closed intersections ---------------------
+
+def test_not_of_simple_forms() -> None:
+    """``not`` is a subset of the complement of a superset of its schema: patterns, constants,
+    required names, types and numbers bounds exactly; what it cannot say is not written."""
+    name = {"type": "string", "minLength": 1, "not": {"pattern": "^[.,*\\\\\\-\\s]+$"}}
+    d = schema_dfa(name)
+    assert d.matches(b'"Ann"') and not d.matches(b'"--"') and not d.matches(b'" "')
+    port = {"type": "integer", "minimum": 1024, "maximum": 65535, "not": {"enum": [6379, 6380]}}
+    d = schema_dfa(port)
+    assert d.matches(b"6381") and d.matches(b"1024") and not d.matches(b"6379")
+    assert not d.matches(b"6380") and not d.matches(b"1023")
+    both = {"type": "object", "properties": {"body": {"type": "string"}, "bodyValue": {"type": "string"}},
+            "not": {"required": ["body", "bodyValue"]}}
+    d = schema_dfa(both)
+    assert d.matches(b'{"body":"x"}') and d.matches(b'{"bodyValue":"x"}')
+    assert not d.matches(b'{"body":"x","bodyValue":"y"}')
+    not_array = {"not": {"type": "array"}}
+    d = schema_dfa(not_array)
+    assert d.matches(b"1") and d.matches(b'"x"') and d.matches(b"{}") and not d.matches(b"[]")
+    reserved = {"type": "object", "properties": {"a": {"type": "integer"}},
+                "patternProperties": {"^(links)$": {"not": {}}}}
+    assert not schema_dfa(reserved).matches(b'{"a":1,"links":1}')
+    names = {"type": "string", "pattern": "^[a-z]+$", "not": {"enum": ["test", "include"]}}
+    d = schema_dfa(names)
+    assert d.matches(b'"tests"') and not d.matches(b'"test"')
+    for schema in (name, port, both, not_array, reserved, names):
+        _samples_validate(schema)
+
+
+def test_if_then_else_on_a_discriminator() -> None:
+    """``if`` on a property's constant: (if ∧ then) ∪ (¬if ∧ else), the other side exact."""
+    schema = {"type": "object", "properties": {"type": {"enum": ["a", "b", "c"]}, "x": {"type": "integer"},
+                                               "y": {"type": "string"}},
+              "required": ["type"],
+              "if": {"properties": {"type": {"const": "a"}}},
+              "then": {"required": ["x"]}, "else": {"required": ["y"]}}
+    d = schema_dfa(schema)
+    assert d.matches(b'{"type":"a","x":1}') and not d.matches(b'{"type":"a","y":"s"}')
+    assert d.matches(b'{"type":"b","y":"s"}') and not d.matches(b'{"type":"b","x":1}')
+    no_else = {"type": "object", "properties": {"kind": {"type": "string"}, "serve": {"type": "string"}},
+               "if": {"properties": {"kind": {"const": "static"}}, "required": ["kind"]},
+               "then": {"required": ["serve"]}}
+    d = schema_dfa(no_else)
+    assert d.matches(b'{"kind":"static","serve":"x"}') and not d.matches(b'{"kind":"static"}')
+    assert d.matches(b'{"kind":"other"}') and d.matches(b"{}")
+    for s in (schema, no_else):
+        _samples_validate(s)
+
+
+def test_one_of_apart_by_complements() -> None:
+    """Branches that overlap are each written without the others' values."""
+    area = {"type": "object", "properties": {"radius": {"type": "number"}, "length": {"type": "number"},
+                                             "width": {"type": "number"}},
+            "oneOf": [{"required": ["radius"]}, {"required": ["length", "width"]}]}
+    d = schema_dfa(area)
+    assert d.matches(b'{"radius":1}') and d.matches(b'{"length":1,"width":2}')
+    assert not d.matches(b'{"radius":1,"length":1,"width":2}')
+    editor = {"oneOf": [{"enum": ["nano", "vim"]}, {}]}  # the enum's values are valid for both
+    d = schema_dfa(editor)
+    assert not d.matches(b'"vim"') and d.matches(b'"emacs"') and d.matches(b"1")
+    promo = {"type": "object", "oneOf": [
+        {"properties": {"category": {"enum": ["mot"]}}, "required": ["url"]},
+        {"properties": {"category": {"enum": ["organ"]}}, "required": ["url"]}],
+        "properties": {"url": {"type": "string"}}}
+    d = schema_dfa(promo)
+    assert d.matches(b'{"url":"u","category":"mot"}') and d.matches(b'{"url":"u","category":"organ"}')
+    assert not d.matches(b'{"url":"u"}')  # no category: valid for both
+    for s in (area, editor, promo):
+        _samples_validate(s)
+
+
+def _multiples(schema: Any, lo: int, hi: int) -> set[int]:
+    d = schema_dfa(schema)
+    return {x for x in range(lo, hi) if d.matches(str(x).encode())}
+
+
+def test_multiple_of_on_integers() -> None:
+    """An integer step: the integers it divides, negative ones, 0 and -0 included, any length; never
+    a fraction or an exponent (``10.0``, ``1e1`` are valid but not written)."""
+    schema = {"type": "integer", "multipleOf": 7, "minimum": -30, "maximum": 50}
+    assert _multiples(schema, -100, 100) == {x for x in range(-30, 51) if x % 7 == 0}
+    d = schema_dfa(schema)
+    assert d.matches(b"-0") and not d.matches(b"7.0") and not d.matches(b"7e0")
+    big = schema_dfa({"type": "integer", "multipleOf": 12})
+    for x in (10 ** 30, 10 ** 30 + 4, -(10 ** 30) - 8, 123456789012):
+        assert big.matches(str(x).encode()) == (x % 12 == 0), x
+    assert _multiples({"multipleOf": 1000, "type": "integer"}, -5000, 5001) == {
+        x for x in range(-5000, 5001) if x % 1000 == 0}
+    assert _multiples({"type": "number", "multipleOf": 2.5, "minimum": 0}, -10, 30) == {0, 5, 10, 15, 20, 25}
+    with pytest.raises(SchemaError, match="multipleOf"):
+        parse_schema({"type": "integer", "multipleOf": 1001})
+    _samples_validate({"type": "integer", "multipleOf": 12})
+    _samples_validate(schema)
+
+
+def test_multiple_of_decimal_steps_sound_in_floating_point() -> None:
+    """A float step is checked by the ``jsonschema`` package as ``x / step`` in floating point:
+    ``0.07`` is not a multiple of ``0.01`` there. Integers below 2**53 (and whose quotient is) are
+    written, each exact in floating point; steps whose double is too far from the decimal are
+    refused."""
+    for step in (0.01, 0.1, 0.3, 0.05, 1e-6, 0.25):
+        schema = {"type": "number", "multipleOf": step}
+        d = schema_dfa(schema)
+        assert not d.matches(b"0.07") and not d.matches(b"1.5")
+        rng = random.Random(1)
+        cap = parse_schema(schema)
+        assert isinstance(cap, JsonInteger | JsonNumber) and cap.hi is not None
+        hi = int(cap.hi)
+        xs = [0, 1, -1, 3, hi, -hi, hi - 1, *(rng.randrange(-hi, hi) for _ in range(300))]
+        for x in xs:
+            if d.matches(str(x).encode()):
+                assert _valid(schema, x), (step, x)
+        assert not d.matches(str(hi + 3).encode())
+        _samples_validate(schema, n=30)
+    with pytest.raises(SchemaError, match="multipleOf"):
+        parse_schema({"type": "number", "multipleOf": 0.7})  # 0.7's double is 2**-53.8 off
+
+
+def test_intersections_of_closed_objects() -> None:
+    """Two objects that both constrain undeclared keys (one with patterns at most): an undeclared
+    key must satisfy both sides."""
+    schema = {"allOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}},
+         "additionalProperties": {"type": "integer"}},
+        {"type": "object", "properties": {"a": {}, "b": {"type": "integer"}},
+         "patternProperties": {"^x": {"minimum": 0}}, "additionalProperties": False}]}
+    d = schema_dfa(schema)
+    assert d.matches(b'{"a":1,"b":2}') and d.matches(b'{"a":1,"x1":3}')
+    assert not d.matches(b'{"a":1,"x1":-3}') and not d.matches(b'{"a":1,"y":3}')
+    assert not d.matches(b'{"a":1,"x1":"s"}')
+    _samples_validate(schema)
+
+
+@pytest.mark.parametrize("fmt", ["url", "iri", "idn-email", "byte", "regex"])
+def test_more_formats(fmt: str) -> None:
+    _samples_validate({"type": "string", "format": fmt}, n=40)
+
+
+_LEAVES = st.sampled_from([
+    {"type": "integer", "minimum": -20, "maximum": 40}, {"type": "integer", "multipleOf": 3},
+    {"type": "number", "multipleOf": 0.1, "maximum": 5}, {"type": "string", "pattern": "^a"},
+    {"type": "string", "maxLength": 2}, {"enum": ["a", "b", 1, None]}, {"const": 0}, {"type": "null"},
+    {"type": "object", "properties": {"k": {"enum": ["x", "y"]}, "v": {"type": "integer"}},
+     "required": ["k"]},
+    {"properties": {"k": {"const": "x"}}}, {"required": ["v"]}, {"type": "array", "maxItems": 1},
+    {"minimum": 3}, {}, {"type": ["string", "integer"]}])
+
+
+def _combined(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        children.map(lambda c: {"not": c}),
+        st.lists(children, min_size=2, max_size=3).map(lambda cs: {"oneOf": cs}),
+        st.lists(children, min_size=2, max_size=2).map(lambda cs: {"allOf": cs}),
+        st.tuples(children, children, children).map(lambda t: {"if": t[0], "then": t[1], "else": t[2]}),
+        st.tuples(children, children).map(lambda t: {"if": t[0], "then": t[1]}))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.recursive(_LEAVES, _combined, max_leaves=4))
+def test_combinators_sound_on_random_schemas(schema: Any) -> None:
+    """Whatever ``not``/``if``/``oneOf``/``multipleOf`` combination compiles writes only values the
+    ``jsonschema`` package accepts."""
+    try:
+        table = schema_table(schema)
+    except SchemaError:
+        return
+    rng = random.Random(0)
+    for _ in range(12):
+        text = sample_text(table, rng).decode("utf-8")
+        assert _valid(schema, json.loads(text)), (schema, text)

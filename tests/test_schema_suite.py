@@ -65,7 +65,8 @@ def _documented(schema: Any, data: Any) -> bool:
     """A valid value the generation language may leave out (docs/design.md §5.1): integers written
     with a fraction or exponent, objects (undeclared keys are written only under a schema for
     them; key order), values of a type not named where ``type`` is missing (read from keywords),
-    strings under a format (formats are subsets), exponents under number bounds, lone surrogates,
+    strings under a format (formats are subsets), numbers under ``multipleOf`` (integers only),
+    exponents under number bounds, lone surrogates,
     arrays and objects nested deeper than ANY_DEPTH inside ``{}``."""
     values = list(_walk(data))
     if any(isinstance(x, float) and x.is_integer() for x in values):
@@ -76,6 +77,8 @@ def _documented(schema: Any, data: Any) -> bool:
         return True
     subs = [x for x in _walk(schema) if isinstance(x, dict)]
     if any("type" not in x and "$ref" not in x for x in subs) or any("format" in x for x in subs):
+        return True
+    if any("multipleOf" in x for x in subs):  # integers only, below 2**53 for a float step
         return True
     return any(isinstance(x, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in x) for x in values)
 

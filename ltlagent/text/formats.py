@@ -4,7 +4,8 @@ for each format it supports (docs/design.md §5.1).
 Each format is a tuple of regexes (Python's dialect, ASCII, all fullmatched: the string is in their
 intersection), written so that every string they match is valid for the format under RFC 3339
 (date, time, date-time, duration), RFC 1123 (hostname), RFC 5321 (email), RFC 2673/4291 (ipv4,
-ipv6), RFC 4122 (uuid) and RFC 3986 (uri, uri-reference), and for the ``jsonschema`` package's
+ipv6), RFC 4122 (uuid), RFC 3986 (uri, uri-reference), RFC 3987 (iri), RFC 6531 (idn-email),
+RFC 4648 (OpenAPI's byte: base64), ECMA-262 (regex), and for the ``jsonschema`` package's
 format checker. They are *subsets* where the full format is not worth its states (stated per
 entry); a format not listed here is refused by :func:`ltlagent.text.schemaread.parse_schema`
 unless its caller asks to
@@ -86,4 +87,14 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "uuid": ("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",),
     "uri": (_URI,),
     "uri-reference": (f"(?:{_URI}|{_RELATIVE})",),
+    # Supersets of the above, written as them: an IRI is a URI that may hold non-ASCII characters
+    # (RFC 3987), idn-email an e-mail address with them (RFC 6531).
+    "iri": (_URI,),
+    "iri-reference": (f"(?:{_URI}|{_RELATIVE})",),
+    "idn-email": (_EMAIL, _NO_DOUBLE_HYPHEN),
+    # Formats outside the specification that real schemas use (OpenAPI's byte, the common url),
+    # and regex: a literal pattern, optionally anchored (a subset of ECMA-262 and of Python's re).
+    "url": (_URI,),
+    "byte": ("(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?",),
+    "regex": (r"\^?[A-Za-z0-9_ .]*\$?",),
 }

@@ -31,7 +31,7 @@ __all__ = [
     "JsonObject", "JsonUnion", "JsonAny", "JsonType", "NEVER", "Unsupported", "admits", "meet",
     "disjoint", "pattern_language", "is_never", "Scalar", "json_equal", "key_schemas",
     "undeclared_schema", "make_object", "array_of", "integer_in", "number_in", "kinds",
-    "pairwise_disjoint",
+    "pairwise_disjoint", "multiples_in", "complement", "of_kind",
 ]
 
 Scalar = str | int | bool | None
@@ -79,12 +79,15 @@ class JsonInteger:
 
 @dataclass(frozen=True)
 class JsonNumber:
-    """A number between ``lo`` and ``hi`` (None: unbounded), each bound closed unless ``*_open``."""
+    """A number between ``lo`` and ``hi`` (None: unbounded), each bound closed unless ``*_open``;
+    with ``multiple_of`` (a positive integer), only the integers in that range it divides (what
+    ``multipleOf`` is written as: see :func:`multiples_in`)."""
 
     lo: Fraction | None = None
     hi: Fraction | None = None
     lo_open: bool = False
     hi_open: bool = False
+    multiple_of: int | None = None
 
 
 @dataclass(frozen=True)
@@ -248,7 +251,9 @@ def admits(t: JsonType, v: object) -> bool:
                                             None if t.hi is None else Fraction(t.hi), False, False)
     if isinstance(t, JsonNumber):
         x = _fraction(v)
-        return x is not None and _in_bounds(x, t.lo, t.hi, t.lo_open, t.hi_open)
+        if x is None or not _in_bounds(x, t.lo, t.hi, t.lo_open, t.hi_open):
+            return False
+        return t.multiple_of is None or (x.denominator == 1 and x.numerator % t.multiple_of == 0)
     if isinstance(t, JsonString):
         return isinstance(v, str) and _string_ok(t, v)
     if isinstance(t, JsonArray):
@@ -303,6 +308,21 @@ def number_in(lo: Fraction | None, hi: Fraction | None, lo_open: bool, hi_open: 
     return JsonNumber(lo, hi, lo_open, hi_open)
 
 
+def multiples_in(lo: Fraction | None, hi: Fraction | None, lo_open: bool, hi_open: bool,
+                 step: int) -> JsonType:
+    """The integers between two bounds that ``step`` divides, or :data:`NEVER` (bounds made the
+    closest multiples inside)."""
+    r = integer_in(lo, hi, lo_open, hi_open)
+    if not isinstance(r, JsonInteger):
+        return NEVER
+    a = None if r.lo is None else -((-r.lo) // step) * step
+    b = None if r.hi is None else (r.hi // step) * step
+    if a is not None and b is not None and a > b:
+        return NEVER
+    return JsonNumber(None if a is None else Fraction(a), None if b is None else Fraction(b),
+                      False, False, step)
+
+
 def _union(branches: list[JsonType], exclusive: bool = False) -> JsonType:
     kept = [b for b in branches if not is_never(b)]
     return kept[0] if len(kept) == 1 else JsonUnion(tuple(kept), exclusive)
@@ -312,8 +332,12 @@ def _meet_objects(a: JsonObject, b: JsonObject) -> JsonType:
     trivial_a = not a.patterns and isinstance(a.additional, JsonAny)
     trivial_b = not b.patterns and isinstance(b.additional, JsonAny)
     if not trivial_a and not trivial_b:
-        raise Unsupported("an intersection of two objects that both constrain undeclared keys "
-                          "(patternProperties or additionalProperties in both)")
+        if a.patterns and b.patterns:
+            raise Unsupported("an intersection of two objects that both have patternProperties")
+        if b.patterns:
+            a, b = b, a
+        # an undeclared key's value: a's patterns' or additional schema, and b's additional one
+        return _meet_closed(a, b)
     names = list(dict.fromkeys([p.name for p in a.properties] + [p.name for p in b.properties]))
     req = {p.name for p in (*a.properties, *b.properties) if p.required}
     props: list[JsonProperty] = []
@@ -327,6 +351,24 @@ def _meet_objects(a: JsonObject, b: JsonObject) -> JsonType:
     his = [h for h in (a.max_properties, b.max_properties) if h is not None]
     return make_object(props, rest.patterns, rest.additional,
                        rest.write_additional if (trivial_a != trivial_b) else
+                       a.write_additional and b.write_additional, lo, min(his) if his else None)
+
+
+def _meet_closed(a: JsonObject, b: JsonObject) -> JsonType:
+    """Two objects that both constrain undeclared keys, ``b`` without patterns: an undeclared key's
+    value satisfies ``a``'s schema for it (a pattern's or additional) and ``b.additional``."""
+    names = list(dict.fromkeys([p.name for p in a.properties] + [p.name for p in b.properties]))
+    req = {p.name for p in (*a.properties, *b.properties) if p.required}
+    props: list[JsonProperty] = []
+    for name in names:
+        s = meet(key_schemas(a, name), key_schemas(b, name))
+        if is_never(s) and name in req:
+            return NEVER
+        props.append(JsonProperty(name, s, name in req))
+    patterns = tuple((rx, meet(s, b.additional)) for rx, s in a.patterns)
+    lo = max(a.min_properties, b.min_properties)
+    his = [h for h in (a.max_properties, b.max_properties) if h is not None]
+    return make_object(props, patterns, meet(a.additional, b.additional),
                        a.write_additional and b.write_additional, lo, min(his) if his else None)
 
 
@@ -370,6 +412,9 @@ def meet(a: JsonType, b: JsonType) -> JsonType:
     if isinstance(a, JsonInteger | JsonNumber) and isinstance(b, JsonInteger | JsonNumber):
         lo = _lower(_bound_lo(a), _bound_lo(b))
         hi = _upper(_bound_hi(a), _bound_hi(b))
+        steps = [t.multiple_of for t in (a, b) if isinstance(t, JsonNumber) and t.multiple_of]
+        if steps:
+            return multiples_in(lo[0], hi[0], lo[1], hi[1], math.lcm(*steps))
         if isinstance(a, JsonInteger) or isinstance(b, JsonInteger):
             return integer_in(lo[0], hi[0], lo[1], hi[1])
         return number_in(lo[0], hi[0], lo[1], hi[1])
@@ -434,6 +479,7 @@ def kinds(t: JsonType) -> frozenset[str]:
     return frozenset({"array" if isinstance(t, JsonArray) else "object"})
 
 
+@functools.lru_cache(maxsize=4096)
 def _string_empty_meet(a: JsonString, b: JsonString) -> bool:
     """No string satisfies both (lengths ignored past their ranges; patterns by automaton)."""
     from ltlagent.text.content import intersect  # the product of the two decoded-text DFAs
@@ -494,3 +540,113 @@ def pairwise_disjoint(branches: list[JsonType]) -> tuple[int, int] | None:
         if not disjoint(branches[i], branches[j]):
             return i, j
     return None
+
+
+# --- complement ------------------------------------------------------------------------------
+
+_KINDS = ("null", "boolean", "number", "string", "array", "object")
+#: Most pieces one kind's complement is written as (more would copy the surrounding value as often).
+MAX_PIECES = 6
+
+
+def of_kind(kind: str, depth: int) -> JsonType:
+    """Every value of one JSON kind, written with arrays and objects nested at most ``depth`` deep
+    (0: an object's undeclared keys, though allowed, are not written)."""
+    if kind == "null":
+        return JsonConst((None,))
+    if kind == "boolean":
+        return JsonConst((True, False))
+    if kind == "number":
+        return JsonNumber()
+    if kind == "string":
+        return JsonString()
+    inner = JsonAny(max(depth - 1, 0))
+    if kind == "array":
+        return JsonArray(inner, 0, None)
+    return JsonObject((), (), inner, depth > 0)
+
+
+def _flat(t: JsonType) -> list[JsonType]:
+    return [x for b in t.branches for x in _flat(b)] if isinstance(t, JsonUnion) else [t]
+
+
+def complement(t: JsonType, depth: int) -> JsonType:
+    """A subset of the values *not* in ``t``: per JSON kind, all of it where ``t`` has none of that
+    kind, else the parts of the kind outside ``t`` that a description can say (``not``, ``if``'s
+    other side, a ``oneOf`` branch against the others). Exact for constants, number bounds, string
+    lengths and single patterns, and an object's required names; a subset elsewhere (``not`` of a
+    value that ``t`` allows is never written)."""
+    branches = _flat(t)
+    out: list[JsonType] = []
+    for kind in _KINDS:
+        piece = of_kind(kind, depth)
+        for b in branches:
+            if kind not in kinds(b):
+                continue
+            try:
+                piece = meet(piece, _outside(kind, b, depth))
+            except Unsupported:
+                piece = NEVER
+        out.append(piece)
+    return _union(out)
+
+
+def _outside(kind: str, t: JsonType, depth: int) -> JsonType:
+    """A subset of the values of ``kind`` not in ``t`` (a description with values of that kind)."""
+    if isinstance(t, JsonAny):
+        return NEVER
+    if isinstance(t, JsonConst):
+        vals = [v for v in t.all_values() if _type_of(v) == kind]
+        if kind == "boolean":
+            rest = tuple(x for x in (True, False) if not any(json_equal(x, v) for v in vals))
+            return JsonConst(rest) if rest else NEVER
+        if kind == "string":
+            return JsonString(excluded=tuple(str(v) for v in vals))
+        if kind == "number":
+            if any(isinstance(v, float) and not math.isfinite(v) for v in vals):
+                return NEVER
+            points = sorted({f for f in (_fraction(v) for v in vals) if f is not None})
+            edges = [None, *points, None]
+            return _union([number_in(a, b, a is not None, b is not None)
+                           for a, b in itertools.pairwise(edges)])
+        return NEVER  # null (the only value), arrays and objects: none written
+    pieces: list[JsonType] = []
+    if isinstance(t, JsonInteger | JsonNumber):
+        (lo, lo_open), (hi, hi_open) = _bound_lo(t), _bound_hi(t)
+        if lo is not None:
+            pieces.append(number_in(None, lo, False, not lo_open))
+        if hi is not None:
+            pieces.append(number_in(hi, None, not hi_open, False))
+    elif isinstance(t, JsonString):
+        if t.min_length > 0:
+            pieces.append(JsonString(0, t.min_length - 1))
+        if t.max_length is not None and t.max_length < 256:
+            pieces.append(JsonString(t.max_length + 1, None))
+        pieces += [JsonString(avoid=(p,)) for p in t.patterns]
+        pieces += [JsonString(patterns=(p,)) for p in t.avoid]
+        if t.excluded:
+            pieces.append(JsonConst(t.excluded))
+    elif isinstance(t, JsonArray):
+        inner = JsonAny(max(depth - 1, 0))
+        if t.min_items > 0:
+            pieces.append(JsonArray(inner, 0, t.min_items - 1))
+        if t.max_items is not None and t.max_items < 8:
+            pieces.append(JsonArray(inner, t.max_items + 1, None))
+        pieces.append(array_of(complement(t.items, depth - 1), 1, 1))
+    elif isinstance(t, JsonObject):
+        inner = JsonAny(max(depth - 1, 0))
+
+        def obj(name: str, schema: JsonType, required: bool) -> JsonType:
+            return make_object([JsonProperty(name, schema, required)], (), inner, depth > 0)
+
+        # a required name missing, a forbidden name present, a declared name's value outside
+        pieces += [obj(p.name, NEVER, False) for p in t.properties if p.required]
+        pieces += [obj(p.name, inner, True) for p in t.properties if is_never(p.schema)]
+        consts = sorted((p for p in t.properties if not is_never(p.schema)),
+                        key=lambda p: not isinstance(p.schema, JsonConst))
+        for p in consts:
+            other = complement(p.schema, depth - 1)
+            if not is_never(other):  # (a NEVER value would forbid the name: not outside t)
+                pieces.append(obj(p.name, other, True))
+    kept = [p for p in pieces if not is_never(p)]
+    return _union(kept[:MAX_PIECES])

@@ -7,10 +7,10 @@ import functools
 from fractions import Fraction
 
 from ltlagent.errors import UsageError
-from ltlagent.text.content import ContentDFA, intersect
+from ltlagent.text.content import ContentDFA, as_dfa, intersect, minimize
 from ltlagent.text.jsontype import JsonNumber, pattern_language
 
-__all__ = ["integer_regex", "number_parts", "INTEGER_RE", "NUMBER_RE"]
+__all__ = ["integer_regex", "number_parts", "multiples_dfa", "INTEGER_RE", "NUMBER_RE", "MAX_STEP"]
 
 #: Every JSON integer text (``-0`` included); every JSON number text.
 INTEGER_RE = r"-?(?:0|[1-9][0-9]*)"
@@ -131,10 +131,38 @@ def _magnitude(lo: tuple[Fraction, bool] | None, hi: tuple[Fraction, bool] | Non
     return d
 
 
+#: Largest ``multipleOf`` step written (the digits' automaton has a state per remainder).
+MAX_STEP = 1000
+
+
+@functools.lru_cache(maxsize=64)
+def multiples_dfa(step: int) -> ContentDFA:
+    """Digit strings whose value ``step`` divides: a state per remainder, minimised (a power of
+    ten's divisors need only the last digits)."""
+    if not 0 < step <= MAX_STEP:
+        raise UsageError(f"multipleOf {step} is above the supported {MAX_STEP}")
+    trans = [[-1] * 256 for _ in range(step)]
+    for r in range(step):
+        for d in range(10):
+            trans[r][0x30 + d] = (10 * r + d) % step
+    mt, macc = minimize(trans, {0})
+    return as_dfa(mt, macc, f"multiples of {step}")
+
+
 @functools.lru_cache(maxsize=256)
 def number_parts(t: JsonNumber) -> tuple[tuple[bytes, ContentDFA], ...]:
     """A number's texts as (sign, DFA of the rest): unbounded, the full JSON syntax; bounded,
-    fixed-point texts without exponent (a subset) on each side of zero."""
+    fixed-point texts without exponent (a subset) on each side of zero; with ``multiple_of``,
+    integer texts its digits' automaton accepts."""
+    if t.multiple_of is not None:
+        digits = intersect(pattern_language("0|[1-9][0-9]*", False, False),
+                           multiples_dfa(t.multiple_of))
+        if t.lo is None and t.hi is None:
+            ints: tuple[tuple[bytes, ContentDFA], ...] = ((b"", digits), (b"-", digits))
+        else:
+            ints = tuple((sign, intersect(d, digits)) for sign, d in
+                         number_parts(JsonNumber(t.lo, t.hi, t.lo_open, t.hi_open)))
+        return tuple((sign, d) for sign, d in ints if 0 in d.live)
     if t.lo is None and t.hi is None:
         return ((b"", pattern_language(NUMBER_RE, False, False)),)
     zero = Fraction(0)

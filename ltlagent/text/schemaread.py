@@ -6,8 +6,9 @@ JsonType` whose values all validate against the schema, refusing what it cannot 
 are not in :data:`ASSERTIONS` are annotations and are ignored, as the specification says of unknown
 keywords (draft-04's ``id``, ``title``, ``x-*``, ``readOnly``, ``links``, …). Where a reading
 restricts the values (a missing ``type`` read from the keywords present, ``maxLength`` above
-:data:`MAX_STRING_LENGTH` capped, recursion cut at :data:`MAX_RECURSION`) it restricts to a
-subset, never widens (docs/design.md §5.1). :func:`narrow` makes string arguments fullmatch
+:data:`MAX_STRING_LENGTH` capped, recursion cut at :data:`MAX_RECURSION`, ``multipleOf`` as
+integers, ``not``/``if``/overlapping ``oneOf`` through complements of supersets) it restricts to
+a subset, never widens (docs/design.md §5.1). :func:`narrow` makes string arguments fullmatch
 regexes.
 """
 
@@ -21,6 +22,7 @@ from fractions import Fraction
 from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text.formats import FORMATS
 from ltlagent.text.jsontype import (
+    MAX_PIECES,
     NEVER,
     JsonAny,
     JsonConst,
@@ -32,15 +34,18 @@ from ltlagent.text.jsontype import (
     Scalar,
     Unsupported,
     array_of,
+    complement,
     disjoint,
     integer_in,
     is_never,
     make_object,
     meet,
+    multiples_in,
     number_in,
     pattern_language,
     undeclared_schema,
 )
+from ltlagent.text.numbertext import MAX_STEP
 
 __all__ = ["parse_schema", "narrow", "ASSERTIONS", "ANY_DEPTH", "MAX_DEPTH", "MAX_ITEMS",
            "MAX_STRING_LENGTH", "MAX_RECURSION", "MAX_PATTERN_PROPERTIES"]
@@ -57,6 +62,8 @@ ANY_DEPTH = 1
 MAX_RECURSION = 2
 #: Most ``patternProperties`` of one object (a key class per subset of them).
 MAX_PATTERN_PROPERTIES = 3
+#: Most ``oneOf`` branches made disjoint by complements (each is met with every other's).
+MAX_APART = 6
 #: The keywords that constrain values (every draft, 04 to 2020-12); all others are annotations.
 ASSERTIONS = frozenset({
     "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
@@ -68,7 +75,7 @@ ASSERTIONS = frozenset({
     "unevaluatedProperties"})
 #: Assertions refused wherever they appear (``then``/``else`` without ``if``, ``minContains``
 #: without ``contains`` and ``additionalItems`` beside a schema ``items`` constrain nothing).
-_REFUSED = frozenset({"contains", "propertyNames", "not", "if", "$dynamicRef", "$recursiveRef",
+_REFUSED = frozenset({"contains", "propertyNames", "$dynamicRef", "$recursiveRef",
                       "unevaluatedItems", "unevaluatedProperties", "prefixItems"})
 _TYPE_KEYWORDS = {
     "string": frozenset({"minLength", "maxLength", "pattern", "format"}),
@@ -80,8 +87,8 @@ _TYPE_KEYWORDS = {
 }
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 _HINT = ("the compiler writes every value the schema allows except where docs/design.md §5.1 says "
-         "otherwise; refused: not, if, contains, propertyNames, dependencies, prefixItems, "
-         "multipleOf (but 1), uniqueItems true, non-local $ref, oneOf whose branches may overlap")
+         "otherwise; refused: contains, propertyNames, prefixItems, multipleOf above 1000, "
+         "non-local $ref, oneOf of more than 6 branches that may overlap")
 
 
 def _pointer(path: str, key: str | int) -> str:
@@ -188,12 +195,55 @@ class _Reader:
             parts.append((JsonUnion(tuple(self.read(b, _pointer(where, i), depth, refs)
                                           for i, b in enumerate(schema["anyOf"]))),
                           where))
+        if not self.over:  # a superset leaves both out
+            if "not" in keys:
+                where = _pointer(path, "not")
+                parts.append((self.outside(schema["not"], where, depth, refs), where))
+            if "if" in keys:
+                parts.append((self.conditional(schema, path, depth, refs), _pointer(path, "if")))
         out = self.base(schema, keys, path, depth, refs)
         for p, where in parts:
             out = self.meet(out, p, where)
         if "oneOf" in keys:
             out = self.one_of(schema, out, path, depth, refs)
         return out
+
+    def outside(self, schema: object, path: str, depth: int, refs: tuple[str, ...]) -> JsonType:
+        """A subset of the values ``schema`` rejects: the complement of a superset of its values
+        (:func:`~ltlagent.text.jsontype.complement`)."""
+        over = _Reader(self.root, self.unknown_formats, over=True, max_recursion=self.max_recursion)
+        return complement(over.read(schema, path, depth, refs), self.any_value(depth).depth)
+
+    def conditional(self, schema: Mapping[str, object], path: str, depth: int,
+                    refs: tuple[str, ...]) -> JsonType:
+        """``if``/``then``/``else`` as the union of (a subset of ``if``) ∧ ``then`` and (a subset of
+        the values ``if`` rejects) ∧ ``else``; where ``if`` cannot be read, its side is not written."""
+        where = _pointer(path, "if")
+        try:
+            yes = self.read(schema["if"], where, depth, refs)
+        except SchemaError:
+            yes = NEVER
+        sides = []
+        for side, cond in (("then", yes), ("else", self.outside(schema["if"], where, depth, refs))):
+            at = _pointer(path, side)
+            body = self.read(schema[side], at, depth, refs) if side in schema else JsonAny(0)
+            sides.append(self.meet(cond, body, at))
+        return JsonUnion(tuple(b for b in sides if not is_never(b)))
+
+    def apart(self, a: JsonType, other: JsonType, depth: int) -> JsonType | None:
+        """A subset of ``a`` outside ``other``: ``a`` met with each piece of ``other``'s complement
+        that it can be met with (None: none can)."""
+        c = complement(other, self.any_value(depth).depth)
+        kept: list[JsonType] = []
+        for piece in c.branches if isinstance(c, JsonUnion) else (c,):
+            try:
+                kept.append(meet(a, piece))
+            except Unsupported:
+                continue
+        if not kept and not is_never(c):
+            return None
+        flat = [x for k in kept for x in (k.branches if isinstance(k, JsonUnion) else (k,))]
+        return JsonUnion(tuple(flat[:MAX_PIECES]))  # fewer: a subset still
 
     def one_of(self, schema: Mapping[str, object], out: JsonType, path: str, depth: int,
                refs: tuple[str, ...]) -> JsonType:
@@ -223,7 +273,9 @@ class _Reader:
                 if i == j or disjoint(branches[i], supersets[j]):
                     continue
                 apart = _forbid_required(branches[i], supersets[j])
-                if apart is None or not disjoint(apart, supersets[j]):
+                if (apart is None or not disjoint(apart, supersets[j])) and len(raw) <= MAX_APART:
+                    apart = self.apart(branches[i], supersets[j], depth)
+                if apart is None:
                     raise self.refuse(where, f"branches {i} and {j} may both match a value (oneOf "
                                              "would reject it): only oneOf with provably disjoint "
                                              "branches is supported (different types, consts, or a "
@@ -322,18 +374,37 @@ class _Reader:
             elif not is_lo and (hi is None or b < hi or (b == hi and is_open)):
                 hi, hi_open = b, is_open
         step = schema.get("multipleOf")
-        if step is not None:
-            k = _number(step)
-            if k is None or k <= 0:
-                raise self.refuse(_pointer(path, "multipleOf"), f"multipleOf must be a positive "
-                                                                f"number, got {step!r}")
-            if k != 1:
-                raise self.refuse(_pointer(path, "multipleOf"), "the keyword 'multipleOf' is not "
-                                                                "supported (but 1: an integer)")
+        if step is not None and not self.over:  # a superset leaves it out
+            p, cap = self.step(step, _pointer(path, "multipleOf"))
+            if cap is not None:
+                lo, lo_open = (lo, lo_open) if lo is not None and lo > -cap else (Fraction(-cap), False)
+                hi, hi_open = (hi, hi_open) if hi is not None and hi < cap else (Fraction(cap), False)
+            if p != 1:
+                return multiples_in(lo, hi, lo_open, hi_open, p)
             t = "integer"
         if t == "integer":
             return integer_in(lo, hi, lo_open, hi_open)
         return number_in(lo, hi, lo_open, hi_open)
+
+    def step(self, step: object, where: str) -> tuple[int, int | None]:
+        """``multipleOf`` as the integer whose multiples are written (an integer is a multiple of
+        p/q, in lowest terms, exactly when p divides it) and the largest magnitude written (None:
+        any). The ``jsonschema`` package divides by a float step in floating point: an integer x
+        below 2**53 with x/step = M below 2**53 then reads as exactly M only where the step's
+        double is within 2**-54 of it (relative), else the step is refused."""
+        k = _number(step)
+        if k is None or k <= 0:
+            raise self.refuse(where, f"multipleOf must be a positive number, got {step!r}")
+        if k.numerator > MAX_STEP:
+            raise self.refuse(where, f"the keyword 'multipleOf' is supported up to {MAX_STEP} "
+                                     f"(integers it divides are written), got {step!r}")
+        if not isinstance(step, float):
+            return k.numerator, None
+        if abs(k / Fraction(step) - 1) >= Fraction(1, 2 ** 54):
+            raise self.refuse(where, f"the keyword 'multipleOf' {step!r}: its double is too far "
+                                     "from the decimal for a floating-point division to be exact")
+        top = 2 ** 53 - 1
+        return k.numerator, min(top, math.floor(top * k))
 
     def string(self, schema: Mapping[str, object], path: str) -> JsonType:
         lo = self.count(schema, "minLength", path) or 0
