@@ -212,7 +212,15 @@ def test_a_call_the_budget_cannot_fit_ends_the_turn_with_a_note() -> None:
     assert agent.next_call(conv, first, 0) is not None
     assert agent.next_call(conv, first, 200) is not None
     assert agent.next_call(conv, first, 20) is None  # b's call is longer than 20 bytes
-    assert "none fits in the 20 tokens left" in conv.result.notes[-1]
+    # the fit is counted in tokens (TurnIndex.need), not bytes: b's call fits in fewer tokens
+    then = agent.next_call(conv, first, 0)
+    assert then is not None
+    index = agent.index(then)
+    tokens, nbytes = int(index.need[0]), int(index.lang.distance[0])
+    assert tokens < nbytes
+    assert agent.next_call(conv, first, tokens + 1) is not None
+    assert agent.next_call(conv, first, tokens) is None
+    assert f"none fits in the {tokens} tokens left" in conv.result.notes[-1]
     # the decoder then ends the turn after a (well formed; the result will break the policy)
     assert _writable(agent, conv, first, budget=len(first) + 5)
     assert not _writable(agent, conv, render_calls([_a(1), _b("x")]), budget=len(first) + 5)

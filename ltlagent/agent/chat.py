@@ -298,7 +298,7 @@ class ChatAgent:
             rule = self.after_rule(probe, len(calls))
         if not rule.tools_first:
             return None
-        if not rule.end and budget > 0 and int(self.index(rule).lang.distance[0]) > budget - 1:
+        if not rule.end and budget > 0 and int(self.index(rule).need[0]) > budget - 1:
             conv.result.notes.append(f"turn {conv.result.turns + 1}: the policy wants another call "
                                      f"after call {len(calls)}, but none fits in the {budget} "
                                      "tokens left: the turn ends")
