@@ -132,8 +132,9 @@ def test_settings_are_checked_when_made(policy: Policy, monkeypatch: pytest.Monk
     d = Desk()
     with pytest.raises(UsageError, match="duplicate tool names"):
         Guard(policy, [d.tool("a", 1), d.tool("a", 2)], client=Script(), model="m")  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="max_retries must be ≥ 0 and max_turns ≥ 1"):
+    with pytest.raises(UsageError) as e:
         guard(policy, Script(), d, max_retries=-1)
+    assert str(e.value) == "max_retries must be ≥ 0 and max_turns ≥ 1"
     with pytest.raises(UsageError, match="max_turns ≥ 1"):
         guard(policy, Script(), d, max_turns=0)
     g = guard(policy, Script(), d, max_retries=0, max_turns=1)
@@ -145,6 +146,8 @@ def test_settings_are_checked_when_made(policy: Policy, monkeypatch: pytest.Monk
     assert Guard(policy, d.tools(), client=Script()).model == "from-env"  # type: ignore[arg-type]
     assert Guard(SPEC, client=Script(), model="m").policy.spec.name == policy.spec.name  # type: ignore[arg-type]
     assert set(g.tools) == {"find_user", "book", "transfer_to_human"}
+    default = guard(policy, Script(), d)
+    assert (default.max_retries, default.max_turns) == (3, 16)  # the defaults a caller relies on
 
 
 def test_a_guard_without_a_client_makes_one(policy: Policy, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,6 +162,12 @@ def test_a_guard_without_a_client_makes_one(policy: Policy, monkeypatch: pytest.
     g = Guard(policy, model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-1")
     try:
         assert g.client.api_key == "sk-1"
+    finally:
+        g.client.close()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    g = Guard(policy, model="m", base_url="http://127.0.0.1:9/v1")
+    try:
+        assert g.client.api_key == "sk-env"
     finally:
         g.client.close()
 
