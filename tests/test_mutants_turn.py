@@ -303,3 +303,65 @@ def test_a_rule_may_narrow_only_its_first_phase() -> None:
     assert accepts(lg, hermes('{"name": "note", "arguments": {"text": "ab"}}'))
     assert not accepts(lg, hermes('{"name": "note", "arguments": {"text": "x"}}'))
     assert accepts(lg, "Hi " + hermes('{"name": "note", "arguments": {"text": "x"}}'))
+
+
+# -- values the policy allows (issue 28), enforced token by token -----------------------------------
+BOOK: dict[str, object] = {"type": "object", "properties": {
+    "user_id": {"type": "string"},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "meta": {"type": "object", "properties": {"who": {"type": "string"}, "n": {"type": "integer"}}},
+    "extra": {"type": "object"},
+    "rows": {"type": "array", "items": {"type": "object"}}},
+    "required": ["user_id"], "additionalProperties": False}
+
+
+def book(**args: object) -> str:
+    import json
+    return hermes(json.dumps({"name": "book", "arguments": args}))
+
+
+def test_bound_arguments_take_only_the_allowed_values() -> None:
+    from ltlagent.text.values import ValueEnum, ValueSubstrings
+    terms = (("book", (("user_id", ValueEnum(("bob", "ann"))), ("tags", ValueEnum(("x",))),
+                       ("meta.who", ValueSubstrings(("kim lee",))), ("extra", ValueEnum(("a",))),
+                       ("rows", ValueEnum(("a",))), ("missing", ValueEnum(("a",))))),)
+    rule = TurnRule(True, frozenset({"book"}), frozenset(), values=(terms, ()))
+    lg = TurnLanguage.build(rule, {"book": BOOK})
+    assert accepts(lg, book(user_id="bob")) and accepts(lg, book(user_id="ann", tags=["x", "x"]))
+    assert accepts(lg, book(user_id="bob", meta={"who": "lee", "n": 3}))
+    assert not accepts(lg, book(user_id="eve"))
+    assert not accepts(lg, book(user_id="bob", tags=["y"]))
+    assert not accepts(lg, book(user_id="bob", meta={"who": "zed"}))
+    assert accepts(lg, book(user_id="bob", extra={"k": 1}))  # left to its schema
+    assert {(t, k) for t, k, _ in lg.unenforced} == {("book", "extra"), ("book", "rows")}
+    why = dict(((t, k), w) for t, k, w in lg.unenforced)
+    assert why["book", "extra"] == "a value that may be a list or an object"
+    assert why["book", "rows"] == "a list whose items may be lists or objects"
+    # the same rule without values: every user id
+    free = TurnLanguage.build(TurnRule(True, frozenset({"book"}), frozenset()), {"book": BOOK})
+    assert accepts(free, book(user_id="eve")) and free.unenforced == ()
+
+
+def test_values_and_narrowing_together_and_per_phase() -> None:
+    from ltlagent.text.values import ValueEnum
+    terms = (("book", (("user_id", ValueEnum(("bob", "bill"))),)),)
+    rule = TurnRule(True, frozenset({"book"}), frozenset({"book"}), values=((), terms))
+    lg = TurnLanguage.build(rule, {"book": BOOK}, fields={"book": {"user_id": "b.*"}})
+    assert accepts(lg, book(user_id="eve")) is False  # the narrowing holds in the first phase
+    assert accepts(lg, book(user_id="bea"))
+    assert accepts(lg, "Hi " + book(user_id="bill")) and not accepts(lg, "Hi " + book(user_id="bea"))
+    only_first = TurnRule(True, frozenset({"book"}), frozenset({"book"}), values=(terms,))
+    lg1 = TurnLanguage.build(only_first, {"book": BOOK})
+    assert not accepts(lg1, book(user_id="eve")) and accepts(lg1, "Hi " + book(user_id="eve"))
+
+
+def test_a_key_written_as_an_undeclared_property_is_left_to_the_schema() -> None:
+    from ltlagent.text.values import ValueEnum
+    open_schema = {"type": "object", "properties": {"a": {"type": "string"}},
+                   "additionalProperties": {"type": "string"}}
+    terms = (("t", (("b", ValueEnum(("x",))), ("a", ValueEnum(("y",))))),)
+    lg = TurnLanguage.build(TurnRule(True, frozenset({"t"}), frozenset(), values=(terms, ())),
+                            {"t": open_schema})
+    assert lg.unenforced == (("t", "b", "'b' may be written as an undeclared property"),)
+    assert accepts(lg, hermes('{"name": "t", "arguments": {"a": "y"}}'))
+    assert not accepts(lg, hermes('{"name": "t", "arguments": {"a": "z"}}'))
