@@ -365,3 +365,19 @@ def test_a_key_written_as_an_undeclared_property_is_left_to_the_schema() -> None
     assert lg.unenforced == (("t", "b", "'b' may be written as an undeclared property"),)
     assert accepts(lg, hermes('{"name": "t", "arguments": {"a": "y"}}'))
     assert not accepts(lg, hermes('{"name": "t", "arguments": {"a": "z"}}'))
+
+
+def test_bound_keys_after_a_nested_object_and_beside_an_unbound_tool() -> None:
+    from ltlagent.text.values import ValueEnum
+    schema = {"type": "object", "properties": {
+        "meta": {"type": "object", "properties": {"who": {"type": "string"}}},
+        "user_id": {"type": "string"}}, "additionalProperties": False}
+    terms = (("book", (("meta.who", ValueEnum(("kim",))), ("user_id", ValueEnum(("bob",))),
+                       ("user_id.x", ValueEnum(("a",))))),)
+    rule = TurnRule(True, frozenset({"book", "ping"}), frozenset(), values=(terms, ()))
+    lg = TurnLanguage.build(rule, {"book": schema, "ping": SCHEMAS["ping"]})
+    assert accepts(lg, book(meta={"who": "kim"}, user_id="bob"))
+    assert not accepts(lg, book(meta={"who": "kim"}, user_id="eve"))  # bound after the object
+    assert not accepts(lg, book(meta={"who": "ann"}, user_id="bob"))
+    assert accepts(lg, hermes(PING))  # the unbound tool, written as its schema says
+    assert lg.unenforced == (("book", "user_id.x", "user_id may be other than an object"),)
