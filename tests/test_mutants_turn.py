@@ -373,11 +373,12 @@ def test_bound_keys_after_a_nested_object_and_beside_an_unbound_tool() -> None:
         "meta": {"type": "object", "properties": {"who": {"type": "string"}}},
         "user_id": {"type": "string"}}, "additionalProperties": False}
     terms = (("book", (("meta.who", ValueEnum(("kim",))), ("user_id", ValueEnum(("bob",))),
-                       ("user_id.x", ValueEnum(("a",))))),)
+                       ("user_id.x", ValueEnum(("a",))), ("meta.who.x", ValueEnum(("a",))))),)
     rule = TurnRule(True, frozenset({"book", "ping"}), frozenset(), values=(terms, ()))
     lg = TurnLanguage.build(rule, {"book": schema, "ping": SCHEMAS["ping"]})
     assert accepts(lg, book(meta={"who": "kim"}, user_id="bob"))
     assert not accepts(lg, book(meta={"who": "kim"}, user_id="eve"))  # bound after the object
     assert not accepts(lg, book(meta={"who": "ann"}, user_id="bob"))
     assert accepts(lg, hermes(PING))  # the unbound tool, written as its schema says
-    assert lg.unenforced == (("book", "user_id.x", "user_id may be other than an object"),)
+    assert lg.unenforced == (("book", "user_id.x", "user_id may be other than an object"),
+                             ("book", "meta.who.x", "meta.who may be other than an object"))
