@@ -57,3 +57,16 @@ def test_arrays_of_objects_and_nested_arrays() -> None:
         "type": "array", "items": {"type": "object", "properties": {"v": {"type": "string"}}}}}}})
     assert nested.matches(b'{"rows": [[{"v": "x"}], []]}') and nested.matches(b'{"rows": []}')
     assert not nested.matches(b'{"rows": [[], [], []]}') and not nested.matches(b'{"rows": [{"v": "x"}]}')
+
+
+def test_a_parsed_description_is_narrowed_and_bounded_too() -> None:
+    from ltlagent.errors import UsageError
+    from ltlagent.text.jsonschema import parse_schema, schema_table
+
+    t = parse_schema({"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]})
+    table = schema_table(t, {"x": "a+"})
+    assert table.content.matches(b'{"x": "aa"}') and not table.content.matches(b'{"x": "b"}')
+    with pytest.raises(UsageError) as e:  # an enum (not a string, array or object) over the limit
+        schema_table({"enum": [f"alpha{i}" for i in range(30)]}, limit=10)
+    assert str(e.value) == "the JSON schema needs more than 10 automaton states"
+    assert e.value.hint == "simplify the schema (fewer optional properties, shorter bounds)"
