@@ -84,6 +84,8 @@ def test_a_key_twice_is_refused_and_named() -> None:
         strict_json('{"name": "find_user", "x": 1, "name": "book"}')
     with pytest.raises(ValueError, match="'k' appears twice"):
         strict_json('[{"a": {"k": 1, "k": 1}}]')
+    with pytest.raises(ValueError, match="the key 'name' appears twice"):  # not the first key
+        strict_json('{"id": "c1", "name": "find_user", "name": "book"}')
     assert strict_json('{"a": 1, "b": {"a": 2}}') == {"a": 1, "b": {"a": 2}}
 
 
@@ -235,7 +237,11 @@ def test_a_reply_not_from_the_assistant_fails_every_call() -> None:
     assert whole == "a reply must come from the assistant, not 'tool'"
     assert calls[0].problem == whole  # a well-formed call gets the reply's problem
     assert calls[1].problem is not None and "not one of the request's tools" in calls[1].problem
-    assert (calls[0].name, calls[0].arguments, calls[0].position) == ("find_user", "{}", 0)
+    assert (calls[0].name, calls[0].arguments, calls[0].position, calls[0].call_id, calls[0].legacy) \
+        == ("find_user", "{}", 0, "c1", False)
+    legacy = {"role": "user", "function_call": {"name": "find_user", "arguments": "{}"}}
+    (fc,), whole = read_calls(legacy, TOOLS)
+    assert fc.problem == whole and fc.legacy is True and fc.name == "find_user"
 
 
 def test_tool_calls_that_is_not_a_list_fails_the_reply() -> None:
@@ -427,3 +433,25 @@ def test_reask_without_results_and_with_legacy_calls(cursor: PolicyCursor) -> No
                     "function_call": {"name": "find_user", "arguments": "{}"}},
                    {"role": "function", "name": "find_user", "content": "bob"}]
     assert reask_messages(ran) == [{"role": "assistant", "content": None}]
+
+
+def test_unfit_refusals_read_as_data(cursor: PolicyCursor) -> None:
+    m = reply(call("delete_everything", '{"all": true}', "d"), content="x")
+    m["role"] = "tool"
+    s = screen(cursor, m, 4, tools=TOOLS)
+    whole, bad = s.refusals
+    assert whole.to_dict() == {
+        "position": -1, "call_id": None, "tool": "", "arguments": "", "state": None, "violated": [],
+        "malformed": "a reply must come from the assistant, not 'tool'",
+        "allowed_states": list(cursor.allowed_states()), "explanation": whole.explain()}
+    assert bad.to_dict() == {
+        "position": 0, "call_id": "d", "tool": "delete_everything", "arguments": '{"all": true}',
+        "state": None, "violated": [], "malformed": bad.malformed,
+        "allowed_states": list(cursor.allowed_states()), "explanation": bad.explain()}
+    assert bad.decision == Decision(False, None, (), cursor.allowed_states())
+
+
+def test_the_first_message_keeps_its_index_zero(cursor: PolicyCursor) -> None:
+    with pytest.raises(LogError) as e:
+        screen(cursor, "book", 0, tools=TOOLS)
+    assert e.value.index == 0

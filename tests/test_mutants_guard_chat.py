@@ -91,12 +91,12 @@ def guard(policy: Policy, script: Script, desk: Desk, **kw: Any) -> Guard:
 
 
 # -- tools ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["find_user", "a-b", "X9", "a_b"])
+@pytest.mark.parametrize("name", ["find_user", "a-b", "X9", "a_b", "_", "-", "__init__"])
 def test_plain_tool_names_are_accepted(name: str) -> None:
     assert FunctionTool(name, "d", OBJECT, print).name == name
 
 
-@pytest.mark.parametrize("name", ["", "a b", "a.b", "rm;ls", "a/b"])
+@pytest.mark.parametrize("name", ["", "a b", "a.b", "rm;ls", "a/b", "книга", "x²", "a\n"])
 def test_other_tool_names_are_refused_when_made(name: str) -> None:
     with pytest.raises(UsageError, match="letters, digits, '_' and '-' only"):
         FunctionTool(name, "d", OBJECT, print)
@@ -132,8 +132,9 @@ def test_settings_are_checked_when_made(policy: Policy, monkeypatch: pytest.Monk
     d = Desk()
     with pytest.raises(UsageError, match="duplicate tool names"):
         Guard(policy, [d.tool("a", 1), d.tool("a", 2)], client=Script(), model="m")  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="max_retries must be ≥ 0 and max_turns ≥ 1"):
+    with pytest.raises(UsageError) as e:
         guard(policy, Script(), d, max_retries=-1)
+    assert str(e.value) == "max_retries must be ≥ 0 and max_turns ≥ 1"
     with pytest.raises(UsageError, match="max_turns ≥ 1"):
         guard(policy, Script(), d, max_turns=0)
     g = guard(policy, Script(), d, max_retries=0, max_turns=1)
@@ -145,6 +146,8 @@ def test_settings_are_checked_when_made(policy: Policy, monkeypatch: pytest.Monk
     assert Guard(policy, d.tools(), client=Script()).model == "from-env"  # type: ignore[arg-type]
     assert Guard(SPEC, client=Script(), model="m").policy.spec.name == policy.spec.name  # type: ignore[arg-type]
     assert set(g.tools) == {"find_user", "book", "transfer_to_human"}
+    default = guard(policy, Script(), d)
+    assert (default.max_retries, default.max_turns) == (3, 16)  # the defaults a caller relies on
 
 
 def test_a_guard_without_a_client_makes_one(policy: Policy, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,6 +162,12 @@ def test_a_guard_without_a_client_makes_one(policy: Policy, monkeypatch: pytest.
     g = Guard(policy, model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-1")
     try:
         assert g.client.api_key == "sk-1"
+    finally:
+        g.client.close()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    g = Guard(policy, model="m", base_url="http://127.0.0.1:9/v1")
+    try:
+        assert g.client.api_key == "sk-env"
     finally:
         g.client.close()
 
@@ -187,8 +196,10 @@ def test_a_request_carries_the_model_the_tools_and_the_settings(policy: Policy) 
 ])
 def test_a_reply_that_is_not_a_completion_is_a_log_error(policy: Policy, body: object, why: str) -> None:
     g = guard(policy, Script(body), Desk())
-    with pytest.raises(LogError, match=why):
+    with pytest.raises(LogError, match=why) as e:
         g.complete(HISTORY)
+    if why == "no choices":  # the whole sentence: the caller shows it
+        assert str(e.value) == "the reply is not a chat completion (no choices[0].message object)"
 
 
 def test_only_the_first_choice_is_judged(policy: Policy) -> None:
@@ -274,10 +285,26 @@ def test_a_model_that_keeps_calling_tools_stops_at_max_turns(policy: Policy) -> 
     turn = conv.run()
     assert (turn.outcome, turn.replies, turn.answer) == ("max-turns", 3, None)
     assert len(d.ran) == 3
+    said_last = calls(("find_user", "{}", "f"), content="Still looking.")
+    conv = guard(policy, Script(look, said_last), Desk(), max_turns=2).conversation(HISTORY)
+    assert conv.run().answer == "Still looking."
+
+
+def test_the_answer_is_text_or_none(policy: Policy) -> None:
+    parts = said({"role": "assistant", "content": [{"type": "text", "text": "Hi"}]})
+    turn = guard(policy, Script(parts), Desk()).conversation(HISTORY).run()
+    assert turn.outcome == "answered" and (turn.answer is None or isinstance(turn.answer, str))
+
+
+def test_a_reply_that_cannot_be_judged_names_its_index(policy: Policy) -> None:
+    conv = guard(policy, Script(said({"role": "assistant", "content": 5})), Desk()).conversation(HISTORY)
+    with pytest.raises(LogError) as e:
+        conv.run()
+    assert e.value.index == len(HISTORY)
 
 
 def test_a_refused_reply_with_text_still_answers_in_the_last_turn(policy: Policy) -> None:
-    bad = calls(("delete_everything", "{}", "d"), content="Deleting.")
+    bad = calls(("delete_everything", "{}", "d"), content="Deleting.")  # the answer is the last text
     conv = guard(policy, Script(bad), Desk(), max_retries=0).conversation(HISTORY)
     turn = conv.run()
     assert (turn.outcome, turn.answer) == ("refused", "Deleting.")
@@ -336,3 +363,10 @@ def test_no_shape_runs_a_forbidden_call_in_process(name: str, policy: Policy) ->
     assert all(isinstance(m, dict) and m.get("role") in ("assistant", "tool", "function", "user",
                                                          "system") for m in conv.messages)
     json.dumps(conv.messages)  # what the model is shown next can be sent
+
+
+def test_a_message_added_that_cannot_be_read_names_its_index(policy: Policy) -> None:
+    conv = guard(policy, Script(), Desk()).conversation(HISTORY)
+    with pytest.raises(LogError, match="unknown role 'robot'") as e:
+        conv.add({"role": "robot", "content": "beep"})
+    assert e.value.index == len(HISTORY)

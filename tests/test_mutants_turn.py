@@ -21,14 +21,12 @@ SCHEMAS: dict[str, dict[str, object]] = {
 PING = '{"name": "ping", "arguments": {"n": 1}}'
 NOTE = '{"name": "note", "arguments": {"text": "hé"}}'
 FIRST_PING = TurnRule(True, frozenset({"ping"}), frozenset({"note"}))
-_CACHE: dict[tuple[TurnRule, str, bool], TurnLanguage] = {}
 
 
 def lang(rule: TurnRule = FIRST_PING, fmt: str = "hermes", utf8: bool = True) -> TurnLanguage:
-    key = (rule, fmt, utf8)
-    if key not in _CACHE:
-        _CACHE[key] = TurnLanguage.build(rule, SCHEMAS, fmt, utf8=utf8)
-    return _CACHE[key]
+    # built in each test, never cached across tests or at import: a mutation tool runs for a
+    # mutant only the tests it saw calling the mutated function
+    return TurnLanguage.build(rule, SCHEMAS, fmt, utf8=utf8)
 
 
 def hermes(call: str) -> str:
@@ -70,6 +68,7 @@ def accepts(lg: TurnLanguage, data: bytes | str) -> bool:
 ])
 def test_hermes_turns(text: str, ok: bool) -> None:
     assert accepts(lang(), text) == ok
+    assert accepts(lang(utf8=False), text) == ok
 
 
 @pytest.mark.parametrize("text,ok", [
@@ -185,8 +184,10 @@ WORDS = [b"<tool_call>", b"<tool", b"_call>", b"\n{", b'{"name": "', b"ping", b"
          b"\xe2\x82", b"\xac", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"12", b"\x80\x80"]
 EOS = 256 + len(WORDS)
 TOKENS = [bytes([b]) for b in range(256)] + WORDS + [None, b""]
-VOCAB = vocab_from_bytes(TOKENS, eos_ids=[EOS])
-TB = TokenBytes.of(VOCAB)
+
+
+def token_bytes() -> TokenBytes:
+    return TokenBytes.of(vocab_from_bytes(TOKENS, eos_ids=[EOS]))
 
 
 def reference(lg: TurnLanguage, s: int) -> np.ndarray:
@@ -221,7 +222,8 @@ def states(lg: TurnLanguage, seed: int, n: int = 40) -> list[int]:
 @pytest.mark.parametrize("fmt", ["hermes", "json"])
 def test_masks_are_the_reference_walk(fmt: str) -> None:
     lg = lang(fmt=fmt)
-    idx = TurnIndex(lg, TB, shift_min=1)
+    idx = TurnIndex(lg, token_bytes(), shift_min=1)
+    assert idx.tokens.matrix.dtype == np.uint8
     for s in [*states(lg, 1), lg.dead]:
         want = reference(lg, s)
         assert (idx.allowed(s) == want).all(), s
@@ -240,14 +242,15 @@ def test_a_string_count_is_derived_from_a_lower_count() -> None:
     long = {"note": {"type": "object", "properties": {"text": {"type": "string", "maxLength": 60}}}}
     lg = TurnLanguage.build(rule, long)
     assert lg.periods and lg.checked_periods
-    idx = TurnIndex(lg, TB, shift_min=1)
+    tb = token_bytes()
+    idx = TurnIndex(lg, tb, shift_min=1)
     s = run(lg, '<tool_call>\n{"name": "note", "arguments": {"text": "')
     for k in range(30):
         want = reference(lg, s)
         assert (idx.allowed(s) == want).all(), k
         s = run_from(lg, s, b"a")
     assert idx.derived > 0
-    slow = TurnIndex(lg, TB, shift_min=10 ** 6)
+    slow = TurnIndex(lg, tb, shift_min=10 ** 6)
     s = run(lg, '<tool_call>\n{"name": "note", "arguments": {"text": "')
     for _ in range(30):
         assert (slow.allowed(s) == idx.allowed(s)).all()
@@ -279,7 +282,7 @@ def test_budget_keeps_the_turn_completable() -> None:
 
 
 def test_the_cursor_keeps_the_bytes_and_ends_on_eos() -> None:
-    idx = TurnIndex(lang(), TB)
+    idx = TurnIndex(lang(), token_bytes())
     c = TurnCursor(idx)
     assert c.state == 0 and not c.can_end and not c.is_dead and not c.ended
     assert (c.allowed() == idx.allowed(0)).all() and (c.allowed(0) == idx.allowed(0)).all()
@@ -291,3 +294,91 @@ def test_the_cursor_keeps_the_bytes_and_ends_on_eos() -> None:
     d = TurnCursor(idx)
     d.advance(256 + WORDS.index(b"\x80\x80"))
     assert d.is_dead and not d.can_end and bytes(d.data) == b"\x80\x80"
+
+
+def test_a_rule_may_narrow_only_its_first_phase() -> None:
+    rule = TurnRule(True, frozenset({"note"}), frozenset({"note"}),
+                    narrow=((("note", (("text", "ab+"),)),),), values=((),))
+    lg = TurnLanguage.build(rule, SCHEMAS)
+    assert accepts(lg, hermes('{"name": "note", "arguments": {"text": "ab"}}'))
+    assert not accepts(lg, hermes('{"name": "note", "arguments": {"text": "x"}}'))
+    assert accepts(lg, "Hi " + hermes('{"name": "note", "arguments": {"text": "x"}}'))
+
+
+# -- values the policy allows (issue 28), enforced token by token -----------------------------------
+BOOK: dict[str, object] = {"type": "object", "properties": {
+    "user_id": {"type": "string"},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "meta": {"type": "object", "properties": {"who": {"type": "string"}, "n": {"type": "integer"}}},
+    "extra": {"type": "object"},
+    "rows": {"type": "array", "items": {"type": "object"}}},
+    "required": ["user_id"], "additionalProperties": False}
+
+
+def book(**args: object) -> str:
+    import json
+    return hermes(json.dumps({"name": "book", "arguments": args}))
+
+
+def test_bound_arguments_take_only_the_allowed_values() -> None:
+    from ltlagent.text.values import ValueEnum, ValueSubstrings
+    terms = (("book", (("user_id", ValueEnum(("bob", "ann"))), ("tags", ValueEnum(("x",))),
+                       ("meta.who", ValueSubstrings(("kim lee",))), ("extra", ValueEnum(("a",))),
+                       ("rows", ValueEnum(("a",))), ("missing", ValueEnum(("a",))))),)
+    rule = TurnRule(True, frozenset({"book"}), frozenset(), values=(terms, ()))
+    lg = TurnLanguage.build(rule, {"book": BOOK})
+    assert accepts(lg, book(user_id="bob")) and accepts(lg, book(user_id="ann", tags=["x", "x"]))
+    assert accepts(lg, book(user_id="bob", meta={"who": "lee", "n": 3}))
+    assert not accepts(lg, book(user_id="eve"))
+    assert not accepts(lg, book(user_id="bob", tags=["y"]))
+    assert not accepts(lg, book(user_id="bob", meta={"who": "zed"}))
+    assert accepts(lg, book(user_id="bob", extra={"k": 1}))  # left to its schema
+    assert {(t, k) for t, k, _ in lg.unenforced} == {("book", "extra"), ("book", "rows")}
+    why = dict(((t, k), w) for t, k, w in lg.unenforced)
+    assert why["book", "extra"] == "a value that may be a list or an object"
+    assert why["book", "rows"] == "a list whose items may be lists or objects"
+    # the same rule without values: every user id
+    free = TurnLanguage.build(TurnRule(True, frozenset({"book"}), frozenset()), {"book": BOOK})
+    assert accepts(free, book(user_id="eve")) and free.unenforced == ()
+
+
+def test_values_and_narrowing_together_and_per_phase() -> None:
+    from ltlagent.text.values import ValueEnum
+    terms = (("book", (("user_id", ValueEnum(("bob", "bill"))),)),)
+    rule = TurnRule(True, frozenset({"book"}), frozenset({"book"}), values=((), terms))
+    lg = TurnLanguage.build(rule, {"book": BOOK}, fields={"book": {"user_id": "b.*"}})
+    assert accepts(lg, book(user_id="eve")) is False  # the narrowing holds in the first phase
+    assert accepts(lg, book(user_id="bea"))
+    assert accepts(lg, "Hi " + book(user_id="bill")) and not accepts(lg, "Hi " + book(user_id="bea"))
+    only_first = TurnRule(True, frozenset({"book"}), frozenset({"book"}), values=(terms,))
+    lg1 = TurnLanguage.build(only_first, {"book": BOOK})
+    assert not accepts(lg1, book(user_id="eve")) and accepts(lg1, "Hi " + book(user_id="eve"))
+
+
+def test_a_key_written_as_an_undeclared_property_is_left_to_the_schema() -> None:
+    from ltlagent.text.values import ValueEnum
+    open_schema = {"type": "object", "properties": {"a": {"type": "string"}},
+                   "additionalProperties": {"type": "string"}}
+    terms = (("t", (("b", ValueEnum(("x",))), ("a", ValueEnum(("y",))))),)
+    lg = TurnLanguage.build(TurnRule(True, frozenset({"t"}), frozenset(), values=(terms, ())),
+                            {"t": open_schema})
+    assert lg.unenforced == (("t", "b", "'b' may be written as an undeclared property"),)
+    assert accepts(lg, hermes('{"name": "t", "arguments": {"a": "y"}}'))
+    assert not accepts(lg, hermes('{"name": "t", "arguments": {"a": "z"}}'))
+
+
+def test_bound_keys_after_a_nested_object_and_beside_an_unbound_tool() -> None:
+    from ltlagent.text.values import ValueEnum
+    schema = {"type": "object", "properties": {
+        "meta": {"type": "object", "properties": {"who": {"type": "string"}}},
+        "user_id": {"type": "string"}}, "additionalProperties": False}
+    terms = (("book", (("meta.who", ValueEnum(("kim",))), ("user_id", ValueEnum(("bob",))),
+                       ("user_id.x", ValueEnum(("a",))), ("meta.who.x", ValueEnum(("a",))))),)
+    rule = TurnRule(True, frozenset({"book", "ping"}), frozenset(), values=(terms, ()))
+    lg = TurnLanguage.build(rule, {"book": schema, "ping": SCHEMAS["ping"]})
+    assert accepts(lg, book(meta={"who": "kim"}, user_id="bob"))
+    assert not accepts(lg, book(meta={"who": "kim"}, user_id="eve"))  # bound after the object
+    assert not accepts(lg, book(meta={"who": "ann"}, user_id="bob"))
+    assert accepts(lg, hermes(PING))  # the unbound tool, written as its schema says
+    assert lg.unenforced == (("book", "user_id.x", "user_id may be other than an object"),
+                             ("book", "meta.who.x", "meta.who may be other than an object"))

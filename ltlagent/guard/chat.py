@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,9 @@ MODEL_ENV = "OPENAI_MODEL"
 
 Message = dict[str, object]
 
+#: A function tool's name as the chat-completions API takes it (ASCII letters, digits, ``_``, ``-``).
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
 
 @dataclass(frozen=True)
 class FunctionTool:
@@ -58,7 +62,7 @@ class FunctionTool:
     function: Callable[..., object] = field(compare=False)
 
     def __post_init__(self) -> None:
-        if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
+        if not _TOOL_NAME.fullmatch(self.name):
             raise UsageError(f"tool name {self.name!r}: letters, digits, '_' and '-' only")
         if self.parameters.get("type") != "object":
             raise UsageError(f"tool {self.name}: parameters must be a JSON schema of type 'object'")
