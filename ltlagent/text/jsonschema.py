@@ -105,15 +105,15 @@ def _complement(d: ContentDFA) -> ContentDFA:
 def _string_language(lang: _Lang) -> ContentDFA:
     """What the decoded string must be (as UTF-8 bytes)."""
     patterns, fullmatch, avoid, excluded = lang
-    d = pattern_language(_ANY_TEXT, False, False)
-    for rx in patterns:
-        d = intersect(d, pattern_language(rx))
-    for rx in fullmatch:
-        d = intersect(d, pattern_language(rx, False, False))
-    for rx in avoid:
-        d = intersect(d, _complement(pattern_language(rx)))
-    if excluded:
-        d = intersect(d, _complement(choices_exact(excluded)))
+    # each part accepts UTF-8 texts only (patterns are compiled over code points, complements
+    # are taken within the texts): the texts themselves need no intersecting
+    parts = [*(pattern_language(rx) for rx in patterns),
+             *(pattern_language(rx, False, False) for rx in fullmatch),
+             *(_complement(pattern_language(rx)) for rx in avoid),
+             *([_complement(choices_exact(excluded))] if excluded else [])]
+    d = parts[0] if parts else pattern_language(_ANY_TEXT, False, False)
+    for part in parts[1:]:
+        d = intersect(d, part)
     return as_dfa(*minimize([list(r) for r in d.trans], set(d.accepting)), d.source)
 
 
