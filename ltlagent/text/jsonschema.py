@@ -438,30 +438,36 @@ def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.nda
 def _string_table(t: JsonString, limit: int) -> ByteTable:
     """A JSON string with a decoded length in ``[min_length, max_length]`` and its decoded text in
     the string's language: the template (:func:`_string_template`) times the character count, built
-    count by count with only the template states reachable at each count."""
+    count by count with only the template states reachable at each count and able to reach the
+    closing quote from it (decided on the template, count by count, so the table needs no trimming)."""
     tgt, inc = _string_template(_lang(t))
     n_t = tgt.shape[0]
     lo, hi = t.min_length, t.max_length
     cap = hi if hi is not None else lo  # without a maximum, counts saturate at the minimum
-    same = np.where(inc == 0, tgt, DEAD)
-    same[same < 0] = DEAD
-    up = np.where((inc == 1) & (tgt >= 0), tgt, DEAD)
+    # the template's edges as small boolean matrices: a[q, q2] when some byte goes from q to q2
+    same = np.zeros((n_t, n_t), dtype=bool)
+    up = np.zeros((n_t, n_t), dtype=bool)
+    src, col = np.nonzero(tgt >= 0)
+    dst = tgt[src, col]
+    one = inc[src, col] == 1
+    same[src[~one], dst[~one]] = True
+    up[src[one], dst[one]] = True
+    both = same | up
+    exits = (tgt == _EXIT).any(axis=1)
 
     def close(seed: np.ndarray, edges: np.ndarray) -> np.ndarray:
-        r = seed.copy()
+        """The states ``edges`` (a matrix: from rows to columns) reach from ``seed``."""
+        r = seed
         while True:
-            nxt = edges[r].ravel()
-            nxt = nxt[nxt >= 0]
-            grown = r.copy()
-            grown[nxt] = True
+            grown = r | edges[r].any(axis=0)
             if (grown == r).all():
                 return r
             r = grown
 
+    # forward: the template states reachable at each count
     reach: list[np.ndarray] = []
     entry = np.zeros(n_t, dtype=bool)
     entry[0] = True
-    both = np.where(tgt >= 0, tgt, DEAD)
     memo: dict[tuple[bytes, bool], tuple[np.ndarray, np.ndarray]] = {}
     for c in range(cap + 1):
         last = c == cap and hi is None
@@ -469,12 +475,27 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         got = memo.get(key)
         if got is None:
             r = close(entry, both if last else same)
-            nxt = np.zeros(n_t, dtype=bool)
-            targets = up[r].ravel()
-            nxt[targets[targets >= 0]] = True
-            got = memo[key] = (r, nxt)
+            got = memo[key] = (r, up[r].any(axis=0))
         r, entry = got
         reach.append(r)
+    # backward: the states from which the closing quote can still come, at each count
+    live: list[np.ndarray] = [np.zeros(0, dtype=bool)] * (cap + 1)
+    after = np.zeros(n_t, dtype=bool)  # live at the next count
+    back: dict[tuple[bytes, bool, bool], np.ndarray] = {}
+    for c in range(cap, -1, -1):
+        last = c == cap and hi is None
+        key2 = (after.tobytes(), c >= lo, last)
+        got2 = back.get(key2)
+        if got2 is None:
+            seed = (exits if c >= lo else np.zeros(n_t, dtype=bool)) | (up & after[None, :]).any(axis=1)
+            got2 = back[key2] = close(seed, (both if last else same).T)
+        live[c] = after = got2
+    # kept: reachable and live (the same object for equal pairs, so that runs of counts show)
+    kept_memo: dict[tuple[int, int], np.ndarray] = {}
+    reach = [kept_memo.setdefault((id(r), id(v)), r & v) for r, v in zip(reach, live)]
+    if not reach[0][0]:
+        return ByteTable(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool),
+                         "json string")
     sizes = [int(r.sum()) for r in reach]
     total = 2 + sum(sizes)
     if total > limit:
@@ -486,7 +507,7 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     for c, r in enumerate(reach):
         idmap[c, r] = np.arange(at, at + sizes[c])
         at += sizes[c]
-    trans = np.full((total, 256), DEAD, dtype=np.int64)
+    trans = np.full((total, 256), DEAD, dtype=np.int32)
     trans[0, 0x22] = 1  # the opening quote; (count 0, template start) is state 1
     c = 0
     while c <= cap:
@@ -518,7 +539,7 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         c = e + 1
     acc = np.zeros(total, dtype=bool)
     acc[final] = True
-    # runs of counts with the same reachable template states, the minimum reached, below the cap:
+    # runs of counts with the same kept template states, the minimum reached, below the cap:
     # their rows repeat with the period of one count (a hint for token walks, checked there)
     periods = []
     c = max(lo, 1)
@@ -529,7 +550,8 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         if e - c >= 3 and sizes[c]:
             periods.append((int(idmap[c, reach[c]][0]), int(idmap[e, reach[e]][-1]) + 1, sizes[c]))
         c = e + 1
-    return ByteTable.build(trans.astype(np.int32), acc, "json string", tuple(periods), reachable=True)
+    # every state is reachable (forward) and reaches the closing quote (backward)
+    return ByteTable(trans, acc, "json string", tuple(periods))
 
 
 _RAW_CUTS = (0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0x100)
