@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import SchemaError
+from ltlagent.text.bytetable import trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
 from ltlagent.text.jsonschema import (
     MAX_ITEMS,
@@ -28,6 +29,7 @@ from ltlagent.text.jsonschema import (
     integer_regex,
     parse_schema,
     schema_dfa,
+    schema_table,
 )
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -517,3 +519,35 @@ def test_blocks_determinise_like_the_copied_nfa(schema: dict[str, object]) -> No
     emit(nfa, parse_schema(schema), start, final)
     trans, acc = nfa.determinize(start, final, 50_000, "schema", "")
     assert _equivalent(fast, as_dfa(trans, acc, "copied"))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "minLength": 2, "maxLength": 6, "pattern": "^[0-9]{4}$"},
+    {"type": "string", "maxLength": 9, "pattern": "^(ab)*$"},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 2, "pattern": "^.{3}"},
+                                      "b": {"type": "integer"}}},
+    {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}},
+                                      "b": {"type": "array", "items": {"type": "string"},
+                                            "minItems": 1}},
+     "required": ["b"]},
+    {"type": "array", "items": {"type": "string", "maxLength": 1, "pattern": "^ab"}, "maxItems": 3},
+])
+def test_tables_come_trimmed(schema: dict[str, object]) -> None:
+    """The tables are built without a search over them (liveness decided on the glue NFA and on
+    the string template, reachability from where blocks are entered), yet every state is reachable
+    and can still reach acceptance (the decoder's guarantee): trimming again removes nothing."""
+    t = schema_table(schema)
+    trans, _acc = trim(t.trans, t.accepting)
+    assert trans.shape == t.trans.shape
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schemas())
+def test_generated_tables_come_trimmed(schema: dict[str, object]) -> None:
+    """:func:`test_tables_come_trimmed` on generated schemas."""
+    try:
+        t = schema_table(schema)
+    except SchemaError:
+        return
+    trans, _acc = trim(t.trans, t.accepting)
+    assert trans.shape == t.trans.shape

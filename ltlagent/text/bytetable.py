@@ -56,6 +56,13 @@ class ByteTable:
         return not bool(self.accepting.any())
 
     @functools.cached_property
+    def sealed(self) -> bool:
+        """Whether no edge leads back to the start and none leaves an accepting state: then, where
+        the table is a block of a :class:`Glue`, its states are reachable from the start's
+        successors alone (what :meth:`Glue.determinize` relies on to skip a search)."""
+        return not bool((self.trans == 0).any() or (self.trans[self.accepting] >= 0).any())
+
+    @functools.cached_property
     def content(self) -> ContentDFA:
         """The same DFA as a :class:`ContentDFA` (tuples), for the byte-at-a-time users."""
         live = frozenset() if self.empty else frozenset(range(self.num_states))
@@ -178,10 +185,12 @@ def trim(trans: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def _trim(trans: np.ndarray, accepting: np.ndarray, periods: Periods, reachable: bool = False,
-          live: bool = False) -> tuple[np.ndarray, np.ndarray, Periods]:
-    """:func:`trim`, and the periods that survive it whole, renumbered."""
+          live: bool = False, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, Periods]:
+    """:func:`trim`, and the periods that survive it whole, renumbered; ``keep``: the states to
+    keep, when the caller knows them (no search then)."""
     n = int(trans.shape[0])
-    keep = _kept(trans, accepting, reachable, live)
+    if keep is None:
+        keep = _kept(trans, accepting, reachable, live)
     if not keep[0]:
         return np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool), ()
     if keep.all():
@@ -398,7 +407,31 @@ class Glue:
         periods = tuple((a + gen + b0, b + gen + b0, k) for j, b0 in base.items()
                         for a, b, k in blocks[j][0].periods)
         # every subset holds a live position; a block's rows come whole, some maybe unreachable
-        return ByteTable.build(trans, acc, what, periods, reachable=not base, live=True)
+        keep = self._reached(base, gen, total, place(np.array(r_to, dtype=np.int64)))
+        if keep is None:
+            return ByteTable.build(trans, acc, what, periods, live=True)
+        t, a, p = _trim(trans, acc, periods, keep=keep)
+        return ByteTable(t, a, what, p)
+
+    def _reached(self, base: dict[int, int], gen: int, total: int, targets: np.ndarray
+                 ) -> np.ndarray | None:
+        """The reachable states of a determinised table whose subsets (the first ``gen``) are all
+        reachable, and whose blocks' rows were copied whole at ``gen + base[k]``, ``targets`` being
+        the states the rows built in Python lead to: a block's states but its start, when the block
+        is :attr:`ByteTable.sealed` and each successor of its start is among ``targets`` (every
+        other state lies on a path from one of them that neither returns to the start nor passes
+        an accepting state, whose row was built in Python). None when some block is not so."""
+        keep = np.ones(total, dtype=bool)
+        hit = np.zeros(total, dtype=bool)
+        hit[targets] = True
+        for k, b0 in base.items():
+            t = self.blocks[k][0]
+            lo = gen + b0
+            first = t.trans[0]
+            if not t.sealed or hit[lo] or not hit[first[first >= 0] + lo].all():
+                return None
+            keep[lo] = False
+        return keep
 
     def _live(self, final: int) -> list[bool]:
         """Per glue node, whether ``final`` is reachable from it (blocks count as edges from their
