@@ -414,22 +414,59 @@ def _string_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge the states of a template that no input tells apart (Moore's refinement; state 0 stays
-    the start)."""
-    block = np.zeros(tgt.shape[0], dtype=np.int64)
-    count = 1
-    while True:
-        mapped = np.where(tgt >= 0, block[np.maximum(tgt, 0)], tgt)
-        sig: dict[bytes, int] = {}
-        new = np.array([sig.setdefault(bytes(k), len(sig)) for k in
-                        np.concatenate([block[:, None], mapped, inc], axis=1)], dtype=np.int64)
-        if len(sig) == count:
-            break
-        block, count = new, len(sig)
+    """Merge the states of a template that no input tells apart: Hopcroft's partition refinement
+    over the template's byte classes, from the partition by output rows (``inc``, and where the
+    closing quote may come); state 0 stays the start."""
+    n = tgt.shape[0]
+    _, cols = np.unique(np.concatenate([tgt, inc]), axis=1, return_index=True)
+    t_c = np.where(tgt[:, cols] >= 0, tgt[:, cols], n).tolist()  # n: no successor (a sink)
+    labels: dict[bytes, list[int]] = {}
+    out_rows = np.concatenate([inc[:, cols], tgt[:, cols] == _EXIT], axis=1)
+    for q in range(n):
+        labels.setdefault(out_rows[q].tobytes(), []).append(q)
+    blocks: list[set[int]] = [set(qs) for qs in labels.values()] + [{n}]
+    block_of = [0] * (n + 1)
+    for i, bl in enumerate(blocks):
+        for q in bl:
+            block_of[q] = i
+    pred: list[list[list[int]]] = [[[] for _ in range(n + 1)] for _ in cols]
+    for q, row in enumerate(t_c):
+        for c, r in enumerate(row):
+            pred[c][r].append(q)
+    for c in range(len(cols)):
+        pred[c][n].append(n)
+    largest = max(range(len(blocks)), key=lambda i: len(blocks[i]))
+    work = [i for i in range(len(blocks)) if i != largest]
+    pending = set(work)
+    while work:
+        a = work.pop()
+        pending.discard(a)
+        for pc in pred:
+            sources = [s_ for t in blocks[a] for s_ in pc[t]]
+            touched: dict[int, list[int]] = {}
+            for s_ in sources:
+                touched.setdefault(block_of[s_], []).append(s_)
+            for y, xs in touched.items():
+                moved = set(xs)
+                if len(moved) == len(blocks[y]):
+                    continue
+                blocks[y] -= moved
+                z = len(blocks)
+                blocks.append(moved)
+                for s_ in moved:
+                    block_of[s_] = z
+                if y in pending:
+                    work.append(z)
+                    pending.add(z)
+                else:
+                    w = y if len(blocks[y]) <= len(moved) else z
+                    work.append(w)
+                    pending.add(w)
+    block = np.array(block_of[:n], dtype=np.int64)
     # renumber blocks in order of first appearance (state 0's block first)
     _, first = np.unique(block, return_index=True)
-    rank = np.empty(count, dtype=np.int64)
-    rank[np.argsort(first)] = np.arange(count)
+    rank = np.full(len(blocks), -1, dtype=np.int64)
+    rank[block[np.sort(first)]] = np.arange(first.size)
     reps = np.sort(first)
     t = tgt[reps]
     return np.where(t >= 0, rank[block[np.maximum(t, 0)]], t), inc[reps]
