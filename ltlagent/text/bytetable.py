@@ -386,32 +386,44 @@ class Glue:
                         r_to.append(state_of(vs))
         gen = n_gen[0]
         total = size[0]
-        trans = np.full((total, 256), DEAD, dtype=np.int32)
+
+        def place(ids_: list[int]) -> np.ndarray:
+            a = np.array(ids_, dtype=np.int64)
+            return np.where(a >= virt, a - virt + gen, a)
+
+        # every subset holds a live position; a block's rows come whole, and its start's row is
+        # left out where it is known unreachable (:meth:`_reached`); else a forward search trims
+        targets = place(r_to)
+        keep = self._reached(base, gen, total, targets)
+        searched = keep is None
+        if keep is None:
+            keep = np.ones(total, dtype=bool)
+        new = np.cumsum(keep) - 1  # the new number of each kept state
+        trans = np.full((int(new[-1]) + 1, 256), DEAD, dtype=np.int32)
         for k, b0 in base.items():  # the blocks' own rows, moved to their place at once
             t = blocks[k][0].trans
-            lo = gen + b0
-            trans[lo:lo + t.shape[0]] = np.where(t >= 0, t + lo, DEAD)
-
-        def place(ids_: np.ndarray) -> np.ndarray:
-            return np.where(ids_ >= virt, ids_ - virt + gen, ids_)
-
-        trans[place(np.array(done, dtype=np.int64))] = DEAD  # rows computed here replace the blocks'
+            first = 0 if keep[gen + b0] else 1  # a start left out has no edges into it
+            lo = int(new[gen + b0 + first])
+            trans[lo:lo + t.shape[0] - first] = np.where(t[first:] >= 0, t[first:] + (lo - first), DEAD)
+        rows = place(done)
+        trans[new[rows[keep[rows]]]] = DEAD  # rows computed here replace the blocks'
         if r_id:
-            lo_a = np.array(r_lo, dtype=np.int64)
-            lens = np.array(r_hi, dtype=np.int64) - lo_a + 1
-            starts = place(np.array(r_id, dtype=np.int64)) * 256 + lo_a
+            src = place(r_id)
+            ok = keep[src]
+            lo_a = np.array(r_lo, dtype=np.int64)[ok]
+            lens = np.array(r_hi, dtype=np.int64)[ok] - lo_a + 1
+            starts = new[src[ok]] * 256 + lo_a
             at = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
-            trans.reshape(-1)[at] = np.repeat(place(np.array(r_to, dtype=np.int64)), lens)
-        acc = np.zeros(total, dtype=bool)
-        acc[place(np.array(accepting, dtype=np.int64))] = True
-        periods = tuple((a + gen + b0, b + gen + b0, k) for j, b0 in base.items()
-                        for a, b, k in blocks[j][0].periods)
-        # every subset holds a live position; a block's rows come whole, some maybe unreachable
-        keep = self._reached(base, gen, total, place(np.array(r_to, dtype=np.int64)))
-        if keep is None:
+            trans.reshape(-1)[at] = np.repeat(new[targets[ok]], lens)
+        acc = np.zeros(trans.shape[0], dtype=bool)
+        fin = place(accepting)
+        acc[new[fin[keep[fin]]]] = True
+        periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
+                        for j, b0 in base.items() for a, b, k in blocks[j][0].periods
+                        if keep[a + gen + b0:b + gen + b0].all())
+        if searched:
             return ByteTable.build(trans, acc, what, periods, live=True)
-        t, a, p = _trim(trans, acc, periods, keep=keep)
-        return ByteTable(t, a, what, p)
+        return ByteTable(trans, acc, what, periods)
 
     def _reached(self, base: dict[int, int], gen: int, total: int, targets: np.ndarray
                  ) -> np.ndarray | None:

@@ -418,7 +418,10 @@ def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.nda
     over the template's byte classes, from the partition by output rows (``inc``, and where the
     closing quote may come); state 0 stays the start."""
     n = tgt.shape[0]
-    _, cols = np.unique(np.concatenate([tgt, inc]), axis=1, return_index=True)
+    firsts: dict[tuple[int, ...], int] = {}  # a byte per class of bytes no state tells apart
+    for b, col in enumerate(np.concatenate([tgt, inc]).T.tolist()):
+        firsts.setdefault(tuple(col), b)
+    cols = np.array(list(firsts.values()), dtype=np.int64)
     t_c = np.where(tgt[:, cols] >= 0, tgt[:, cols], n).tolist()  # n: no successor (a sink)
     labels: dict[bytes, list[int]] = {}
     out_rows = np.concatenate([inc[:, cols], tgt[:, cols] == _EXIT], axis=1)
