@@ -361,6 +361,11 @@ def _string_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
     successor (-1 dead, :data:`_EXIT` the closing quote, allowed where ``pat`` accepts) and
     ``inc[s, b]`` 1 where byte ``b`` begins a character (raw) or completes one (an escape).
     Minimised as a Mealy machine (edges labelled by ``inc``)."""
+    return _mealy_minimal(*template_rows(lang))
+
+
+def template_rows(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_string_template` before minimising."""
     pat = _string_language(lang)
     ranges = [_raw_ranges(pat, p) for p in range(pat.num_states)]
     escapes = [any(pat.step(p, d) >= 0 for d in (*_SHORT_ESCAPES, *range(0x20)))
@@ -410,7 +415,7 @@ def _string_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
         tgt.append(row)
         inc.append(up)
         i += 1
-    return _mealy_minimal(np.array(tgt, dtype=np.int64), np.array(inc, dtype=np.int64))
+    return np.array(tgt, dtype=np.int64), np.array(inc, dtype=np.int64)
 
 
 def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -438,14 +443,14 @@ def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.nda
             pred[c][r].append(q)
     for c in range(len(cols)):
         pred[c][n].append(n)
-    largest = max(range(len(blocks)), key=lambda i: len(blocks[i]))
-    work = [i for i in range(len(blocks)) if i != largest]
+    work = list(range(len(blocks) - 1))  # all but one block: the sink's, whose predecessors abound
     pending = set(work)
     while work:
         a = work.pop()
         pending.discard(a)
+        splitter = list(blocks[a])  # as it is now: splits below may shrink blocks[a]
         for pc in pred:
-            sources = [s_ for t in blocks[a] for s_ in pc[t]]
+            sources = [s_ for t in splitter for s_ in pc[t]]
             touched: dict[int, list[int]] = {}
             for s_ in sources:
                 touched.setdefault(block_of[s_], []).append(s_)
