@@ -16,18 +16,23 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import SchemaError
+from ltlagent.text.bytetable import trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
 from ltlagent.text.jsonschema import (
     MAX_ITEMS,
+    _mealy_minimal,
     emit,
     integer_regex,
     parse_schema,
     schema_dfa,
+    schema_table,
+    template_rows,
 )
 from ltlagent.text.jsontype import pairwise_disjoint
 
@@ -538,3 +543,105 @@ def test_blocks_determinise_like_the_copied_nfa(schema: dict[str, object]) -> No
     emit(nfa, parse_schema(schema), start, final)
     trans, acc = nfa.determinize(start, final, 50_000, "schema", "")
     assert _equivalent(fast, as_dfa(trans, acc, "copied"))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "minLength": 2, "maxLength": 6, "pattern": "^[0-9]{4}$"},
+    {"type": "string", "maxLength": 9, "pattern": "^(ab)*$"},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 2, "pattern": "^.{3}"},
+                                      "b": {"type": "integer"}}},
+    {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}},
+                                      "b": {"type": "array", "items": {"type": "string"},
+                                            "minItems": 1}},
+     "required": ["b"]},
+    {"type": "array", "items": {"type": "string", "maxLength": 1, "pattern": "^ab"}, "maxItems": 3},
+])
+def test_tables_come_trimmed(schema: dict[str, object]) -> None:
+    """The tables are built without a search over them (liveness decided on the glue NFA and on
+    the string template, reachability from where blocks are entered), yet every state is reachable
+    and can still reach acceptance (the decoder's guarantee): trimming again removes nothing."""
+    t = schema_table(schema)
+    trans, _acc = trim(t.trans, t.accepting)
+    assert trans.shape == t.trans.shape
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schemas())
+def test_generated_tables_come_trimmed(schema: dict[str, object]) -> None:
+    """:func:`test_tables_come_trimmed` on generated schemas."""
+    try:
+        t = schema_table(schema)
+    except SchemaError:
+        return
+    trans, _acc = trim(t.trans, t.accepting)
+    assert trans.shape == t.trans.shape
+
+
+def _moore_classes(tgt: list[list[int]], inc: list[list[int]]) -> int:
+    """How many classes of states no input tells apart (Moore's rounds, the reference for
+    ``_mealy_minimal``)."""
+    block = [0] * len(tgt)
+    while True:
+        sig: dict[tuple[object, ...], int] = {}
+        new = [sig.setdefault((block[q], tuple(block[r] if r >= 0 else r for r in tgt[q]),
+                               tuple(inc[q])), len(sig)) for q in range(len(tgt))]
+        if len(sig) == len(set(block)):
+            return len(sig)
+        block = new
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 12).flatmap(lambda n: st.tuples(
+    st.lists(st.lists(st.integers(-2, n - 1), min_size=4, max_size=4), min_size=n, max_size=n),
+    st.lists(st.lists(st.integers(0, 1), min_size=4, max_size=4), min_size=n, max_size=n))))
+def test_template_minimisation_is_exact(machine: tuple[list[list[int]], list[list[int]]]) -> None:
+    """Hopcroft's refinement of a string template (``_mealy_minimal``) keeps what every input
+    writes (successors, counts, where the quote may close) and merges as much as Moore's rounds."""
+    rows, ups = machine
+    n = len(rows)
+    tgt = np.full((n, 256), DEAD, dtype=np.int64)
+    inc = np.zeros((n, 256), dtype=np.int64)
+    for q in range(n):
+        for c in range(4):
+            tgt[q, 0x30 + c] = rows[q][c]
+            inc[q, 0x30 + c] = ups[q][c] if rows[q][c] >= 0 else 0
+    small, small_inc = _mealy_minimal(tgt, inc)
+    assert small.shape[0] == _moore_classes(tgt.tolist(), inc.tolist())
+
+    def outputs(t: np.ndarray, u: np.ndarray, word: tuple[int, ...]) -> list[tuple[int, int]]:
+        s, out = 0, []
+        for c in word:
+            r = int(t[s, 0x30 + c])
+            out.append((min(r, 0), int(u[s, 0x30 + c])))
+            if r < 0:
+                break
+            s = r
+        return out
+
+    for k in range(5):
+        for word in itertools.product(range(4), repeat=k):
+            assert outputs(tgt, inc, word) == outputs(small, small_inc, word)
+
+
+@pytest.mark.parametrize("lang", [
+    ((), (), (), ()),
+    (("^[a-z]+$",), (), ("x",), ("ab", "cd")),
+    (("^[0-9a-f]{2,6}$",), (), (), ()),
+    ((), ("[^\\x00-\\x1f]*",), (), ()),
+])
+def test_string_templates_are_minimal(lang: tuple[tuple[str, ...], ...]) -> None:
+    """On real templates (many byte classes, escape chains): as many states as Moore's rounds give,
+    and the same outputs on random inputs."""
+    tgt, inc = template_rows(lang)  # type: ignore[arg-type]
+    small, small_inc = _mealy_minimal(tgt, inc)
+    assert small.shape[0] == _moore_classes(tgt.tolist(), inc.tolist())
+    rng = random.Random(0)
+    for _ in range(300):
+        s, t = 0, 0
+        for _k in range(12):
+            b = rng.choice(b'"\\u001fAbcx0/\xc3\xa9')
+            r, r2 = int(tgt[s, b]), int(small[t, b])
+            assert (min(r, 0), int(inc[s, b])) == (min(r2, 0), int(small_inc[t, b]))
+            if r < 0:
+                break
+            s, t = r, r2

@@ -13,6 +13,7 @@ in Python. Reachability and liveness are vectorised breadth-first searches.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import random
@@ -55,6 +56,13 @@ class ByteTable:
         return not bool(self.accepting.any())
 
     @functools.cached_property
+    def sealed(self) -> bool:
+        """Whether no edge leads back to the start and none leaves an accepting state: then, where
+        the table is a block of a :class:`Glue`, its states are reachable from the start's
+        successors alone (what :meth:`Glue.determinize` relies on to skip a search)."""
+        return not bool((self.trans == 0).any() or (self.trans[self.accepting] >= 0).any())
+
+    @functools.cached_property
     def content(self) -> ContentDFA:
         """The same DFA as a :class:`ContentDFA` (tuples), for the byte-at-a-time users."""
         live = frozenset() if self.empty else frozenset(range(self.num_states))
@@ -63,10 +71,11 @@ class ByteTable:
 
     @staticmethod
     def build(trans: np.ndarray, accepting: np.ndarray, source: str = "", periods: Periods = (), *,
-              reachable: bool = False) -> ByteTable:
+              reachable: bool = False, live: bool = False) -> ByteTable:
         """The trimmed table of any DFA (state 0 the start); ``periods`` in ``trans``'s numbering;
-        ``reachable``: every state is known to be reachable (only the dead ones are removed)."""
-        t, a, p = _trim(trans, accepting, periods, reachable)
+        ``reachable``: every state is known to be reachable (only the dead ones are removed);
+        ``live``: every state is known to reach acceptance (only the unreachable ones are)."""
+        t, a, p = _trim(trans, accepting, periods, reachable, live)
         return ByteTable(t, a, source, p)
 
 
@@ -77,9 +86,17 @@ def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarr
     return ptr, dst[order]
 
 
+#: Below this many edges a breadth-first search runs as a Python loop (cheap per edge), above it one
+#: vectorised step per level (cheap per level: long chains of states, such as a string's
+#: characters, make many levels of few states)
+_PY_BFS_EDGES = 60_000
+
+
 def _levels(ptr: np.ndarray, adj: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """Breadth-first search from ``seeds`` over a CSR graph, one vectorised step per level: each
-    node's distance from the seeds (-1 where none reaches it)."""
+    """Breadth-first search from ``seeds`` over a CSR graph: each node's distance from the seeds
+    (-1 where none reaches it)."""
+    if adj.size <= _PY_BFS_EDGES:
+        return _levels_loop(ptr, adj, seeds)
     dist = np.full(ptr.size - 1, -1, dtype=np.int64)
     dist[seeds] = 0
     slot = np.zeros(ptr.size - 1, dtype=np.int64)  # for removing repeats within a level
@@ -105,6 +122,28 @@ def _levels(ptr: np.ndarray, adj: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     return dist
 
 
+def _levels_loop(ptr: np.ndarray, adj: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """:func:`_levels` as a Python loop over the edges (small graphs)."""
+    p, a = ptr.tolist(), adj.tolist()
+    dist = [-1] * (len(p) - 1)
+    front = []
+    for s in np.asarray(seeds).tolist():
+        if dist[s] < 0:
+            dist[s] = 0
+            front.append(s)
+    level = 0
+    while front:
+        level += 1
+        nxt = []
+        for u in front:
+            for v in a[p[u]:p[u + 1]]:
+                if dist[v] < 0:
+                    dist[v] = level
+                    nxt.append(v)
+        front = nxt
+    return np.array(dist, dtype=np.int64)
+
+
 def row_edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The edges of a table as (source, target) arrays, one per run of equal successors in a row
     (a row has a few runs, not 256 edges)."""
@@ -122,14 +161,20 @@ def distance_to(trans: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return _levels(*_csr(dst, src, n), np.nonzero(targets)[0].astype(np.int64))
 
 
-def _kept(trans: np.ndarray, accepting: np.ndarray, reachable: bool = False) -> np.ndarray:
-    """The states reachable from 0 (all, if ``reachable``) that can reach acceptance."""
+def _kept(trans: np.ndarray, accepting: np.ndarray, reachable: bool = False, live: bool = False
+          ) -> np.ndarray:
+    """The states reachable from 0 (all, if ``reachable``) that can reach acceptance (all, if
+    ``live``)."""
     n = int(trans.shape[0])
+    keep = np.ones(n, dtype=bool)
+    if reachable and live:
+        return keep
     src, dst = row_edges(trans)
-    bwd = _levels(*_csr(dst, src, n), np.nonzero(accepting)[0].astype(np.int64)) >= 0
-    if reachable:
-        return bwd
-    return bwd & (_levels(*_csr(src, dst, n), np.zeros(1, dtype=np.int64)) >= 0)
+    if not live:
+        keep &= _levels(*_csr(dst, src, n), np.nonzero(accepting)[0].astype(np.int64)) >= 0
+    if not reachable:
+        keep &= _levels(*_csr(src, dst, n), np.zeros(1, dtype=np.int64)) >= 0
+    return keep
 
 
 def trim(trans: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -139,13 +184,17 @@ def trim(trans: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return t, a
 
 
-def _trim(trans: np.ndarray, accepting: np.ndarray, periods: Periods, reachable: bool = False
-          ) -> tuple[np.ndarray, np.ndarray, Periods]:
-    """:func:`trim`, and the periods that survive it whole, renumbered."""
+def _trim(trans: np.ndarray, accepting: np.ndarray, periods: Periods, reachable: bool = False,
+          live: bool = False, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, Periods]:
+    """:func:`trim`, and the periods that survive it whole, renumbered; ``keep``: the states to
+    keep, when the caller knows them (no search then)."""
     n = int(trans.shape[0])
-    keep = _kept(trans, accepting, reachable)
+    if keep is None:
+        keep = _kept(trans, accepting, reachable, live)
     if not keep[0]:
         return np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool), ()
+    if keep.all():
+        return trans.astype(np.int32, copy=False), accepting.astype(bool, copy=False), periods
     new = np.full(n + 1, DEAD, dtype=np.int32)  # the last entry serves DEAD (-1)
     new[:n][keep] = np.arange(int(keep.sum()), dtype=np.int32)
     kept = tuple((int(new[a]), int(new[a]) + b - a, k) for a, b, k in periods if keep[a:b].all())
@@ -189,39 +238,68 @@ class Glue:
         nfa, blocks = self.nfa, self.blocks
         n_glue = len(nfa.eps)
         offsets = [0, *itertools.accumulate(b[0].num_states for b in blocks)]
+        # liveness on the NFA side, so that the DFA needs no backward search: a glue node is live
+        # when ``final`` is reachable from it; a block's state when its block's end node is (its
+        # table is trimmed: each of its states reaches an accepting one, which leads to the end).
+        # Dead positions are left out of every subset, so every subset built is live.
+        live = self._live(final)
+        if not live[start]:
+            return ByteTable.build(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool),
+                                   what, reachable=True, live=True)
         enter: dict[int, list[int]] = {}
-        for k, (_t, s, _e) in enumerate(blocks):
-            enter.setdefault(s, []).append(n_glue + offsets[k])
-        block_of = np.repeat(np.arange(len(blocks)), [b[0].num_states for b in blocks])
-        acc_rows = [b[0].accepting for b in blocks]
-        rows_of = [b[0].trans for b in blocks]
+        for k, (_t, s, e) in enumerate(blocks):
+            if live[e]:
+                enter.setdefault(s, []).append(n_glue + offsets[k])
+        acc_of: list[frozenset[int] | None] = [None] * len(blocks)
 
         def where(p: int) -> tuple[int, int]:
-            k = int(block_of[p - n_glue])
+            k = bisect.bisect_right(offsets, p - n_glue) - 1
             return k, p - n_glue - offsets[k]
 
-        def closure(key: frozenset[int]) -> frozenset[int]:
-            seen = set(key)
-            todo = list(key)
+        def accepting_in(k: int) -> frozenset[int]:
+            got = acc_of[k]
+            if got is None:
+                got = acc_of[k] = frozenset(np.nonzero(blocks[k][0].accepting)[0].tolist())
+            return got
+
+        closures: dict[int, frozenset[int]] = {}  # per position, its epsilon closure
+
+        def closure1(p: int) -> frozenset[int]:
+            got = closures.get(p)
+            if got is not None:
+                return got
+            seen = {p}
+            todo = [p]
             while todo:
                 u = todo.pop()
                 if u < n_glue:
-                    nxt = [*nfa.eps[u], *enter.get(u, ())]
+                    nxt = [*(v for v in nfa.eps[u] if live[v]), *enter.get(u, ())]
                 else:
                     k, q = where(u)
-                    nxt = [blocks[k][2]] if acc_rows[k][q] else []
+                    nxt = [blocks[k][2]] if q in accepting_in(k) else []
                 for v in nxt:
                     if v not in seen:
                         seen.add(v)
                         todo.append(v)
-            return frozenset(seen)
+            got = closures[p] = frozenset(seen)
+            return got
+
+        def closure(key: frozenset[int]) -> frozenset[int]:
+            if len(key) == 1:
+                return closure1(next(iter(key)))
+            out: set[int] = set()
+            for p in key:
+                out |= closure1(p)
+            return frozenset(out)
 
         # result ids: general subsets 0, 1, …; block k's states, once entered, at VIRT + base[k] + q
         virt = 1 << 30
         base: dict[int, int] = {}
         size = [0]
-        ids: dict[frozenset[int], int] = {}
-        order: list[frozenset[int]] = []
+        ids: dict[frozenset[int], int] = {}  # closed subset → id
+        raw: dict[frozenset[int], int] = {}  # subset before closing → id
+        single: dict[int, int] = {}  # one position → id
+        n_gen = [0]
         todo: list[tuple[int, frozenset[int]]] = []  # (result id, subset) rows to compute in Python
 
         def grow(by: int) -> None:
@@ -229,71 +307,165 @@ class Glue:
             if size[0] > limit:
                 raise UsageError(f"{what} needs more than {limit} automaton states", hint=hint)
 
-        def state_of(key: frozenset[int]) -> int:
-            if len(key) == 1:
-                (p,) = key
-                if p >= n_glue:  # a block's state alone: the block's own row
-                    k, q = where(p)
-                    if k not in base:
-                        base[k] = sum(blocks[j][0].num_states for j in base)
-                        grow(blocks[k][0].num_states)
-                        for a in np.nonzero(acc_rows[k])[0].tolist():
-                            p2 = n_glue + offsets[k] + a
-                            todo.append((virt + base[k] + a, closure(frozenset((p2,)))))
-                    return virt + base[k] + q
-            nxt = closure(key)
+        def closed(nxt: frozenset[int]) -> int:
             j = ids.get(nxt)
             if j is None:
-                j = ids[nxt] = len(order)
-                order.append(nxt)
+                j = ids[nxt] = n_gen[0]
+                n_gen[0] += 1
                 grow(1)
                 todo.append((j, nxt))
             return j
 
-        def edges(p: int) -> list[tuple[int, int, int]]:
-            if p < n_glue:
-                return nfa.edges[p]
-            k, q = where(p)
-            shift = n_glue + offsets[k]
-            return [(lo, hi, r + shift) for lo, hi, r in runs(rows_of[k][q].tolist())]
+        def state_of1(p: int) -> int:
+            j = single.get(p)
+            if j is not None:
+                return j
+            if p >= n_glue:  # a block's state alone: the block's own row
+                k, q = where(p)
+                if k not in base:
+                    base[k] = size[0] - n_gen[0]
+                    grow(blocks[k][0].num_states)
+                    for a in sorted(accepting_in(k)):
+                        todo.append((virt + base[k] + a, closure1(n_glue + offsets[k] + a)))
+                j = virt + base[k] + q
+            else:
+                j = closed(closure1(p))
+            single[p] = j
+            return j
 
-        rows: dict[int, list[int]] = {}
-        accepting: set[int] = set()
-        state_of(frozenset((start,)))
+        def state_of(key: frozenset[int]) -> int:
+            if len(key) == 1:
+                return state_of1(next(iter(key)))
+            j = raw.get(key)
+            if j is None:
+                j = raw[key] = closed(closure(key))
+            return j
+
+        out_edges: dict[int, list[tuple[int, int, int]]] = {}  # per position, its live byte edges
+
+        def edges(p: int) -> list[tuple[int, int, int]]:
+            got = out_edges.get(p)
+            if got is None:
+                if p < n_glue:
+                    got = [e for e in nfa.edges[p] if live[e[2]]]
+                else:
+                    k, q = where(p)
+                    shift = n_glue + offsets[k]
+                    got = [(lo, hi, r + shift) for lo, hi, r in runs(blocks[k][0].trans[q].tolist())]
+                out_edges[p] = got
+            return got
+
+        # the rows computed here, as runs: (result id, first byte, last byte, target id)
+        r_id: list[int] = []
+        r_lo: list[int] = []
+        r_hi: list[int] = []
+        r_to: list[int] = []
+        done: list[int] = []
+        accepting: list[int] = []
+        closed(closure1(start))
         while todo:
             rid, cur = todo.pop()
+            done.append(rid)
             if final in cur:
-                accepting.add(rid)
-            row = [DEAD] * 256
+                accepting.append(rid)
             es = sorted(e for p in cur for e in edges(p))
             if all(a[1] < b[0] for a, b in itertools.pairwise(es)):  # disjoint: no classes needed
                 for lo, hi, v in es:
-                    row[lo:hi + 1] = [state_of(frozenset((v,)))] * (hi + 1 - lo)
+                    r_id.append(rid)
+                    r_lo.append(lo)
+                    r_hi.append(hi)
+                    r_to.append(state_of1(v))
             else:
-                cuts = sorted({0, 256, *(lo for lo, _h, _v in es), *(hi + 1 for _l, hi, _v in es)})
+                cuts = sorted({*(lo for lo, _h, _v in es), *(hi + 1 for _l, hi, _v in es)})
                 for lo, hi in itertools.pairwise(cuts):
                     vs = frozenset(v for a, b, v in es if a <= lo and hi - 1 <= b)
                     if vs:
-                        row[lo:hi] = [state_of(vs)] * (hi - lo)
-            rows[rid] = row
-        n_gen = len(order)
-        total = n_gen + size[0]
-        trans = np.full((total, 256), DEAD, dtype=np.int32)
-        acc = np.zeros(total, dtype=bool)
+                        r_id.append(rid)
+                        r_lo.append(lo)
+                        r_hi.append(hi - 1)
+                        r_to.append(state_of(vs))
+        gen = n_gen[0]
+        total = size[0]
+
+        def place(ids_: list[int]) -> np.ndarray:
+            a = np.array(ids_, dtype=np.int64)
+            return np.where(a >= virt, a - virt + gen, a)
+
+        # every subset holds a live position; a block's rows come whole, and its start's row is
+        # left out where it is known unreachable (:meth:`_reached`); else a forward search trims
+        targets = place(r_to)
+        keep = self._reached(base, gen, total, targets)
+        searched = keep is None
+        if keep is None:
+            keep = np.ones(total, dtype=bool)
+        new = np.cumsum(keep) - 1  # the new number of each kept state
+        trans = np.full((int(new[-1]) + 1, 256), DEAD, dtype=np.int32)
         for k, b0 in base.items():  # the blocks' own rows, moved to their place at once
-            t = rows_of[k]
-            lo = n_gen + b0
-            trans[lo:lo + t.shape[0]] = np.where(t >= 0, t + lo, DEAD)
-        if rows:  # the rows built here (general subsets, blocks' accepting states)
-            at = np.array(list(rows), dtype=np.int64)
-            got = np.array(list(rows.values()), dtype=np.int64)
-            moved = np.where(got >= virt, got - virt + n_gen, got)
-            trans[np.where(at >= virt, at - virt + n_gen, at)] = moved
-        for rid in accepting:
-            acc[rid if rid < virt else rid - virt + n_gen] = True
-        periods = tuple((a + n_gen + b0, b + n_gen + b0, k) for j, b0 in base.items()
-                        for a, b, k in blocks[j][0].periods)
-        return ByteTable.build(trans, acc, what, periods)
+            t = blocks[k][0].trans
+            first = 0 if keep[gen + b0] else 1  # a start left out has no edges into it
+            lo = int(new[gen + b0 + first])
+            trans[lo:lo + t.shape[0] - first] = np.where(t[first:] >= 0, t[first:] + (lo - first), DEAD)
+        rows = place(done)
+        trans[new[rows[keep[rows]]]] = DEAD  # rows computed here replace the blocks'
+        if r_id:
+            src = place(r_id)
+            ok = keep[src]
+            lo_a = np.array(r_lo, dtype=np.int64)[ok]
+            lens = np.array(r_hi, dtype=np.int64)[ok] - lo_a + 1
+            starts = new[src[ok]] * 256 + lo_a
+            at = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+            trans.reshape(-1)[at] = np.repeat(new[targets[ok]], lens)
+        acc = np.zeros(trans.shape[0], dtype=bool)
+        fin = place(accepting)
+        acc[new[fin[keep[fin]]]] = True
+        periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
+                        for j, b0 in base.items() for a, b, k in blocks[j][0].periods
+                        if keep[a + gen + b0:b + gen + b0].all())
+        if searched:
+            return ByteTable.build(trans, acc, what, periods, live=True)
+        return ByteTable(trans, acc, what, periods)
+
+    def _reached(self, base: dict[int, int], gen: int, total: int, targets: np.ndarray
+                 ) -> np.ndarray | None:
+        """The reachable states of a determinised table whose subsets (the first ``gen``) are all
+        reachable, and whose blocks' rows were copied whole at ``gen + base[k]``, ``targets`` being
+        the states the rows built in Python lead to: a block's states but its start, when the block
+        is :attr:`ByteTable.sealed` and each successor of its start is among ``targets`` (every
+        other state lies on a path from one of them that neither returns to the start nor passes
+        an accepting state, whose row was built in Python). None when some block is not so."""
+        keep = np.ones(total, dtype=bool)
+        hit = np.zeros(total, dtype=bool)
+        hit[targets] = True
+        for k, b0 in base.items():
+            t = self.blocks[k][0]
+            lo = gen + b0
+            first = t.trans[0]
+            if not t.sealed or hit[lo] or not hit[first[first >= 0] + lo].all():
+                return None
+            keep[lo] = False
+        return keep
+
+    def _live(self, final: int) -> list[bool]:
+        """Per glue node, whether ``final`` is reachable from it (blocks count as edges from their
+        start to their end: a block is never empty here)."""
+        nfa = self.nfa
+        back: list[list[int]] = [[] for _ in nfa.eps]
+        for u, (eps, es) in enumerate(zip(nfa.eps, nfa.edges)):
+            for v in eps:
+                back[v].append(u)
+            for _lo, _hi, v in es:
+                back[v].append(u)
+        for _t, s, e in self.blocks:
+            back[e].append(s)
+        live = [False] * len(back)
+        live[final] = True
+        todo = [final]
+        while todo:
+            for u in back[todo.pop()]:
+                if not live[u]:
+                    live[u] = True
+                    todo.append(u)
+        return live
 
 
 def sample_text(table: ByteTable, rng: random.Random, stop: float = 0.25, drift: float = 0.5,

@@ -105,15 +105,15 @@ def _complement(d: ContentDFA) -> ContentDFA:
 def _string_language(lang: _Lang) -> ContentDFA:
     """What the decoded string must be (as UTF-8 bytes)."""
     patterns, fullmatch, avoid, excluded = lang
-    d = pattern_language(_ANY_TEXT, False, False)
-    for rx in patterns:
-        d = intersect(d, pattern_language(rx))
-    for rx in fullmatch:
-        d = intersect(d, pattern_language(rx, False, False))
-    for rx in avoid:
-        d = intersect(d, _complement(pattern_language(rx)))
-    if excluded:
-        d = intersect(d, _complement(choices_exact(excluded)))
+    # each part accepts UTF-8 texts only (patterns are compiled over code points, complements
+    # are taken within the texts): the texts themselves need no intersecting
+    parts = [*(pattern_language(rx) for rx in patterns),
+             *(pattern_language(rx, False, False) for rx in fullmatch),
+             *(_complement(pattern_language(rx)) for rx in avoid),
+             *([_complement(choices_exact(excluded))] if excluded else [])]
+    d = parts[0] if parts else pattern_language(_ANY_TEXT, False, False)
+    for part in parts[1:]:
+        d = intersect(d, part)
     return as_dfa(*minimize([list(r) for r in d.trans], set(d.accepting)), d.source)
 
 
@@ -361,6 +361,11 @@ def _string_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
     successor (-1 dead, :data:`_EXIT` the closing quote, allowed where ``pat`` accepts) and
     ``inc[s, b]`` 1 where byte ``b`` begins a character (raw) or completes one (an escape).
     Minimised as a Mealy machine (edges labelled by ``inc``)."""
+    return _mealy_minimal(*template_rows(lang))
+
+
+def template_rows(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_string_template` before minimising."""
     pat = _string_language(lang)
     ranges = [_raw_ranges(pat, p) for p in range(pat.num_states)]
     escapes = [any(pat.step(p, d) >= 0 for d in (*_SHORT_ESCAPES, *range(0x20)))
@@ -410,26 +415,66 @@ def _string_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
         tgt.append(row)
         inc.append(up)
         i += 1
-    return _mealy_minimal(np.array(tgt, dtype=np.int64), np.array(inc, dtype=np.int64))
+    return np.array(tgt, dtype=np.int64), np.array(inc, dtype=np.int64)
 
 
 def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge the states of a template that no input tells apart (Moore's refinement; state 0 stays
-    the start)."""
-    block = np.zeros(tgt.shape[0], dtype=np.int64)
-    count = 1
-    while True:
-        mapped = np.where(tgt >= 0, block[np.maximum(tgt, 0)], tgt)
-        sig: dict[bytes, int] = {}
-        new = np.array([sig.setdefault(bytes(k), len(sig)) for k in
-                        np.concatenate([block[:, None], mapped, inc], axis=1)], dtype=np.int64)
-        if len(sig) == count:
-            break
-        block, count = new, len(sig)
+    """Merge the states of a template that no input tells apart: Hopcroft's partition refinement
+    over the template's byte classes, from the partition by output rows (``inc``, and where the
+    closing quote may come); state 0 stays the start."""
+    n = tgt.shape[0]
+    firsts: dict[tuple[int, ...], int] = {}  # a byte per class of bytes no state tells apart
+    for b, col in enumerate(np.concatenate([tgt, inc]).T.tolist()):
+        firsts.setdefault(tuple(col), b)
+    cols = np.array(list(firsts.values()), dtype=np.int64)
+    t_c = np.where(tgt[:, cols] >= 0, tgt[:, cols], n).tolist()  # n: no successor (a sink)
+    labels: dict[bytes, list[int]] = {}
+    out_rows = np.concatenate([inc[:, cols], tgt[:, cols] == _EXIT], axis=1)
+    for q in range(n):
+        labels.setdefault(out_rows[q].tobytes(), []).append(q)
+    blocks: list[set[int]] = [set(qs) for qs in labels.values()] + [{n}]
+    block_of = [0] * (n + 1)
+    for i, bl in enumerate(blocks):
+        for q in bl:
+            block_of[q] = i
+    pred: list[list[list[int]]] = [[[] for _ in range(n + 1)] for _ in cols]
+    for q, row in enumerate(t_c):
+        for c, r in enumerate(row):
+            pred[c][r].append(q)
+    for c in range(len(cols)):
+        pred[c][n].append(n)
+    work = list(range(len(blocks) - 1))  # all but one block: the sink's, whose predecessors abound
+    pending = set(work)
+    while work:
+        a = work.pop()
+        pending.discard(a)
+        splitter = list(blocks[a])  # as it is now: splits below may shrink blocks[a]
+        for pc in pred:
+            sources = [s_ for t in splitter for s_ in pc[t]]
+            touched: dict[int, list[int]] = {}
+            for s_ in sources:
+                touched.setdefault(block_of[s_], []).append(s_)
+            for y, xs in touched.items():
+                moved = set(xs)
+                if len(moved) == len(blocks[y]):
+                    continue
+                blocks[y] -= moved
+                z = len(blocks)
+                blocks.append(moved)
+                for s_ in moved:
+                    block_of[s_] = z
+                if y in pending:
+                    work.append(z)
+                    pending.add(z)
+                else:
+                    w = y if len(blocks[y]) <= len(moved) else z
+                    work.append(w)
+                    pending.add(w)
+    block = np.array(block_of[:n], dtype=np.int64)
     # renumber blocks in order of first appearance (state 0's block first)
     _, first = np.unique(block, return_index=True)
-    rank = np.empty(count, dtype=np.int64)
-    rank[np.argsort(first)] = np.arange(count)
+    rank = np.full(len(blocks), -1, dtype=np.int64)
+    rank[block[np.sort(first)]] = np.arange(first.size)
     reps = np.sort(first)
     t = tgt[reps]
     return np.where(t >= 0, rank[block[np.maximum(t, 0)]], t), inc[reps]
@@ -438,30 +483,36 @@ def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.nda
 def _string_table(t: JsonString, limit: int) -> ByteTable:
     """A JSON string with a decoded length in ``[min_length, max_length]`` and its decoded text in
     the string's language: the template (:func:`_string_template`) times the character count, built
-    count by count with only the template states reachable at each count."""
+    count by count with only the template states reachable at each count and able to reach the
+    closing quote from it (decided on the template, count by count, so the table needs no trimming)."""
     tgt, inc = _string_template(_lang(t))
     n_t = tgt.shape[0]
     lo, hi = t.min_length, t.max_length
     cap = hi if hi is not None else lo  # without a maximum, counts saturate at the minimum
-    same = np.where(inc == 0, tgt, DEAD)
-    same[same < 0] = DEAD
-    up = np.where((inc == 1) & (tgt >= 0), tgt, DEAD)
+    # the template's edges as small boolean matrices: a[q, q2] when some byte goes from q to q2
+    same = np.zeros((n_t, n_t), dtype=bool)
+    up = np.zeros((n_t, n_t), dtype=bool)
+    src, col = np.nonzero(tgt >= 0)
+    dst = tgt[src, col]
+    one = inc[src, col] == 1
+    same[src[~one], dst[~one]] = True
+    up[src[one], dst[one]] = True
+    both = same | up
+    exits = (tgt == _EXIT).any(axis=1)
 
     def close(seed: np.ndarray, edges: np.ndarray) -> np.ndarray:
-        r = seed.copy()
+        """The states ``edges`` (a matrix: from rows to columns) reach from ``seed``."""
+        r = seed
         while True:
-            nxt = edges[r].ravel()
-            nxt = nxt[nxt >= 0]
-            grown = r.copy()
-            grown[nxt] = True
+            grown = r | edges[r].any(axis=0)
             if (grown == r).all():
                 return r
             r = grown
 
+    # forward: the template states reachable at each count
     reach: list[np.ndarray] = []
     entry = np.zeros(n_t, dtype=bool)
     entry[0] = True
-    both = np.where(tgt >= 0, tgt, DEAD)
     memo: dict[tuple[bytes, bool], tuple[np.ndarray, np.ndarray]] = {}
     for c in range(cap + 1):
         last = c == cap and hi is None
@@ -469,12 +520,27 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         got = memo.get(key)
         if got is None:
             r = close(entry, both if last else same)
-            nxt = np.zeros(n_t, dtype=bool)
-            targets = up[r].ravel()
-            nxt[targets[targets >= 0]] = True
-            got = memo[key] = (r, nxt)
+            got = memo[key] = (r, up[r].any(axis=0))
         r, entry = got
         reach.append(r)
+    # backward: the states from which the closing quote can still come, at each count
+    live: list[np.ndarray] = [np.zeros(0, dtype=bool)] * (cap + 1)
+    after = np.zeros(n_t, dtype=bool)  # live at the next count
+    back: dict[tuple[bytes, bool, bool], np.ndarray] = {}
+    for c in range(cap, -1, -1):
+        last = c == cap and hi is None
+        key2 = (after.tobytes(), c >= lo, last)
+        got2 = back.get(key2)
+        if got2 is None:
+            seed = (exits if c >= lo else np.zeros(n_t, dtype=bool)) | (up & after[None, :]).any(axis=1)
+            got2 = back[key2] = close(seed, (both if last else same).T)
+        live[c] = after = got2
+    # kept: reachable and live (the same object for equal pairs, so that runs of counts show)
+    kept_memo: dict[tuple[int, int], np.ndarray] = {}
+    reach = [kept_memo.setdefault((id(r), id(v)), r & v) for r, v in zip(reach, live)]
+    if not reach[0][0]:
+        return ByteTable(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool),
+                         "json string")
     sizes = [int(r.sum()) for r in reach]
     total = 2 + sum(sizes)
     if total > limit:
@@ -486,7 +552,7 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     for c, r in enumerate(reach):
         idmap[c, r] = np.arange(at, at + sizes[c])
         at += sizes[c]
-    trans = np.full((total, 256), DEAD, dtype=np.int64)
+    trans = np.full((total, 256), DEAD, dtype=np.int32)
     trans[0, 0x22] = 1  # the opening quote; (count 0, template start) is state 1
     c = 0
     while c <= cap:
@@ -518,7 +584,7 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         c = e + 1
     acc = np.zeros(total, dtype=bool)
     acc[final] = True
-    # runs of counts with the same reachable template states, the minimum reached, below the cap:
+    # runs of counts with the same kept template states, the minimum reached, below the cap:
     # their rows repeat with the period of one count (a hint for token walks, checked there)
     periods = []
     c = max(lo, 1)
@@ -529,7 +595,8 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         if e - c >= 3 and sizes[c]:
             periods.append((int(idmap[c, reach[c]][0]), int(idmap[e, reach[e]][-1]) + 1, sizes[c]))
         c = e + 1
-    return ByteTable.build(trans.astype(np.int32), acc, "json string", tuple(periods), reachable=True)
+    # every state is reachable (forward) and reaches the closing quote (backward)
+    return ByteTable(trans, acc, "json string", tuple(periods))
 
 
 _RAW_CUTS = (0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0x100)
