@@ -428,3 +428,28 @@ def test_the_injection_experiment_lets_the_user_s_iban_through_and_not_the_attac
            + ATTACKER + '", "amount": 4'}
     assert attacker_writes([*messages, cut], []) == 1
     assert Policy.load("payments-policy").check(list(EXAMPLES)).verdict == "ok"
+
+
+def test_the_experiment_interleaves_its_arms_and_summarises_only_tasks_every_arm_completed(
+        tmp_path: Any) -> None:
+    """Each arm runs first, second and third equally often (load falls on all alike); a run
+    stopped early is summarised over the tasks all arms completed."""
+    import argparse
+
+    from validation.value_experiment import ARMS, render, rotated, summarise_episodes
+
+    orders = [rotated(ARMS, k) for k in range(3)]
+    assert all(sorted(o) == sorted(ARMS) for o in orders)
+    assert all(sorted(o[p] for o in orders) == sorted(ARMS) for p in range(3))
+    row = {"attacker": 0, "done": True, "violated": False, "tokens": 10, "seconds": 2.0}
+    rows = [{**row, "arm": a, "task": t, "load": 1.0 + i}
+            for i, (t, a) in enumerate([("pay-1", "none"), ("pay-1", "format"), ("pay-1", "policy"),
+                                        ("pay-2", "format"), ("pay-2", "policy")])]
+    (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = argparse.Namespace(out=str(tmp_path), arms=list(ARMS), tasks=40, model="m", max_turns=3,
+                              max_new_tokens=128, batch=1)
+    s = summarise_episodes(args)
+    assert s["tasks"] == 1 and s["planned"] == 40
+    assert {a: v["n"] for a, v in s["arms"].items()} == {"none": 1, "format": 1, "policy": 1}  # type: ignore[union-attr]
+    assert s["arms"]["policy"]["load"] == 3.0  # type: ignore[index]
+    assert "the first 1 of 40 planned tasks" in render(s)

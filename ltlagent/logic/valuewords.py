@@ -24,7 +24,7 @@ from ltlagent.logic.valueterms import ANY, NONE, condition_term
 from ltlagent.spec.syntax import MENTIONS, Formula, Spec, value_keys
 from ltlagent.text.values import ValueAnd, ValueEnum, ValueNot, ValueOr, ValueSubstrings, ValueTerm
 
-__all__ = ["value_reason", "holds", "MAX_SHOWN"]
+__all__ = ["value_reason", "holds", "excerpt", "MAX_SHOWN"]
 
 #: Most values, texts and id-like words an explanation lists (then "and N more").
 MAX_SHOWN = 5
