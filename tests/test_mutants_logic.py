@@ -399,3 +399,47 @@ def test_the_automaton_as_dot_summary_and_graph() -> None:
     bot = compile_spec("chat-bot").automaton
     assert bot.summary()["accepting"] == [] and bot.summary()["infinite"] is True
     assert "doublecircle" not in bot.to_dot()
+
+
+# --- logic/ltl.py: the formulas ``ltlagent show`` prints ----------------------------------------
+
+def test_show_prints_each_repetition_and_constraint_readably() -> None:
+    """Mutants ``_times`` 9, 10, 13, ``sere`` 4, ``constraint_ltl`` 17, 22, 32 and
+    ``build_formulas`` 24: the readable behaviour (SERE) and constraints, every repetition bound
+    and first-order form, and no coded formula when there are no constraints."""
+    from ltlagent.logic.ltl import build_formulas, constraint_ltl
+
+    s = parse_spec("""(define f (:states (A (:text "a")) (B (:text "b")) (C (:text "c")))
+      (:behavior (next (repeat A :min 1) (repeat B :min 2) (repeat C :min 0)
+                       (repeat A :min 2 :max 3) (repeat B :min 2 :max 2) (until_1_4 A B) (or A C)))
+      (:constraints (always (implies B (once A))) (eventually (since A C))))""")
+    f = build_formulas(s)
+    assert f.readable == '{"A"[+];"B"[*2..];"C"[*];"A"[*2..3];"B"[*2];{"A"[*1..4];"B"};{"A" | "C"}}'
+    assert f.constraints_readable == ('G(("B" -> O("A")))', 'F(("A" S "C"))')
+    assert f.coded != "" and build_formulas(parse_spec(
+        '(define g (:states (A (:text "a"))) (:behavior (next A A)))')).coded == ""
+    fo = parse_spec("""(define g (:states (U (:from user))
+      (P (:call "pay") (:args (to ?x)))) (:constraints
+      (r (forall (?x) (always (implies (P ?x) (once (mentions U ?x))))))
+      (q (exists (?x) (eventually (P ?x))))))""")
+    assert tuple(constraint_ltl(c, lambda n: f'"{n}"') for c in fo.constraints) == (
+        '∀?x. G(("P"(?x) -> O(mentions("U", ?x))))', '∃?x. F("P"(?x))')
+
+
+def test_a_behaviour_built_in_python_too_large_is_a_spec_error_with_its_hint() -> None:
+    """Mutants ``build_formulas`` 6, 7, 10, 11, 15: a spec changed in Python (``replace``) past
+    the unrolling limit gets the reader's error, located in its source, with the hint."""
+    from dataclasses import replace
+
+    from ltlagent import SpecError
+    from ltlagent.logic.ltl import build_formulas
+    from ltlagent.spec.syntax import Repeat, Visit
+
+    s = parse_spec('(define f (:states (A (:text "a")) (B (:text "b"))) (:behavior (next A B)))')
+    big = replace(s, behavior=Repeat(Visit("A", s.behavior.loc), 3000, 3000, s.behavior.loc))
+    with pytest.raises(SpecError) as e:
+        build_formulas(big)
+    assert str(e.value) == ("<string>:1:64: error: the behaviour unrolls to 3000 steps, more "
+                            "than the limit of 2500")
+    assert e.value.hint == "see MAX_UNROLLED_STEPS in ltlagent.spec.syntax (docs/design.md §3.3)"
+    assert e.value.text == s.text
