@@ -443,3 +443,17 @@ def test_a_behaviour_built_in_python_too_large_is_a_spec_error_with_its_hint() -
                             "than the limit of 2500")
     assert e.value.hint == "see MAX_UNROLLED_STEPS in ltlagent.spec.syntax (docs/design.md §3.3)"
     assert e.value.text == s.text
+
+
+def test_names_with_a_backslash_are_quoted_and_infinite_behaviours_have_no_dfa() -> None:
+    r"""Mutants ``_quote`` 13 (a backslash in a state name left unescaped in what ``show`` prints)
+    and ``behavior_dfa`` 3 (an infinite behaviour with a prefix given a finite DFA)."""
+    from ltlagent.logic.automaton import behavior_dfa
+    from ltlagent.logic.ltl import build_formulas
+
+    s = parse_spec(r'(define f (:states (A\B (:text "a"))) (:behavior (next A\B A\B)))')
+    assert build_formulas(s).readable == r'{"A\\B";"A\\B"}'
+    inf = parse_spec('(define f (:states (A (:text "a")) (B (:text "b")))'
+                     ' (:behavior (next A (always B))))')
+    with pytest.raises(ValueError, match="is infinite"):
+        behavior_dfa(inf)
