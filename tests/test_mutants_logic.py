@@ -247,6 +247,7 @@ def test_a_nested_argument_key_binds_the_value_inside_the_object() -> None:
     ("(always (implies Reply (since true User)))", ("ok", "violated")),
     ("(always (implies Reply (or (once User) false)))", ("ok", "violated")),
     ("(always (implies Reply (and (once User) (not false))))", ("ok", "violated")),
+    ("(always (implies Reply (iff (once User) (not (once Lookup)))))", ("ok", "violated")),
     # one past subformula used twice in a rule: compiled once, read twice
     ("(always (and (implies Lookup (once User)) (implies Reply (once User))))", ("ok", "violated")),
     ("(always (implies Reply (and (once User) (once Lookup) (previously (once User)))))",
@@ -254,8 +255,9 @@ def test_a_nested_argument_key_binds_the_value_inside_the_object() -> None:
 ])
 def test_past_rules_with_constants_and_shared_subformulas(rule: str,
                                                          verdicts: tuple[str, str]) -> None:
-    """Mutants ``_Builder.node`` 17, 23 (``true``/``false`` inside a past formula misread) and 60
-    (a shared past node's index off by one): each rule judged on a conversation that starts
+    """Mutants ``_Builder.node`` 17, 23 (``true``/``false`` inside a past formula misread), 60
+    (a shared past node's index off by one) and ``DirectRule._step`` 48 (``iff`` reading a third
+    operand): each rule judged on a conversation that starts
     with the user and on one that starts with the assistant's reply."""
     p = Policy.load(parse_spec(
         '(define r (:states (User (:from user)) (Lookup (:call "lookup")) (Result (:from tool))'
