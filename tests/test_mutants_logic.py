@@ -4,8 +4,9 @@ test names the mutants it kills (mutmut's names, without the ``ltlagent.`` prefi
 like something a user of the library would do: a ``check-log --format json`` report, a guard
 asking which tools it may offer, a decoder resuming a conversation half-way.
 
-How each was checked: the mutant applied (``mutmut apply`` in a scratch copy, or by hand), the
-test failed; the code restored, it passed.
+How each was checked: in mutmut's ``mutants/`` tree, with the mutant switched on
+(``MUTANT_UNDER_TEST=<name> pytest tests/test_mutants_logic.py``) the test failed; with none
+switched on, it passed.
 """
 
 from __future__ import annotations
