@@ -460,3 +460,33 @@ def test_names_with_a_backslash_are_quoted_and_infinite_behaviours_have_no_dfa()
                      ' (:behavior (next A (always B))))')
     with pytest.raises(ValueError, match="is infinite"):
         behavior_dfa(inf)
+
+
+def test_blame_trace_and_allowed_states_of_less_common_verdicts() -> None:
+    """Mutants ``Policy.load`` 51, 55, 67, 69 (an infinite spec's constraints blamed as one),
+    ``Policy._names`` 2, 6 (the '?' of a step that matches no state), ``check_events`` 28 (an
+    unmatched step's allowed states lost) and ``PolicyCursor._judge`` 63 (an allowed decision's
+    allowed states)."""
+    inf = Policy.load(parse_spec("""(define inf (:states (User (:from user))
+      (Reply (:from assistant)) (Call (:call))) (:behavior (always (or User Reply Call)))
+      (:constraints (no-call (always (not Call))) (user-first (implies (not User) false))))"""))
+    assert inf.check([{"role": "assistant", "content": "hi"}]).to_dict()["violations"] == [
+        {"constraint": "user-first", "step": 0, "message": 0, "state": "Reply",
+         "allowed": ["User"]}]
+    assert inf.check([_user("hi"), _call("x")]).to_dict()["violations"] == [
+        {"constraint": "no-call", "step": 1, "message": 1, "state": "Call",
+         "allowed": ["User", "Reply"]}]
+    q = Policy.load(parse_spec(
+        '(define answer (:states (User (:from user)) (Lookup (:call "lookup"))'
+        ' (Result (:from tool)) (Reply (:from assistant))) (:constraints (answers (eventually Reply))'
+        ' (no-result-first (always (implies Result (once Lookup))))))'))
+    r = q.check([{"role": "tool", "content": "x", "tool_call_id": "c"},
+                 {"role": "system", "content": "s"}])
+    assert r.verdict == "violated" and r.trace == ("Result", "?")
+    unmatched = q.check([{"role": "system", "content": "s"}]).to_dict()
+    assert unmatched["verdict"] == "unmatched" and unmatched["violations"] == [
+        {"constraint": None, "step": 0, "message": 0, "state": None,
+         "allowed": ["User", "Lookup", "Reply"]}]
+    assert q.cursor().decide(Event.say("user", "ok")).to_dict() == {
+        "allowed": True, "state": "User", "violated": [],
+        "allowed_states": ["User", "Lookup", "Reply"]}
