@@ -4,8 +4,9 @@ test names the mutants it kills (mutmut's names, without the ``ltlagent.`` prefi
 like something a user of the library would do: a ``check-log --format json`` report, a guard
 asking which tools it may offer, a decoder resuming a conversation half-way.
 
-How each was checked: the mutant applied (``mutmut apply`` in a scratch copy, or by hand), the
-test failed; the code restored, it passed.
+How each was checked: in mutmut's ``mutants/`` tree, with the mutant switched on
+(``MUTANT_UNDER_TEST=<name> pytest tests/test_mutants_logic.py``) the test failed; with none
+switched on, it passed.
 """
 
 from __future__ import annotations
@@ -251,6 +252,7 @@ def test_a_nested_argument_key_binds_the_value_inside_the_object() -> None:
     ("(always (implies Reply (since true User)))", ("ok", "violated")),
     ("(always (implies Reply (or (once User) false)))", ("ok", "violated")),
     ("(always (implies Reply (and (once User) (not false))))", ("ok", "violated")),
+    ("(always (implies Reply (iff (once User) (not (once Lookup)))))", ("ok", "violated")),
     # one past subformula used twice in a rule: compiled once, read twice
     ("(always (and (implies Lookup (once User)) (implies Reply (once User))))", ("ok", "violated")),
     ("(always (implies Reply (and (once User) (once Lookup) (previously (once User)))))",
@@ -258,8 +260,9 @@ def test_a_nested_argument_key_binds_the_value_inside_the_object() -> None:
 ])
 def test_past_rules_with_constants_and_shared_subformulas(rule: str,
                                                          verdicts: tuple[str, str]) -> None:
-    """Mutants ``_Builder.node`` 17, 23 (``true``/``false`` inside a past formula misread) and 60
-    (a shared past node's index off by one): each rule judged on a conversation that starts
+    """Mutants ``_Builder.node`` 17, 23 (``true``/``false`` inside a past formula misread), 60
+    (a shared past node's index off by one) and ``DirectRule._step`` 48 (``iff`` reading a third
+    operand): each rule judged on a conversation that starts
     with the user and on one that starts with the assistant's reply."""
     p = Policy.load(parse_spec(
         '(define r (:states (User (:from user)) (Lookup (:call "lookup")) (Result (:from tool))'
@@ -403,3 +406,91 @@ def test_the_automaton_as_dot_summary_and_graph() -> None:
     bot = compile_spec("chat-bot").automaton
     assert bot.summary()["accepting"] == [] and bot.summary()["infinite"] is True
     assert "doublecircle" not in bot.to_dot()
+
+
+# --- logic/ltl.py: the formulas ``ltlagent show`` prints ----------------------------------------
+
+def test_show_prints_each_repetition_and_constraint_readably() -> None:
+    """Mutants ``_times`` 9, 10, 13, ``sere`` 4, ``constraint_ltl`` 17, 22, 32 and
+    ``build_formulas`` 24: the readable behaviour (SERE) and constraints, every repetition bound
+    and first-order form, and no coded formula when there are no constraints."""
+    from ltlagent.logic.ltl import build_formulas, constraint_ltl
+
+    s = parse_spec("""(define f (:states (A (:text "a")) (B (:text "b")) (C (:text "c")))
+      (:behavior (next (repeat A :min 1) (repeat B :min 2) (repeat C :min 0)
+                       (repeat A :min 2 :max 3) (repeat B :min 2 :max 2) (until_1_4 A B) (or A C)))
+      (:constraints (always (implies B (once A))) (eventually (since A C))))""")
+    f = build_formulas(s)
+    assert f.readable == '{"A"[+];"B"[*2..];"C"[*];"A"[*2..3];"B"[*2];{"A"[*1..4];"B"};{"A" | "C"}}'
+    assert f.constraints_readable == ('G(("B" -> O("A")))', 'F(("A" S "C"))')
+    assert f.coded != "" and build_formulas(parse_spec(
+        '(define g (:states (A (:text "a"))) (:behavior (next A A)))')).coded == ""
+    fo = parse_spec("""(define g (:states (U (:from user))
+      (P (:call "pay") (:args (to ?x)))) (:constraints
+      (r (forall (?x) (always (implies (P ?x) (once (mentions U ?x))))))
+      (q (exists (?x) (eventually (P ?x))))))""")
+    assert tuple(constraint_ltl(c, lambda n: f'"{n}"') for c in fo.constraints) == (
+        '∀?x. G(("P"(?x) -> O(mentions("U", ?x))))', '∃?x. F("P"(?x))')
+
+
+def test_a_behaviour_built_in_python_too_large_is_a_spec_error_with_its_hint() -> None:
+    """Mutants ``build_formulas`` 6, 7, 10, 11, 15: a spec changed in Python (``replace``) past
+    the unrolling limit gets the reader's error, located in its source, with the hint."""
+    from dataclasses import replace
+
+    from ltlagent import SpecError
+    from ltlagent.logic.ltl import build_formulas
+    from ltlagent.spec.syntax import Repeat, Visit
+
+    s = parse_spec('(define f (:states (A (:text "a")) (B (:text "b"))) (:behavior (next A B)))')
+    big = replace(s, behavior=Repeat(Visit("A", s.behavior.loc), 3000, 3000, s.behavior.loc))
+    with pytest.raises(SpecError) as e:
+        build_formulas(big)
+    assert str(e.value) == ("<string>:1:64: error: the behaviour unrolls to 3000 steps, more "
+                            "than the limit of 2500")
+    assert e.value.hint == "see MAX_UNROLLED_STEPS in ltlagent.spec.syntax (docs/design.md §3.3)"
+    assert e.value.text == s.text
+
+
+def test_names_with_a_backslash_are_quoted_and_infinite_behaviours_have_no_dfa() -> None:
+    r"""Mutants ``_quote`` 13 (a backslash in a state name left unescaped in what ``show`` prints)
+    and ``behavior_dfa`` 3 (an infinite behaviour with a prefix given a finite DFA)."""
+    from ltlagent.logic.automaton import behavior_dfa
+    from ltlagent.logic.ltl import build_formulas
+
+    s = parse_spec(r'(define f (:states (A\B (:text "a"))) (:behavior (next A\B A\B)))')
+    assert build_formulas(s).readable == r'{"A\\B";"A\\B"}'
+    inf = parse_spec('(define f (:states (A (:text "a")) (B (:text "b")))'
+                     ' (:behavior (next A (always B))))')
+    with pytest.raises(ValueError, match="is infinite"):
+        behavior_dfa(inf)
+
+
+def test_blame_trace_and_allowed_states_of_less_common_verdicts() -> None:
+    """Mutants ``Policy.load`` 51, 55, 67, 69 (an infinite spec's constraints blamed as one),
+    ``Policy._names`` 2, 6 (the '?' of a step that matches no state), ``check_events`` 28 (an
+    unmatched step's allowed states lost) and ``PolicyCursor._judge`` 63 (an allowed decision's
+    allowed states)."""
+    inf = Policy.load(parse_spec("""(define inf (:states (User (:from user))
+      (Reply (:from assistant)) (Call (:call))) (:behavior (always (or User Reply Call)))
+      (:constraints (no-call (always (not Call))) (user-first (implies (not User) false))))"""))
+    assert inf.check([{"role": "assistant", "content": "hi"}]).to_dict()["violations"] == [
+        {"constraint": "user-first", "step": 0, "message": 0, "state": "Reply",
+         "allowed": ["User"]}]
+    assert inf.check([_user("hi"), _call("x")]).to_dict()["violations"] == [
+        {"constraint": "no-call", "step": 1, "message": 1, "state": "Call",
+         "allowed": ["User", "Reply"]}]
+    q = Policy.load(parse_spec(
+        '(define answer (:states (User (:from user)) (Lookup (:call "lookup"))'
+        ' (Result (:from tool)) (Reply (:from assistant))) (:constraints (answers (eventually Reply))'
+        ' (no-result-first (always (implies Result (once Lookup))))))'))
+    r = q.check([{"role": "tool", "content": "x", "tool_call_id": "c"},
+                 {"role": "system", "content": "s"}])
+    assert r.verdict == "violated" and r.trace == ("Result", "?")
+    unmatched = q.check([{"role": "system", "content": "s"}]).to_dict()
+    assert unmatched["verdict"] == "unmatched" and unmatched["violations"] == [
+        {"constraint": None, "step": 0, "message": 0, "state": None,
+         "allowed": ["User", "Lookup", "Reply"]}]
+    assert q.cursor().decide(Event.say("user", "ok")).to_dict() == {
+        "allowed": True, "state": "User", "violated": [],
+        "allowed_states": ["User", "Lookup", "Reply"]}
