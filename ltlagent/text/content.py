@@ -359,37 +359,12 @@ class ByteNFA:
         return trans, acc
 
 
-def minimize(trans: list[list[int]], acc: set[int]) -> tuple[list[list[int]], set[int]]:
-    """The minimal DFA of the live part (Hopcroft's partition refinement over byte classes, a sink
-    added for the missing transitions); state 0 stays the start. States that cannot reach ``acc``
-    are removed."""
-    live = coreachable(trans, acc)
-    if 0 not in live:
-        return [[DEAD] * 256], set()
-    states = sorted(live)
-    idx = {q: i for i, q in enumerate(states)}
-    n = len(states)  # the sink
-    cols: dict[tuple[int, ...], int] = {}
-    reps: list[int] = []
-    for b, col in enumerate(zip(*(trans[q] for q in states))):
-        if col not in cols:
-            cols[col] = b
-            reps.append(b)
-    # inverse transitions: target -> (byte class, source) pairs (the sink included)
-    pred: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
-    for q in states:
-        row, i = trans[q], idx[q]
-        for k, b in enumerate(reps):
-            r = row[b]
-            pred[idx[r] if r in idx else n].append((k, i))
-    pred[n] += [(k, n) for k in range(len(reps))]
-    finals = {idx[q] for q in acc if q in idx}
-    rest = set(range(n + 1)) - finals
-    blocks: list[set[int]] = [finals, rest] if rest else [finals]
-    block_of = [0] * (n + 1)
-    for i in rest:
-        block_of[i] = 1
-    work = [0 if len(finals) <= len(rest) or not rest else 1]
+def refine(blocks: list[set[int]], block_of: list[int], pred: Sequence[Sequence[tuple[int, int]]],
+           work: list[int]) -> None:
+    """Hopcroft's partition refinement, in place: split ``blocks`` (``block_of``: each state's
+    block) until no input class tells the states of a block apart. ``pred[t]``: the (class,
+    source) pairs of the transitions into ``t``; ``work``: the blocks to split by first. The
+    result is the coarsest stable partition, whatever the order of the work."""
     pending = set(work)
     while work:
         a = work.pop()
@@ -422,6 +397,39 @@ def minimize(trans: list[list[int]], acc: set[int]) -> tuple[list[list[int]], se
                     w = y if len(blocks[y]) <= len(moved) else z
                     work.append(w)
                     pending.add(w)
+
+
+def minimize(trans: list[list[int]], acc: set[int]) -> tuple[list[list[int]], set[int]]:
+    """The minimal DFA of the live part (Hopcroft's partition refinement over byte classes, a sink
+    added for the missing transitions); state 0 stays the start. States that cannot reach ``acc``
+    are removed."""
+    live = coreachable(trans, acc)
+    if 0 not in live:
+        return [[DEAD] * 256], set()
+    states = sorted(live)
+    idx = {q: i for i, q in enumerate(states)}
+    n = len(states)  # the sink
+    cols: dict[tuple[int, ...], int] = {}
+    reps: list[int] = []
+    for b, col in enumerate(zip(*(trans[q] for q in states))):
+        if col not in cols:
+            cols[col] = b
+            reps.append(b)
+    # inverse transitions: target -> (byte class, source) pairs (the sink included)
+    pred: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
+    for q in states:
+        row, i = trans[q], idx[q]
+        for k, b in enumerate(reps):
+            r = row[b]
+            pred[idx[r] if r in idx else n].append((k, i))
+    pred[n] += [(k, n) for k in range(len(reps))]
+    finals = {idx[q] for q in acc if q in idx}
+    rest = set(range(n + 1)) - finals
+    blocks: list[set[int]] = [finals, rest] if rest else [finals]
+    block_of = [0] * (n + 1)
+    for i in rest:
+        block_of[i] = 1
+    refine(blocks, block_of, pred, [0 if len(finals) <= len(rest) or not rest else 1])
     sink = block_of[n]
     ids: dict[int, int] = {block_of[0]: 0}
     for i in range(n):

@@ -37,7 +37,7 @@ import numpy as np
 
 from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text.bytetable import ByteTable, Glue
-from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa, intersect, minimize
+from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa, intersect, minimize, refine
 from ltlagent.text.jsontype import (
     NEVER,
     JsonAny,
@@ -437,39 +437,13 @@ def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.nda
     for i, bl in enumerate(blocks):
         for q in bl:
             block_of[q] = i
-    pred: list[list[list[int]]] = [[[] for _ in range(n + 1)] for _ in cols]
+    pred: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
     for q, row in enumerate(t_c):
         for c, r in enumerate(row):
-            pred[c][r].append(q)
-    for c in range(len(cols)):
-        pred[c][n].append(n)
-    work = list(range(len(blocks) - 1))  # all but one block: the sink's, whose predecessors abound
-    pending = set(work)
-    while work:
-        a = work.pop()
-        pending.discard(a)
-        splitter = list(blocks[a])  # as it is now: splits below may shrink blocks[a]
-        for pc in pred:
-            sources = [s_ for t in splitter for s_ in pc[t]]
-            touched: dict[int, list[int]] = {}
-            for s_ in sources:
-                touched.setdefault(block_of[s_], []).append(s_)
-            for y, xs in touched.items():
-                moved = set(xs)
-                if len(moved) == len(blocks[y]):
-                    continue
-                blocks[y] -= moved
-                z = len(blocks)
-                blocks.append(moved)
-                for s_ in moved:
-                    block_of[s_] = z
-                if y in pending:
-                    work.append(z)
-                    pending.add(z)
-                else:
-                    w = y if len(blocks[y]) <= len(moved) else z
-                    work.append(w)
-                    pending.add(w)
+            pred[r].append((c, q))
+    pred[n] += [(c, n) for c in range(len(cols))]
+    # all but one block: the sink's, whose predecessors abound
+    refine(blocks, block_of, pred, list(range(len(blocks) - 1)))
     block = np.array(block_of[:n], dtype=np.int64)
     # renumber blocks in order of first appearance (state 0's block first)
     _, first = np.unique(block, return_index=True)
