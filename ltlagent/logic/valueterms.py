@@ -25,7 +25,7 @@ from ltlagent.logic.composite import StepValues
 from ltlagent.spec.syntax import MENTIONS, Formula, Spec, value_keys
 from ltlagent.text.values import ValueAnd, ValueEnum, ValueNot, ValueOr, ValueSubstrings, ValueTerm
 
-__all__ = ["ANY", "NONE", "trigger_term", "condition_term"]
+__all__ = ["ANY", "NONE", "fragment", "trigger_term", "condition_term"]
 
 #: Every value (an empty conjunction) and no value (an empty disjunction).
 ANY: ValueTerm = ValueAnd(())
@@ -150,11 +150,9 @@ def condition_term(f: Formula, var: str, spec: Spec, history: Sequence[StepValue
     return at(f, len(history))
 
 
-def trigger_term(rule: Formula, spec: Spec, state: int, history: Sequence[StepValues]
-                 ) -> tuple[str, ValueTerm] | None:
-    """For a rule in the fragment: its variable and the term of the values a step in ``state``
-    may bind to it now (every value when the state is no trigger of the rule); None outside the
-    fragment."""
+def fragment(rule: Formula) -> tuple[str, frozenset[str], Formula] | None:
+    """A rule ``forall ?x (always (implies TRIGGER PAST-COND))`` read as its variable, the states
+    of its trigger (each binding ``?x``) and its condition; None for any other rule."""
     if rule.op != "forall" or len(rule.vars) != 1:
         return None
     var = rule.vars[0]
@@ -165,7 +163,19 @@ def trigger_term(rule: Formula, spec: Spec, state: int, history: Sequence[StepVa
     atoms = trig.args if trig.op == "or" else (trig,)
     if not all(a.is_state and a.var == var for a in atoms):
         return None
-    if spec.names[state] not in {a.op for a in atoms}:
+    return var, frozenset(a.op for a in atoms), cond
+
+
+def trigger_term(rule: Formula, spec: Spec, state: int, history: Sequence[StepValues]
+                 ) -> tuple[str, ValueTerm] | None:
+    """For a rule in the fragment: its variable and the term of the values a step in ``state``
+    may bind to it now (every value when the state is no trigger of the rule); None outside the
+    fragment."""
+    parts = fragment(rule)
+    if parts is None:
+        return None
+    var, triggers, cond = parts
+    if spec.names[state] not in triggers:
         return var, ANY
     term = condition_term(cond, var, spec, history, state)
     return None if term is None else (var, term)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 
 from ltlagent.logic.composite import StepValues
-from ltlagent.logic.valueterms import ANY, NONE, condition_term
+from ltlagent.logic.valueterms import ANY, NONE, condition_term, fragment
 from ltlagent.spec.syntax import MENTIONS, Formula, Spec, value_keys
 from ltlagent.text.values import ValueAnd, ValueEnum, ValueNot, ValueOr, ValueSubstrings, ValueTerm
 
@@ -202,17 +202,11 @@ def value_reason(rule: Formula, spec: Spec, state: int, step: StepValues,
     """Why the step ``step`` (in state index ``state``, after ``history``) breaks ``rule`` for the
     values ``binding``, in words; None when the rule is outside the fragment or the step is not
     one of its triggers (the caller then names the values only)."""
-    if rule.op != "forall" or len(rule.vars) != 1:
+    parts = fragment(rule)
+    if parts is None:
         return None
-    var = rule.vars[0]
-    body = rule.args[0]
-    if body.op != "always" or body.args[0].op != "implies":
-        return None
-    trig, cond = body.args[0].args
-    atoms = trig.args if trig.op == "or" else (trig,)
-    if not all(a.is_state and a.var == var for a in atoms):
-        return None
-    if spec.names[state] not in {a.op for a in atoms}:
+    var, triggers, cond = parts
+    if spec.names[state] not in triggers:
         return None
     value = dict(binding).get(var)
     if value is None:
