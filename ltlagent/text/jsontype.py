@@ -338,14 +338,9 @@ def _meet_objects(a: JsonObject, b: JsonObject) -> JsonType:
             a, b = b, a
         # an undeclared key's value: a's patterns' or additional schema, and b's additional one
         return _meet_closed(a, b)
-    names = list(dict.fromkeys([p.name for p in a.properties] + [p.name for p in b.properties]))
-    req = {p.name for p in (*a.properties, *b.properties) if p.required}
-    props: list[JsonProperty] = []
-    for name in names:
-        s = meet(key_schemas(a, name), key_schemas(b, name))
-        if is_never(s) and name in req:
-            return NEVER
-        props.append(JsonProperty(name, s, name in req))  # never written if NEVER: a forbidden name
+    props = _meet_properties(a, b)
+    if props is None:
+        return NEVER
     rest = b if trivial_a else a
     lo = max(a.min_properties, b.min_properties)
     his = [h for h in (a.max_properties, b.max_properties) if h is not None]
@@ -354,17 +349,26 @@ def _meet_objects(a: JsonObject, b: JsonObject) -> JsonType:
                        a.write_additional and b.write_additional, lo, min(his) if his else None)
 
 
-def _meet_closed(a: JsonObject, b: JsonObject) -> JsonType:
-    """Two objects that both constrain undeclared keys, ``b`` without patterns: an undeclared key's
-    value satisfies ``a``'s schema for it (a pattern's or additional) and ``b.additional``."""
+def _meet_properties(a: JsonObject, b: JsonObject) -> list[JsonProperty] | None:
+    """The declared properties of both objects, each name's schema the meet of what either says of
+    it (a forbidden name keeps a NEVER schema: never written); None when a required one is NEVER."""
     names = list(dict.fromkeys([p.name for p in a.properties] + [p.name for p in b.properties]))
     req = {p.name for p in (*a.properties, *b.properties) if p.required}
     props: list[JsonProperty] = []
     for name in names:
         s = meet(key_schemas(a, name), key_schemas(b, name))
         if is_never(s) and name in req:
-            return NEVER
+            return None
         props.append(JsonProperty(name, s, name in req))
+    return props
+
+
+def _meet_closed(a: JsonObject, b: JsonObject) -> JsonType:
+    """Two objects that both constrain undeclared keys, ``b`` without patterns: an undeclared key's
+    value satisfies ``a``'s schema for it (a pattern's or additional) and ``b.additional``."""
+    props = _meet_properties(a, b)
+    if props is None:
+        return NEVER
     patterns = tuple((rx, meet(s, b.additional)) for rx, s in a.patterns)
     lo = max(a.min_properties, b.min_properties)
     his = [h for h in (a.max_properties, b.max_properties) if h is not None]
