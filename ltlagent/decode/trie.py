@@ -23,7 +23,7 @@ import numpy as np
 
 from ltlagent.decode.vocab import Vocab
 
-__all__ = ["TrieLevel", "VocabTrie", "ranges", "trie_of", "vocab_trie"]
+__all__ = ["TrieLevel", "VocabTrie", "byte_bits", "ranges", "trie_of", "vocab_trie"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,6 +39,13 @@ class TrieLevel:
     tok_lo: np.ndarray  # int64
     tok_hi: np.ndarray  # int64
     tokens: np.ndarray = field(repr=False)  # int64 token ids, grouped by node
+    #: the bytes on the edges strictly below each node, a 256-bit set per node (:func:`byte_bits`)
+    below: np.ndarray = field(repr=False)  # uint64 [nodes, 4]
+    #: every token of the node's subtree (its own and its descendants'), ``VocabTrie.order[span_lo:span_hi]``
+    span_lo: np.ndarray = field(repr=False)  # int64
+    span_hi: np.ndarray = field(repr=False)  # int64
+    #: the node's own tokens: ``VocabTrie.order[span_lo:own_hi]`` (they come first in its span)
+    own_hi: np.ndarray = field(repr=False)  # int64
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +54,11 @@ class VocabTrie:
     children are ``levels[0]`` (all of them: the root has no level of its own)."""
 
     levels: tuple[TrieLevel, ...]
+    #: the text tokens in the trie's depth-first order (a node's own tokens, then its children's
+    #: subtrees by byte), so that each subtree's tokens are one slice (``TrieLevel.span_lo``)
+    order: np.ndarray = field(repr=False)  # int64
+    #: the root's child by each byte (-1: no token begins with the byte)
+    root: np.ndarray = field(repr=False)  # int64 [256]
 
     @property
     def num_nodes(self) -> int:
@@ -64,6 +76,17 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     starts = np.cumsum(cnt) - cnt  # where each range begins in the output
     idx = np.arange(total, dtype=np.int64) - starts[owner] + lo[owner]
     return idx, owner
+
+
+def byte_bits(rows: np.ndarray) -> np.ndarray:
+    """Boolean rows over the 256 bytes as 256-bit sets: ``uint64 [..., 4]``, byte ``b`` at bit
+    ``b % 64`` of word ``b // 64`` (the layout of :attr:`TrieLevel.below`)."""
+    packed = np.packbits(np.ascontiguousarray(rows, dtype=bool), axis=-1, bitorder="little")
+    return packed.view("<u8").astype(np.uint64)
+
+
+_ONE_BYTE = byte_bits(np.eye(256, dtype=bool))  # [256, 4]: the set of each byte alone
+_ONE_BYTE.flags.writeable = False
 
 
 def vocab_trie(vocab: Vocab) -> VocabTrie:
@@ -86,7 +109,7 @@ def vocab_trie(vocab: Vocab) -> VocabTrie:
         node[:n] = inv
         m = int(longer[d])  # tokens[m:n] end here
         raw.append((uniq, text[m:n], inv[m:n]))
-    levels: list[TrieLevel] = []
+    shape: list[tuple[np.ndarray, ...]] = []
     for d, (uniq, ids, nodes) in enumerate(raw):
         parent = uniq >> 8
         order = np.argsort(nodes, kind="stable")
@@ -100,9 +123,50 @@ def vocab_trie(vocab: Vocab) -> VocabTrie:
             child_hi = np.searchsorted(below, here, side="right").astype(np.int64)
         else:
             child_lo = child_hi = np.zeros(uniq.size, dtype=np.int64)
-        levels.append(TrieLevel(parent, (uniq & 255).astype(np.int64), child_lo, child_hi, tok_lo, tok_hi,
-                                ids[order]))
-    return VocabTrie(tuple(levels))
+        shape.append((parent, (uniq & 255).astype(np.int64), child_lo, child_hi, tok_lo, tok_hi, ids[order]))
+    return _with_spans(shape, int(text.size))
+
+
+def _with_spans(shape: list[tuple[np.ndarray, ...]], total: int) -> VocabTrie:
+    """The levels of ``shape`` with each node's bytes below and its subtree's span of the
+    depth-first token order: sizes and byte sets bottom-up, spans top-down."""
+    depth = len(shape)
+    below: list[np.ndarray] = [np.zeros((0, 4), np.uint64)] * depth
+    size: list[np.ndarray] = [np.zeros(0, np.int64)] * depth
+    for d in range(depth - 1, -1, -1):
+        parent, byte, child_lo, child_hi, tok_lo, tok_hi, _ = shape[d]
+        own = tok_hi - tok_lo
+        bits = np.zeros((parent.size, 4), dtype=np.uint64)
+        sub = own.copy()
+        if d + 1 < depth:  # children are contiguous runs of the level below, grouped by parent
+            kids = shape[d + 1]
+            edge = below[d + 1] | _ONE_BYTE[kids[1]]
+            has = np.flatnonzero(child_hi > child_lo)
+            if has.size:
+                bits[has] = np.bitwise_or.reduceat(edge, child_lo[has], axis=0)
+                sub[has] += np.add.reduceat(size[d + 1], child_lo[has])
+        below[d], size[d] = bits, sub
+    order = np.zeros(total, dtype=np.int64)
+    levels: list[TrieLevel] = []
+    start = np.zeros(0, dtype=np.int64)
+    for d in range(depth):
+        parent, byte, child_lo, child_hi, tok_lo, tok_hi, tokens = shape[d]
+        sub = size[d]
+        before = np.cumsum(sub) - sub  # the subtrees of the earlier nodes of the level
+        if d == 0:
+            lo = before
+        else:  # after the parent's own tokens and the subtrees of its earlier children
+            first = shape[d - 1][2][parent]  # the parent's first child
+            lo = start[parent] + (shape[d - 1][5] - shape[d - 1][4])[parent] + before - before[first]
+        own_pos, _ = ranges(lo, lo + (tok_hi - tok_lo))
+        order[own_pos] = tokens
+        levels.append(TrieLevel(parent, byte, child_lo, child_hi, tok_lo, tok_hi, tokens, below[d], lo,
+                                lo + sub, lo + (tok_hi - tok_lo)))
+        start = lo
+    root = np.full(256, -1, dtype=np.int64)
+    if levels:
+        root[levels[0].byte] = np.arange(levels[0].byte.size)
+    return VocabTrie(tuple(levels), order, root)
 
 
 _TRIES: weakref.WeakKeyDictionary[Vocab, VocabTrie] = weakref.WeakKeyDictionary()
