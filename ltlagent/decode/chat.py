@@ -505,8 +505,9 @@ class TokenBytes:
 DENSE_LOOPS = 32
 #: A level of a first visit with at most this many nodes is walked node by node (:meth:`TurnIndex._walk`).
 SMALL_LEVEL = 12
-#: A node walked node by node with at most this many tokens below is finished token by token.
-FINISH_TOKENS = 8
+#: Once the nodes left to walk have at most this many tokens below per level their subtrees reach,
+#: they are finished token by token (a level at once costs about as much as this many tokens).
+FINISH_TOKENS = 12
 
 
 def _ints(xs: np.ndarray | list[int]) -> list[int]:
@@ -620,6 +621,7 @@ class TurnIndex:
         self._worst: dict[int, int] = {}
         self.derived = 0  # first visits answered from a lower count (for benchmarks and tests)
         self._dead = lang.dead
+        self._skips: dict[int, bytes] = {}  # per state, 1 at the bytes that leave it (``_finish``)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
 
@@ -711,6 +713,16 @@ class TurnIndex:
                 nodes, states = self._level_small(d, _ints(kids), _ints(cur), usual, out)
             if not len(nodes) or d + 1 == len(levels):
                 break
+            lv = levels[d]
+            if isinstance(nodes, np.ndarray):
+                below = int((lv.span_hi[nodes] - lv.own_hi[nodes]).sum())
+                deep = int(lv.height[nodes].max())
+            else:
+                below = sum(lv.span_hi.item(i) - lv.own_hi.item(i) for i in nodes)
+                deep = max(lv.height.item(i) for i in nodes)
+            if usual != dead and below <= FINISH_TOKENS * deep:  # few tokens, many levels: one by one
+                self._finish(d, _ints(nodes), _ints(states), usual, out)
+                break
             kids, cur = self._children(d, nodes, states, usual)
         lo, hi, to = out.arrays()
         if usual == dead:  # the few live tokens, without an array over the vocabulary
@@ -765,12 +777,10 @@ class TurnIndex:
 
     def _level_small(self, d: int, nodes: list[int], cur: list[int], usual: int,
                      out: _Writes) -> tuple[list[int], list[int]]:
-        """:meth:`_level` node by node, for few nodes; a node with few tokens below is finished
-        token by token (a long token's lone path would cost a level each)."""
+        """:meth:`_level` node by node, for few nodes."""
         lang = self.lang
-        trans, dead, loops = lang.trans, self._dead, lang.loops
-        trie = self.tokens.trie
-        lv = trie.levels[d]
+        dead, loops = self._dead, lang.loops
+        lv = self.tokens.trie.levels[d]
         span_lo, span_hi, own_hi, below = lv.span_lo, lv.span_hi, lv.own_hi, lv.below
         lo_w, hi_w, to_w = out.lo, out.hi, out.to
         walk: list[int] = []
@@ -788,26 +798,41 @@ class TurnIndex:
                 lo_w.append(span_lo.item(i))
                 hi_w.append((span_hi if covered else own_hi).item(i))
                 to_w.append(t)
-            if covered:
-                continue
-            first, last = own_hi.item(i), span_hi.item(i)
-            if last - first > FINISH_TOKENS:
+            if not covered:
                 walk.append(i)
                 walk_states.append(t)
-                continue
-            flat, offsets, order = self.vocab.flat, self.vocab.offsets, trie.order
-            for p in range(first, last):  # the tokens below, each from byte d + 1 on
-                tok = order.item(p)
-                q = t
-                for b in flat[offsets.item(tok) + d + 1:offsets.item(tok + 1)]:
-                    q = trans.item(q, b)
-                    if q == dead:
-                        break
-                if q != usual:
-                    lo_w.append(p)
-                    hi_w.append(p + 1)
-                    to_w.append(q)
         return walk, walk_states
+
+    def _finish(self, d: int, nodes: list[int], cur: list[int], usual: int, out: _Writes) -> None:
+        """The tokens below ``nodes`` (level ``d``, in states ``cur``), each from its byte
+        ``d + 1`` on, jumping over the bytes that loop on the state it is in (one search per
+        state change: the long runs of a long token cost nothing)."""
+        trans, dead = self.lang.trans, self._dead
+        lv = self.tokens.trie.levels[d]
+        flat, offsets, order = self.vocab.flat, self.vocab.offsets, self.tokens.trie.order
+        idx, owner = ranges(lv.own_hi[nodes], lv.span_hi[nodes])
+        toks = order[idx]
+        starts, stops = (offsets[toks] + (d + 1)).tolist(), offsets[toks + 1].tolist()
+        skips = self._skips
+        lo_w, hi_w, to_w = out.lo, out.hi, out.to
+        for p, o, a, b in zip(idx.tolist(), owner.tolist(), starts, stops):
+            rest = flat[a:b]
+            q, k = cur[o], 0
+            while True:
+                skip = skips.get(q)
+                if skip is None:  # 1 at the bytes that leave q
+                    skip = skips[q] = (trans[q] != q).view(np.uint8).tobytes()
+                k = rest.translate(skip).find(1, k)
+                if k < 0:
+                    break
+                q = trans.item(q, rest[k])
+                if q == dead:
+                    break
+                k += 1
+            if q != usual:
+                lo_w.append(p)
+                hi_w.append(p + 1)
+                to_w.append(q)
 
     def _children(self, d: int, nodes: np.ndarray | list[int], cur: np.ndarray | list[int],
                   usual: int) -> tuple[np.ndarray | list[int], np.ndarray | list[int]]:

@@ -46,6 +46,8 @@ class TrieLevel:
     span_hi: np.ndarray = field(repr=False)  # int64
     #: the node's own tokens: ``VocabTrie.order[span_lo:own_hi]`` (they come first in its span)
     own_hi: np.ndarray = field(repr=False)  # int64
+    #: how many levels the node's subtree reaches below it (0: a leaf)
+    height: np.ndarray = field(repr=False)  # int64
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,11 +135,13 @@ def _with_spans(shape: list[tuple[np.ndarray, ...]], total: int) -> VocabTrie:
     depth = len(shape)
     below: list[np.ndarray] = [np.zeros((0, 4), np.uint64)] * depth
     size: list[np.ndarray] = [np.zeros(0, np.int64)] * depth
+    height: list[np.ndarray] = [np.zeros(0, np.int64)] * depth
     for d in range(depth - 1, -1, -1):
         parent, byte, child_lo, child_hi, tok_lo, tok_hi, _ = shape[d]
         own = tok_hi - tok_lo
         bits = np.zeros((parent.size, 4), dtype=np.uint64)
         sub = own.copy()
+        tall = np.zeros(parent.size, dtype=np.int64)
         if d + 1 < depth:  # children are contiguous runs of the level below, grouped by parent
             kids = shape[d + 1]
             edge = below[d + 1] | _ONE_BYTE[kids[1]]
@@ -145,7 +149,8 @@ def _with_spans(shape: list[tuple[np.ndarray, ...]], total: int) -> VocabTrie:
             if has.size:
                 bits[has] = np.bitwise_or.reduceat(edge, child_lo[has], axis=0)
                 sub[has] += np.add.reduceat(size[d + 1], child_lo[has])
-        below[d], size[d] = bits, sub
+                tall[has] = 1 + np.maximum.reduceat(height[d + 1], child_lo[has])
+        below[d], size[d], height[d] = bits, sub, tall
     order = np.zeros(total, dtype=np.int64)
     levels: list[TrieLevel] = []
     start = np.zeros(0, dtype=np.int64)
@@ -161,7 +166,7 @@ def _with_spans(shape: list[tuple[np.ndarray, ...]], total: int) -> VocabTrie:
         own_pos, _ = ranges(lo, lo + (tok_hi - tok_lo))
         order[own_pos] = tokens
         levels.append(TrieLevel(parent, byte, child_lo, child_hi, tok_lo, tok_hi, tokens, below[d], lo,
-                                lo + sub, lo + (tok_hi - tok_lo)))
+                                lo + sub, lo + (tok_hi - tok_lo), height[d]))
         start = lo
     root = np.full(256, -1, dtype=np.int64)
     if levels:
