@@ -701,10 +701,14 @@ class TurnIndex:
             ends[self.tokens.silent] = dead
             kids: np.ndarray | list[int] = np.arange(levels[0].byte.size)
             cur: np.ndarray | list[int] = row[levels[0].byte]
-        else:
-            kids = trie.root[live]
-            cur = row[live[kids >= 0]]
-            kids = kids[kids >= 0]
+        else:  # the root's children by the live bytes
+            root = trie.root
+            kids, cur = [], []
+            for b in live.tolist():
+                i = root.item(b)
+                if i >= 0:
+                    kids.append(i)
+                    cur.append(row.item(b))
         out = _Writes()
         for d in range(len(levels)):
             if len(kids) > SMALL_LEVEL:
@@ -713,22 +717,21 @@ class TurnIndex:
                 nodes, states = self._level_small(d, _ints(kids), _ints(cur), usual, out)
             if not len(nodes) or d + 1 == len(levels):
                 break
-            lv = levels[d]
-            if isinstance(nodes, np.ndarray):
-                below = int((lv.span_hi[nodes] - lv.own_hi[nodes]).sum())
-                deep = int(lv.height[nodes].max())
-            else:
-                below = sum(lv.span_hi.item(i) - lv.own_hi.item(i) for i in nodes)
-                deep = max(lv.height.item(i) for i in nodes)
-            if usual != dead and below <= FINISH_TOKENS * deep:  # few tokens, many levels: one by one
+            if usual != dead and self._few_below(d, nodes):  # few tokens, many levels: one by one
                 self._finish(d, _ints(nodes), _ints(states), usual, out)
                 break
             kids, cur = self._children(d, nodes, states, usual)
+        if usual == dead and not out.arrays_:  # a few spans: their slices, no index arithmetic
+            order = trie.order
+            if len(out.lo) == 1:
+                ids = order[out.lo[0]:out.hi[0]]
+                return _Few(ids, np.full(ids.size, out.to[0], dtype=np.int32))
+            if not out.lo:
+                return _Few(order[:0], np.zeros(0, dtype=np.int32))
+            ids = np.concatenate([order[a:b] for a, b in zip(out.lo, out.hi)])
+            return _Few(ids, np.repeat(np.array(out.to, dtype=np.int32), np.subtract(out.hi, out.lo)))
         lo, hi, to = out.arrays()
         if usual == dead:  # the few live tokens, without an array over the vocabulary
-            if lo.size == 1:
-                ids = trie.order[lo.item(0):hi.item(0)]
-                return _Few(ids, np.full(ids.size, to.item(0), dtype=np.int32))
             idx, owner = ranges(lo, hi)
             return _Few(trie.order[idx], to[owner])
         if lo.size:
@@ -802,6 +805,18 @@ class TurnIndex:
                 walk.append(i)
                 walk_states.append(t)
         return walk, walk_states
+
+    def _few_below(self, d: int, nodes: np.ndarray | list[int]) -> bool:
+        """Whether ``nodes`` (level ``d``) have at most :data:`FINISH_TOKENS` tokens below per
+        level their subtrees reach: cheaper finished one by one (:meth:`_finish`) than by levels."""
+        lv = self.tokens.trie.levels[d]
+        if isinstance(nodes, np.ndarray):
+            below = int((lv.span_hi[nodes] - lv.own_hi[nodes]).sum())
+            deep = int(lv.height[nodes].max())
+        else:
+            below = sum(lv.span_hi.item(i) - lv.own_hi.item(i) for i in nodes)
+            deep = max(lv.height.item(i) for i in nodes)
+        return below <= FINISH_TOKENS * deep
 
     def _finish(self, d: int, nodes: list[int], cur: list[int], usual: int, out: _Writes) -> None:
         """The tokens below ``nodes`` (level ``d``, in states ``cur``), each from its byte
@@ -924,7 +939,7 @@ class TurnIndex:
                 mask[e.ids] = True
             else:
                 mask = e != self._dead
-            if self.lang.accepting[s] and self._eos.size:
+            if self.lang.accepting.item(s) and self._eos.size:
                 mask[self._eos] = True
             self._masks[s] = mask
         return mask

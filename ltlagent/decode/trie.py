@@ -11,7 +11,12 @@ nodes of level ``d - 1`` are contiguous ranges, gathered with one ``repeat``/``c
 lookup steps them all through the machine, and the nodes whose byte was rejected drop out with
 their subtrees.
 
-Built once per vocabulary (about 0.1 s at 128k tokens), independent of the spec.
+Each node also knows the bytes on the edges below it (a 256-bit set), its height, and its
+subtree's span of a depth-first order of the tokens (``VocabTrie.order``): a first visit of a turn
+state (``ltlagent.decode.chat.TurnIndex``) settles a whole subtree at once when its bytes all loop
+on the state, writing its tokens as one slice (issue 30; docs/design.md §14).
+
+Built once per vocabulary, independent of the spec.
 """
 
 from __future__ import annotations
