@@ -108,6 +108,53 @@ def test_pruned_walk_equals_the_token_walk_on_random_tables(seed: int, n: int, s
         same_as_walk(TurnIndex(lang, tokens), list(range(n + 1)))
 
 
+def string_language(rng: random.Random, broken: bool) -> TurnLanguage:
+    """State 0 is a string's inside: a random share of ASCII loops, the rest goes to two other
+    states or dies, and every multi-byte character goes through UTF-8 states 1–7 back to 0 (with
+    ``broken``, one continuation byte leads elsewhere: then characters do not all come back)."""
+    from ltlagent.decode.machine import UTF8, UTF8_BAD
+
+    n = 10
+    trans = np.full((n + 1, 256), n, dtype=np.int32)
+    for u in range(UTF8_BAD):
+        for b in range(256):
+            v = UTF8[u][b]
+            if u == 0 and b < 0x80:
+                v = 0 if rng.random() < 0.8 else rng.choice([8, 9, n])
+            trans[u, b] = n if v == UTF8_BAD else v
+    trans[8:n] = np.where(np.arange(256) < 0x80, 0, n)
+    if broken:
+        trans[rng.randrange(1, 4), rng.randrange(0x80, 0xC0)] = 9  # 1–3: any continuation byte
+    accepting = np.zeros(n + 1, dtype=bool)
+    accepting[0] = True
+    return TurnLanguage(trans, accepting, (0, -1), TurnRule(False, frozenset(), frozenset()), "json")
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**20), size=st.integers(20, 200), broken=st.booleans(),
+       knob=st.sampled_from(KNOBS))
+def test_whole_characters_come_back_to_a_string(seed: int, size: int, broken: bool,
+                                                knob: tuple[int, int, int]) -> None:
+    rng = random.Random(seed)
+    lang = string_language(rng, broken)
+    tokens = random_tokens(rng, size)
+    with knobs(*knob):
+        index = TurnIndex(lang, tokens)
+        assert index.utf8_closed(0) != broken
+        same_as_walk(index, list(range(lang.dead + 1)))
+
+
+def test_utf8_closed_states() -> None:
+    rng = random.Random(5)
+    assert TurnIndex(string_language(rng, False), random_tokens(rng, 5)).utf8_closed(0)
+    assert not TurnIndex(string_language(rng, True), random_tokens(rng, 5)).utf8_closed(0)
+    lang = TurnLanguage.of_table(schema_table({"type": "string"}))
+    index = TurnIndex(lang, random_tokens(rng, 5))
+    inside = int(lang.trans[0, ord('"')])
+    assert index.utf8_closed(inside) and not index.utf8_closed(0)
+
+
 SCHEMAS = [
     {"type": "object", "properties": {"name": {"type": "string"}, "note": {"type": "string", "maxLength": 12},
                                       "n": {"type": "integer"}, "x": {"type": "number"}},
@@ -171,3 +218,13 @@ def test_trie_spans_and_bytes_below(seed: int) -> None:
             bits = [int(w) for w in lv.below[i]]
             below = {b for b in range(256) if bits[b // 64] >> (b % 64) & 1}
             assert below == {x for t in under for x in text[t][len(path):]}
+            rest = [text[t][len(path):] for t in under]
+            assert bool(lv.whole[i]) == all(_whole_utf8(r) for r in rest), (path, rest)
+
+
+def _whole_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -508,6 +508,35 @@ SMALL_LEVEL = 12
 #: Once the nodes left to walk have at most this many tokens below per level their subtrees reach,
 #: they are finished token by token (a level at once costs about as much as this many tokens).
 FINISH_TOKENS = 12
+#: ... and at most this many in all (tokens that die at their next bytes cost less by levels).
+FINISH_MOST = 256
+
+
+_ASCII = (1 << 128) - 1  # the bytes below 0x80 in a 256-bit set (``byte_bits``) read as an int
+
+#: Every multi-byte UTF-8 character as byte ranges: lead bytes, then the continuation bytes' ranges.
+_CONT = np.arange(0x80, 0xC0)
+_UTF8_SEQUENCES = (
+    (np.arange(0xC2, 0xE0), (_CONT,)),
+    (np.array([0xE0]), (np.arange(0xA0, 0xC0), _CONT)),
+    (np.r_[0xE1:0xED, 0xEE:0xF0], (_CONT, _CONT)),
+    (np.array([0xED]), (np.arange(0x80, 0xA0), _CONT)),
+    (np.array([0xF0]), (np.arange(0x90, 0xC0), _CONT, _CONT)),
+    (np.arange(0xF1, 0xF4), (_CONT, _CONT, _CONT)),
+    (np.array([0xF4]), (np.arange(0x80, 0x90), _CONT, _CONT)),
+)
+
+
+def _whole(b: bytes) -> bool:
+    """Whether ``b`` is whole UTF-8 characters (Python's strict decoder rejects what
+    :data:`ltlagent.decode.machine.UTF8` rejects)."""
+    if b.isascii():
+        return True
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _ints(xs: np.ndarray | list[int]) -> list[int]:
@@ -622,6 +651,7 @@ class TurnIndex:
         self.derived = 0  # first visits answered from a lower count (for benchmarks and tests)
         self._dead = lang.dead
         self._skips: dict[int, bytes] = {}  # per state, 1 at the bytes that leave it (``_finish``)
+        self._closed: dict[int, bool] = {}  # per state, whether UTF-8 characters lead back to it
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
 
@@ -710,15 +740,17 @@ class TurnIndex:
                     kids.append(i)
                     cur.append(row.item(b))
         out = _Writes()
+        wrap = usual if usual != dead and self.utf8_closed(usual) else -1
         for d in range(len(levels)):
             if len(kids) > SMALL_LEVEL:
-                nodes, states = self._level(d, np.asarray(kids), np.asarray(cur, dtype=np.int32), usual, out)
+                nodes, states = self._level(d, np.asarray(kids), np.asarray(cur, dtype=np.int32), usual, wrap,
+                                            out)
             else:
-                nodes, states = self._level_small(d, _ints(kids), _ints(cur), usual, out)
+                nodes, states = self._level_small(d, _ints(kids), _ints(cur), usual, wrap, out)
             if not len(nodes) or d + 1 == len(levels):
                 break
             if usual != dead and self._few_below(d, nodes):  # few tokens, many levels: one by one
-                self._finish(d, _ints(nodes), _ints(states), usual, out)
+                self._finish(d, _ints(nodes), _ints(states), usual, wrap, out)
                 break
             kids, cur = self._children(d, nodes, states, usual)
         if usual == dead and not out.arrays_:  # a few spans: their slices, no index arithmetic
@@ -753,7 +785,7 @@ class TurnIndex:
         best = int(to[times.argmax()])
         return best if count[best] >= DENSE_LOOPS else -1
 
-    def _level(self, d: int, nodes: np.ndarray, cur: np.ndarray, usual: int,
+    def _level(self, d: int, nodes: np.ndarray, cur: np.ndarray, usual: int, wrap: int,
                out: _Writes) -> tuple[np.ndarray | list[int], np.ndarray | list[int]]:
         """Nodes of level ``d`` reached in states ``cur``, at once: their tokens written where they
         do not end at ``usual`` (``out``), and the nodes to walk on (live, not every byte below
@@ -768,7 +800,10 @@ class TurnIndex:
                 out.arrays_.append((lv.span_lo[gone], lv.span_hi[gone],
                                     np.full(gone.size, dead, dtype=np.int32)))
             nodes, cur = nodes[live], cur[live]
-        covered = ~(lv.below[nodes] & ~lang.loops[cur]).any(axis=1)
+        left = lv.below[nodes] & ~lang.loops[cur]  # bytes below that do not loop
+        covered = ~left.any(axis=1)
+        if wrap >= 0:  # or only bytes of multi-byte characters, whole, which lead back to ``wrap``
+            covered |= ~left[:, :2].any(axis=1) & lv.whole[nodes] & (cur == wrap)
         put = cur != usual
         if put.any():
             w = nodes[put]
@@ -778,7 +813,7 @@ class TurnIndex:
             return nodes.tolist(), cur.tolist()
         return nodes, cur
 
-    def _level_small(self, d: int, nodes: list[int], cur: list[int], usual: int,
+    def _level_small(self, d: int, nodes: list[int], cur: list[int], usual: int, wrap: int,
                      out: _Writes) -> tuple[list[int], list[int]]:
         """:meth:`_level` node by node, for few nodes."""
         lang = self.lang
@@ -795,8 +830,9 @@ class TurnIndex:
                     hi_w.append(span_hi.item(i))
                     to_w.append(dead)
                 continue
-            covered = not (int.from_bytes(below[i].tobytes(), "little")
-                           & ~int.from_bytes(loops[t].tobytes(), "little"))
+            left = int.from_bytes(below[i].tobytes(), "little") \
+                & ~int.from_bytes(loops[t].tobytes(), "little")
+            covered = not left or (t == wrap and not left & _ASCII and lv.whole.item(i))
             if t != usual:
                 lo_w.append(span_lo.item(i))
                 hi_w.append((span_hi if covered else own_hi).item(i))
@@ -805,6 +841,25 @@ class TurnIndex:
                 walk.append(i)
                 walk_states.append(t)
         return walk, walk_states
+
+    def utf8_closed(self, t: int) -> bool:
+        """Whether every multi-byte UTF-8 character read from ``t`` leads back to ``t`` (a JSON
+        string's characters): then a trie subtree whose ASCII bytes loop on ``t`` and whose tokens
+        go on in whole characters ends at ``t`` too. The states after each byte of each character
+        range, as sets (``np.unique``), once per state."""
+        hit = self._closed.get(t)
+        if hit is None:
+            trans = self.lang.trans
+            hit = True
+            for leads, rest in _UTF8_SEQUENCES:
+                qs = np.unique(trans[t, leads])
+                for r in rest:
+                    qs = np.unique(trans[qs][:, r])
+                if qs.size != 1 or qs.item(0) != t:
+                    hit = False
+                    break
+            self._closed[t] = hit
+        return hit
 
     def _few_below(self, d: int, nodes: np.ndarray | list[int]) -> bool:
         """Whether ``nodes`` (level ``d``) have at most :data:`FINISH_TOKENS` tokens below per
@@ -816,12 +871,13 @@ class TurnIndex:
         else:
             below = sum(lv.span_hi.item(i) - lv.own_hi.item(i) for i in nodes)
             deep = max(lv.height.item(i) for i in nodes)
-        return below <= FINISH_TOKENS * deep
+        return below <= min(FINISH_TOKENS * deep, FINISH_MOST)
 
-    def _finish(self, d: int, nodes: list[int], cur: list[int], usual: int, out: _Writes) -> None:
+    def _finish(self, d: int, nodes: list[int], cur: list[int], usual: int, wrap: int, out: _Writes) -> None:
         """The tokens below ``nodes`` (level ``d``, in states ``cur``), each from its byte
         ``d + 1`` on, jumping over the bytes that loop on the state it is in (one search per
-        state change: the long runs of a long token cost nothing)."""
+        state change: the long runs of a long token cost nothing); in ``wrap`` (a state whole
+        UTF-8 characters lead back to, :meth:`utf8_closed`) over whole characters too."""
         trans, dead = self.lang.trans, self._dead
         lv = self.tokens.trie.levels[d]
         flat, offsets, order = self.vocab.flat, self.vocab.offsets, self.tokens.trie.order
@@ -830,10 +886,17 @@ class TurnIndex:
         starts, stops = (offsets[toks] + (d + 1)).tolist(), offsets[toks + 1].tolist()
         skips = self._skips
         lo_w, hi_w, to_w = out.lo, out.hi, out.to
+        wide = (trans[wrap] != wrap).view(np.uint8).tobytes()[:128] + bytes(128) if wrap >= 0 else b""
         for p, o, a, b in zip(idx.tolist(), owner.tolist(), starts, stops):
             rest = flat[a:b]
             q, k = cur[o], 0
             while True:
+                if q == wrap:  # the next ASCII byte that leaves, if the characters before are whole
+                    j = rest.translate(wide).find(1, k)
+                    if _whole(rest[k:] if j < 0 else rest[k:j]):
+                        if j < 0:
+                            break
+                        k = j
                 skip = skips.get(q)
                 if skip is None:  # 1 at the bytes that leave q
                     skip = skips[q] = (trans[q] != q).view(np.uint8).tobytes()

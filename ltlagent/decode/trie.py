@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ltlagent.decode.machine import UTF8, UTF8_BAD
 from ltlagent.decode.vocab import Vocab
 
 __all__ = ["TrieLevel", "VocabTrie", "byte_bits", "ranges", "trie_of", "vocab_trie"]
@@ -53,6 +54,8 @@ class TrieLevel:
     own_hi: np.ndarray = field(repr=False)  # int64
     #: how many levels the node's subtree reaches below it (0: a leaf)
     height: np.ndarray = field(repr=False)  # int64
+    #: whether every token under the node goes on from it in whole UTF-8 characters
+    whole: np.ndarray = field(repr=False)  # bool
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,12 +144,18 @@ def _with_spans(shape: list[tuple[np.ndarray, ...]], total: int) -> VocabTrie:
     below: list[np.ndarray] = [np.zeros((0, 4), np.uint64)] * depth
     size: list[np.ndarray] = [np.zeros(0, np.int64)] * depth
     height: list[np.ndarray] = [np.zeros(0, np.int64)] * depth
+    utf8 = np.array(UTF8, dtype=np.int64)  # [UTF8_BAD + 1, 256]
+    #: per level, per node and UTF-8 state before the bytes below it: are those bytes whole characters
+    whole: list[np.ndarray] = [np.zeros((0, UTF8_BAD + 1), bool)] * depth
     for d in range(depth - 1, -1, -1):
         parent, byte, child_lo, child_hi, tok_lo, tok_hi, _ = shape[d]
         own = tok_hi - tok_lo
         bits = np.zeros((parent.size, 4), dtype=np.uint64)
         sub = own.copy()
         tall = np.zeros(parent.size, dtype=np.int64)
+        ok = np.ones((parent.size, UTF8_BAD + 1), dtype=bool)
+        ok[:, UTF8_BAD] = False
+        ok[own > 0, 1:] = False  # a token that ends here must end between characters
         if d + 1 < depth:  # children are contiguous runs of the level below, grouped by parent
             kids = shape[d + 1]
             edge = below[d + 1] | _ONE_BYTE[kids[1]]
@@ -155,7 +164,10 @@ def _with_spans(shape: list[tuple[np.ndarray, ...]], total: int) -> VocabTrie:
                 bits[has] = np.bitwise_or.reduceat(edge, child_lo[has], axis=0)
                 sub[has] += np.add.reduceat(size[d + 1], child_lo[has])
                 tall[has] = 1 + np.maximum.reduceat(height[d + 1], child_lo[has])
-        below[d], size[d], height[d] = bits, sub, tall
+                after = utf8[:, kids[1]].T  # [children, UTF-8 state before]: the state after the byte
+                fine = whole[d + 1][np.arange(after.shape[0])[:, None], after]
+                ok[has] &= np.logical_and.reduceat(fine, child_lo[has], axis=0)
+        below[d], size[d], height[d], whole[d] = bits, sub, tall, ok
     order = np.zeros(total, dtype=np.int64)
     levels: list[TrieLevel] = []
     start = np.zeros(0, dtype=np.int64)
@@ -171,7 +183,7 @@ def _with_spans(shape: list[tuple[np.ndarray, ...]], total: int) -> VocabTrie:
         own_pos, _ = ranges(lo, lo + (tok_hi - tok_lo))
         order[own_pos] = tokens
         levels.append(TrieLevel(parent, byte, child_lo, child_hi, tok_lo, tok_hi, tokens, below[d], lo,
-                                lo + sub, lo + (tok_hi - tok_lo), height[d]))
+                                lo + sub, lo + (tok_hi - tok_lo), height[d], whole[d][:, 0].copy()))
         start = lo
     root = np.full(256, -1, dtype=np.int64)
     if levels:
