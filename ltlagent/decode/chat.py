@@ -515,15 +515,15 @@ FINISH_MOST = 256
 _ASCII = (1 << 128) - 1  # the bytes below 0x80 in a 256-bit set (``byte_bits``) read as an int
 
 #: Every multi-byte UTF-8 character as byte ranges: lead bytes, then the continuation bytes' ranges.
-_CONT = np.arange(0x80, 0xC0)
-_UTF8_SEQUENCES = (
-    (np.arange(0xC2, 0xE0), (_CONT,)),
-    (np.array([0xE0]), (np.arange(0xA0, 0xC0), _CONT)),
-    (np.r_[0xE1:0xED, 0xEE:0xF0], (_CONT, _CONT)),
-    (np.array([0xED]), (np.arange(0x80, 0xA0), _CONT)),
-    (np.array([0xF0]), (np.arange(0x90, 0xC0), _CONT, _CONT)),
-    (np.arange(0xF1, 0xF4), (_CONT, _CONT, _CONT)),
-    (np.array([0xF4]), (np.arange(0x80, 0x90), _CONT, _CONT)),
+_CONT = range(0x80, 0xC0)
+_UTF8_SEQUENCES: tuple[tuple[tuple[int, ...], tuple[range, ...]], ...] = (
+    (tuple(range(0xC2, 0xE0)), (_CONT,)),
+    ((0xE0,), (range(0xA0, 0xC0), _CONT)),
+    ((*range(0xE1, 0xED), 0xEE, 0xEF), (_CONT, _CONT)),
+    ((0xED,), (range(0x80, 0xA0), _CONT)),
+    ((0xF0,), (range(0x90, 0xC0), _CONT, _CONT)),
+    ((0xF1, 0xF2, 0xF3), (_CONT, _CONT, _CONT)),
+    ((0xF4,), (range(0x80, 0x90), _CONT, _CONT)),
 )
 
 
@@ -852,9 +852,9 @@ class TurnIndex:
             trans = self.lang.trans
             hit = True
             for leads, rest in _UTF8_SEQUENCES:
-                qs = np.unique(trans[t, leads])
+                qs = np.unique(trans[t, list(leads)])
                 for r in rest:
-                    qs = np.unique(trans[qs][:, r])
+                    qs = np.unique(trans[qs, r.start:r.stop])
                 if qs.size != 1 or qs.item(0) != t:
                     hit = False
                     break
