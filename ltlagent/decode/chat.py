@@ -32,7 +32,7 @@ import numpy as np
 from ltlagent.chat.events import BLANK
 from ltlagent.decode.budget import byte_preference, finish_tokens
 from ltlagent.decode.machine import UTF8, UTF8_BAD
-from ltlagent.decode.trie import VocabTrie, ranges, trie_of
+from ltlagent.decode.trie import VocabTrie, byte_bits, ranges, trie_of
 from ltlagent.decode.vocab import Vocab
 from ltlagent.errors import UsageError
 from ltlagent.text.bytetable import ByteTable, Glue, Periods, distance_to, row_edges
@@ -133,6 +133,19 @@ class TurnLanguage:
         src, dst = row_edges(self.trans[:-1])
         found = (Period.check(self, a, b, k, src, dst) for a, b, k in self.periods)
         return tuple(p for p in found if p is not None)
+
+    @functools.cached_property
+    def loops(self) -> np.ndarray:
+        """Per state, the bytes that lead back to it, a 256-bit set (``uint64 [n + 1, 4]``,
+        :func:`ltlagent.decode.trie.byte_bits`): a first visit does not walk a trie subtree whose
+        bytes all loop (a string's characters), every token below ends where the subtree starts.
+        One pass over the table, like :meth:`of_table`'s, shared by the indexes of every vocabulary."""
+        return byte_bits(self.trans == np.arange(self.trans.shape[0], dtype=np.int32)[:, None])
+
+    @functools.cached_property
+    def loop_count(self) -> np.ndarray:
+        """Per state, how many bytes lead back to it (:attr:`loops`)."""
+        return np.unpackbits(self.loops.view(np.uint8), axis=1).sum(axis=1, dtype=np.int64)
 
     @property
     def initial(self) -> int:
@@ -449,6 +462,11 @@ class TokenBytes:
     text: np.ndarray = field(repr=False)  # bool [size]: tokens with text (not special, not empty)
     eos: np.ndarray = field(repr=False)  # int64: the EOS ids in range
 
+    @functools.cached_property
+    def silent(self) -> np.ndarray:
+        """The ids of the tokens without text (special, empty): no byte walk reaches them."""
+        return np.flatnonzero(~self.text)
+
     @staticmethod
     def of(vocab: Vocab) -> TokenBytes:
         lens = vocab.lengths.astype(np.int64)
@@ -462,6 +480,7 @@ class TokenBytes:
         tb = TokenBytes(vocab, mat, columns, vocab.is_text & (lens > 0), eos)
         tb.token_nodes  # noqa: B018 - the trie built now, with the vocabulary, not on a decoding step
         tb.preference  # noqa: B018 - likewise the byte order of budget witnesses (TurnIndex.need)
+        tb.silent  # noqa: B018
         return tb
 
     @functools.cached_property
@@ -479,6 +498,91 @@ class TokenBytes:
     def token_nodes(self) -> tuple[np.ndarray, ...]:
         """Per trie level, the node each of its tokens ends at (in the order of ``tokens``)."""
         return tuple(np.repeat(np.arange(lv.parent.size), lv.tok_hi - lv.tok_lo) for lv in self.trie.levels)
+
+
+#: A state with at least this many bytes that loop back to it is walked as dense: tokens are
+#: written where they do not end at the state (:meth:`TurnIndex._walk`).
+DENSE_LOOPS = 32
+#: A level of a first visit with at most this many nodes is walked node by node (:meth:`TurnIndex._walk`).
+SMALL_LEVEL = 12
+#: Once the nodes left to walk have at most this many tokens below per level their subtrees reach,
+#: they are finished token by token (a level at once costs about as much as this many tokens).
+FINISH_TOKENS = 12
+#: ... and at most this many in all (tokens that die at their next bytes cost less by levels).
+FINISH_MOST = 256
+
+
+_ASCII = (1 << 128) - 1  # the bytes below 0x80 in a 256-bit set (``byte_bits``) read as an int
+
+#: Every multi-byte UTF-8 character as byte ranges: lead bytes, then the continuation bytes' ranges.
+_CONT = range(0x80, 0xC0)
+_UTF8_SEQUENCES: tuple[tuple[tuple[int, ...], tuple[range, ...]], ...] = (
+    (tuple(range(0xC2, 0xE0)), (_CONT,)),
+    ((0xE0,), (range(0xA0, 0xC0), _CONT)),
+    ((*range(0xE1, 0xED), 0xEE, 0xEF), (_CONT, _CONT)),
+    ((0xED,), (range(0x80, 0xA0), _CONT)),
+    ((0xF0,), (range(0x90, 0xC0), _CONT, _CONT)),
+    ((0xF1, 0xF2, 0xF3), (_CONT, _CONT, _CONT)),
+    ((0xF4,), (range(0x80, 0x90), _CONT, _CONT)),
+)
+
+
+def _whole(b: bytes) -> bool:
+    """Whether ``b`` is whole UTF-8 characters (Python's strict decoder rejects what
+    :data:`ltlagent.decode.machine.UTF8` rejects)."""
+    if b.isascii():
+        return True
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _ints(xs: np.ndarray | list[int]) -> list[int]:
+    return xs.tolist() if isinstance(xs, np.ndarray) else xs
+
+
+class _Few:
+    """The end states of the few tokens that live from a state (``ids``, ``to``); every other
+    token dies."""
+
+    def __init__(self, ids: np.ndarray, to: np.ndarray) -> None:
+        self.ids, self.to = ids, to
+        self._map: dict[int, int] | None = None
+
+    def dense(self, size: int, dead: int) -> np.ndarray:
+        ends = np.full(size, dead, dtype=np.int32)
+        ends[self.ids] = self.to
+        return ends
+
+    def get(self, token: int, dead: int) -> int:
+        if self._map is None:
+            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
+        return self._map.get(token, dead)
+
+
+class _Writes:
+    """The tokens a first visit writes: spans of the trie's token order (``VocabTrie.order``) and
+    the state each ends in, as arrays (from whole levels) and as lists (from single nodes)."""
+
+    def __init__(self) -> None:
+        self.arrays_: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.lo: list[int] = []
+        self.hi: list[int] = []
+        self.to: list[int] = []
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        parts = list(self.arrays_)
+        if self.lo:
+            parts.append((np.array(self.lo, dtype=np.int64), np.array(self.hi, dtype=np.int64),
+                          np.array(self.to, dtype=np.int32)))
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z.astype(np.int32)
+        return tuple(np.concatenate(x) for x in zip(*parts))  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -542,10 +646,14 @@ class TurnIndex:
         self.shift_min = shift_min
         self._eos = tokens.eos
         self._masks: dict[int, np.ndarray] = {}
-        self._ends: dict[int, np.ndarray] = {}
+        self._ends: dict[int, np.ndarray | _Few] = {}
         self._worst: dict[int, int] = {}
         self.derived = 0  # first visits answered from a lower count (for benchmarks and tests)
+        self._dead = lang.dead
+        self._skips: dict[int, bytes] = {}  # per state, 1 at the bytes that leave it (``_finish``)
+        self._closed: dict[int, bool] = {}  # per state, whether UTF-8 characters lead back to it
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
+        self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
 
     @property
     def periods(self) -> tuple[Period, ...]:
@@ -553,18 +661,26 @@ class TurnIndex:
 
     def ends(self, s: int) -> np.ndarray:
         """The state after each token from ``s`` (``dead`` where it dies), computed once."""
+        e = self._found(s)
+        if isinstance(e, _Few):
+            e = self._ends[s] = e.dense(self.vocab.size, self._dead)
+        return e
+
+    def _found(self, s: int) -> np.ndarray | _Few:
+        """:meth:`ends` of ``s`` as first computed: all tokens, or the few that live."""
         e = self._ends.get(s)
         if e is None:
             e = self._ends[s] = self._derive(s)
         return e
 
-    def _derive(self, s: int) -> np.ndarray:
+    def _derive(self, s: int) -> np.ndarray | _Few:
         """:meth:`ends` of a state not seen before: from a lower count when a period allows."""
         for p in self.periods:
             if not p.a < s < p.b:
                 continue
             for base in range(s - p.k, p.a - 1, -p.k):  # the nearest known state at a lower count
                 if base in self._ends:
+                    self.ends(base)  # all tokens
                     n = p.longest(s, base)
                     if n >= self.shift_min:
                         return self._shifted(s, base, n, p)
@@ -572,7 +688,7 @@ class TurnIndex:
         return self._walk(s)
 
     def _shifted(self, s: int, base: int, n: int, p: Period) -> np.ndarray:
-        low = self._ends[base]
+        low = self.ends(base)
         e = np.where((low >= p.threshold(n)) & (low < p.b), low + (s - base), low).astype(np.int32)
         cols = self.tokens.columns
         if n < len(cols):  # tokens longer than n bytes: walked from s
@@ -590,13 +706,250 @@ class TurnIndex:
         self.derived += 1
         return e
 
-    def _walk(self, s: int) -> np.ndarray:
+    def _walk(self, s: int) -> np.ndarray | _Few:
         """The DFA state after each token from ``s`` (``dead`` where it dies), by walking the
-        vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`). While many nodes of a
-        level are alive (free text, a string's characters) every node of the next level is stepped
-        at once (dead stays dead: the sink row); once few are, only the children of the live ones
-        (a rejected prefix prunes every token below it: in a JSON call most bytes are rejected in
-        most states, and a first visit touches a few trie nodes)."""
+        vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`). A node leaves the walk
+        with its whole subtree when its byte is rejected (every token below dies: in a JSON call
+        most bytes are rejected in most states) or when every byte below it loops on its state
+        (every token below ends there: a string's characters). Tokens are written only where they
+        end elsewhere than most tokens do (:meth:`_usual`). A level with many nodes is stepped at
+        once, one table lookup; a level with few node by node in Python, where numpy's call
+        overhead would cost more than the work."""
+        lang = self.lang
+        trans, dead = lang.trans, lang.dead
+        row = trans[s]
+        live = np.flatnonzero(row != dead)
+        usual = self._usual(s, row, live)
+        if usual < 0:
+            return self._walk_levels(s)
+        trie = self.tokens.trie
+        levels = trie.levels
+        if not levels:
+            return np.full(self.vocab.size, dead, dtype=np.int32)
+        if usual != dead:
+            ends = np.full(self.vocab.size, usual, dtype=np.int32)
+            ends[self.tokens.silent] = dead
+            kids: np.ndarray | list[int] = np.arange(levels[0].byte.size)
+            cur: np.ndarray | list[int] = row[levels[0].byte]
+        else:  # the root's children by the live bytes
+            root = trie.root
+            kids, cur = [], []
+            for b in live.tolist():
+                i = root.item(b)
+                if i >= 0:
+                    kids.append(i)
+                    cur.append(row.item(b))
+        out = _Writes()
+        wrap = usual if usual != dead and self.utf8_closed(usual) else -1
+        for d in range(len(levels)):
+            if len(kids) > SMALL_LEVEL:
+                nodes, states = self._level(d, np.asarray(kids), np.asarray(cur, dtype=np.int32), usual, wrap,
+                                            out)
+            else:
+                nodes, states = self._level_small(d, _ints(kids), _ints(cur), usual, wrap, out)
+            if not len(nodes) or d + 1 == len(levels):
+                break
+            if usual != dead and self._few_below(d, nodes):  # few tokens, many levels: one by one
+                self._finish(d, _ints(nodes), _ints(states), usual, wrap, out)
+                break
+            kids, cur = self._children(d, nodes, states, usual)
+        if usual == dead and not out.arrays_:  # a few spans: their slices, no index arithmetic
+            order = trie.order
+            if len(out.lo) == 1:
+                ids = order[out.lo[0]:out.hi[0]]
+                return _Few(ids, np.full(ids.size, out.to[0], dtype=np.int32))
+            if not out.lo:
+                return _Few(order[:0], np.zeros(0, dtype=np.int32))
+            ids = np.concatenate([order[a:b] for a, b in zip(out.lo, out.hi)])
+            return _Few(ids, np.repeat(np.array(out.to, dtype=np.int32), np.subtract(out.hi, out.lo)))
+        lo, hi, to = out.arrays()
+        if usual == dead:  # the few live tokens, without an array over the vocabulary
+            idx, owner = ranges(lo, hi)
+            return _Few(trie.order[idx], to[owner])
+        if lo.size:
+            idx, owner = ranges(lo, hi)
+            ends[trie.order[idx]] = to[owner]
+        return ends
+
+    def _usual(self, s: int, row: np.ndarray, live: np.ndarray) -> int:
+        """Where most tokens from ``s`` end: ``s`` when many bytes loop on it; the state most live
+        bytes lead to when that one does (a string's first character); ``dead`` otherwise, and
+        -1 where many bytes live and none of these hold (a character count: no subtree loops, the
+        dense level walk is cheaper)."""
+        count = self.lang.loop_count
+        if count.item(s) >= DENSE_LOOPS:
+            return s
+        if live.size < DENSE_LOOPS:
+            return self._dead
+        to, times = np.unique(row[live], return_counts=True)
+        best = int(to[times.argmax()])
+        return best if count[best] >= DENSE_LOOPS else -1
+
+    def _level(self, d: int, nodes: np.ndarray, cur: np.ndarray, usual: int, wrap: int,
+               out: _Writes) -> tuple[np.ndarray | list[int], np.ndarray | list[int]]:
+        """Nodes of level ``d`` reached in states ``cur``, at once: their tokens written where they
+        do not end at ``usual`` (``out``), and the nodes to walk on (live, not every byte below
+        looping)."""
+        lang = self.lang
+        dead = lang.dead
+        lv = self.tokens.trie.levels[d]
+        live = cur != dead
+        if not live.all():
+            if usual != dead:
+                gone = nodes[~live]
+                out.arrays_.append((lv.span_lo[gone], lv.span_hi[gone],
+                                    np.full(gone.size, dead, dtype=np.int32)))
+            nodes, cur = nodes[live], cur[live]
+        left = lv.below[nodes] & ~lang.loops[cur]  # bytes below that do not loop
+        covered = ~left.any(axis=1)
+        if wrap >= 0:  # or only bytes of multi-byte characters, whole, which lead back to ``wrap``
+            covered |= ~left[:, :2].any(axis=1) & lv.whole[nodes] & (cur == wrap)
+        put = cur != usual
+        if put.any():
+            w = nodes[put]
+            out.arrays_.append((lv.span_lo[w], np.where(covered[put], lv.span_hi[w], lv.own_hi[w]), cur[put]))
+        nodes, cur = nodes[~covered], cur[~covered]
+        if nodes.size <= SMALL_LEVEL:
+            return nodes.tolist(), cur.tolist()
+        return nodes, cur
+
+    def _level_small(self, d: int, nodes: list[int], cur: list[int], usual: int, wrap: int,
+                     out: _Writes) -> tuple[list[int], list[int]]:
+        """:meth:`_level` node by node, for few nodes."""
+        lang = self.lang
+        dead, loops = self._dead, lang.loops
+        lv = self.tokens.trie.levels[d]
+        span_lo, span_hi, own_hi, below = lv.span_lo, lv.span_hi, lv.own_hi, lv.below
+        lo_w, hi_w, to_w = out.lo, out.hi, out.to
+        walk: list[int] = []
+        walk_states: list[int] = []
+        for i, t in zip(nodes, cur):
+            if t == dead:
+                if usual != dead:
+                    lo_w.append(span_lo.item(i))
+                    hi_w.append(span_hi.item(i))
+                    to_w.append(dead)
+                continue
+            left = int.from_bytes(below[i].tobytes(), "little") \
+                & ~int.from_bytes(loops[t].tobytes(), "little")
+            covered = not left or (t == wrap and not left & _ASCII and lv.whole.item(i))
+            if t != usual:
+                lo_w.append(span_lo.item(i))
+                hi_w.append((span_hi if covered else own_hi).item(i))
+                to_w.append(t)
+            if not covered:
+                walk.append(i)
+                walk_states.append(t)
+        return walk, walk_states
+
+    def utf8_closed(self, t: int) -> bool:
+        """Whether every multi-byte UTF-8 character read from ``t`` leads back to ``t`` (a JSON
+        string's characters): then a trie subtree whose ASCII bytes loop on ``t`` and whose tokens
+        go on in whole characters ends at ``t`` too. The states after each byte of each character
+        range, as sets (``np.unique``), once per state."""
+        hit = self._closed.get(t)
+        if hit is None:
+            trans = self.lang.trans
+            hit = True
+            for leads, rest in _UTF8_SEQUENCES:
+                qs = np.unique(trans[t, list(leads)])
+                for r in rest:
+                    qs = np.unique(trans[qs, r.start:r.stop])
+                if qs.size != 1 or qs.item(0) != t:
+                    hit = False
+                    break
+            self._closed[t] = hit
+        return hit
+
+    def _few_below(self, d: int, nodes: np.ndarray | list[int]) -> bool:
+        """Whether ``nodes`` (level ``d``) have at most :data:`FINISH_TOKENS` tokens below per
+        level their subtrees reach: cheaper finished one by one (:meth:`_finish`) than by levels."""
+        lv = self.tokens.trie.levels[d]
+        if isinstance(nodes, np.ndarray):
+            below = int((lv.span_hi[nodes] - lv.own_hi[nodes]).sum())
+            deep = int(lv.height[nodes].max())
+        else:
+            below = sum(lv.span_hi.item(i) - lv.own_hi.item(i) for i in nodes)
+            deep = max(lv.height.item(i) for i in nodes)
+        return below <= min(FINISH_TOKENS * deep, FINISH_MOST)
+
+    def _finish(self, d: int, nodes: list[int], cur: list[int], usual: int, wrap: int, out: _Writes) -> None:
+        """The tokens below ``nodes`` (level ``d``, in states ``cur``), each from its byte
+        ``d + 1`` on, jumping over the bytes that loop on the state it is in (one search per
+        state change: the long runs of a long token cost nothing); in ``wrap`` (a state whole
+        UTF-8 characters lead back to, :meth:`utf8_closed`) over whole characters too."""
+        trans, dead = self.lang.trans, self._dead
+        lv = self.tokens.trie.levels[d]
+        flat, offsets, order = self.vocab.flat, self.vocab.offsets, self.tokens.trie.order
+        idx, owner = ranges(lv.own_hi[nodes], lv.span_hi[nodes])
+        toks = order[idx]
+        starts, stops = (offsets[toks] + (d + 1)).tolist(), offsets[toks + 1].tolist()
+        skips = self._skips
+        lo_w, hi_w, to_w = out.lo, out.hi, out.to
+        wide = (trans[wrap] != wrap).view(np.uint8).tobytes()[:128] + bytes(128) if wrap >= 0 else b""
+        for p, o, a, b in zip(idx.tolist(), owner.tolist(), starts, stops):
+            rest = flat[a:b]
+            q, k = cur[o], 0
+            while True:
+                if q == wrap:  # the next ASCII byte that leaves, if the characters before are whole
+                    j = rest.translate(wide).find(1, k)
+                    if _whole(rest[k:] if j < 0 else rest[k:j]):
+                        if j < 0:
+                            break
+                        k = j
+                skip = skips.get(q)
+                if skip is None:  # 1 at the bytes that leave q
+                    skip = skips[q] = (trans[q] != q).view(np.uint8).tobytes()
+                k = rest.translate(skip).find(1, k)
+                if k < 0:
+                    break
+                q = trans.item(q, rest[k])
+                if q == dead:
+                    break
+                k += 1
+            if q != usual:
+                lo_w.append(p)
+                hi_w.append(p + 1)
+                to_w.append(q)
+
+    def _children(self, d: int, nodes: np.ndarray | list[int], cur: np.ndarray | list[int],
+                  usual: int) -> tuple[np.ndarray | list[int], np.ndarray | list[int]]:
+        """The children of ``nodes`` (level ``d``, in states ``cur``) and the states their bytes
+        lead to; where every rejected byte's tokens die anyway (``usual`` dead), only the live ones."""
+        trans, dead = self.lang.trans, self._dead
+        lv, nxt = self.tokens.trie.levels[d], self.tokens.trie.levels[d + 1]
+        if isinstance(nodes, np.ndarray):
+            kids, owner = ranges(lv.child_lo[nodes], lv.child_hi[nodes])
+            states = trans[np.asarray(cur)[owner], nxt.byte[kids]]
+        elif sum(lv.child_hi.item(i) - lv.child_lo.item(i) for i in nodes) <= SMALL_LEVEL:
+            few: list[int] = []
+            few_states: list[int] = []
+            for i, t in zip(nodes, cur):
+                for c in range(lv.child_lo.item(i), lv.child_hi.item(i)):
+                    q = trans.item(t, nxt.byte.item(c))
+                    if q != dead or usual != dead:
+                        few.append(c)
+                        few_states.append(q)
+            return few, few_states
+        else:
+            parts: list[tuple[np.ndarray, np.ndarray]] = []
+            for i, t in zip(nodes, cur):
+                a, b = lv.child_lo.item(i), lv.child_hi.item(i)
+                parts.append((np.arange(a, b), trans[t, nxt.byte[a:b]]))
+            if len(parts) == 1:
+                kids, states = parts[0]
+            else:
+                kids = np.concatenate([p[0] for p in parts])
+                states = np.concatenate([p[1] for p in parts])
+        if usual == dead:
+            keep = states != dead
+            kids, states = kids[keep], states[keep]
+        return kids, states
+
+    def _walk_levels(self, s: int) -> np.ndarray:
+        """:meth:`_walk` where many bytes live and no subtree loops (a string's character count):
+        every node of a level stepped at once while many live (the dead row maps dead to dead, so
+        nothing is filtered), then only the live nodes' children."""
         trans, dead = self.lang.trans, self.lang.dead
         ends = np.full(self.vocab.size, dead, dtype=np.int32)
         levels = self.tokens.trie.levels
@@ -643,8 +996,13 @@ class TurnIndex:
         the turn may end)."""
         mask = self._masks.get(s)
         if mask is None:
-            mask = self.ends(s) != self.lang.dead
-            if self.lang.accepting[s] and self._eos.size:
+            e = self._found(s)
+            if isinstance(e, _Few):
+                mask = np.zeros(self.vocab.size, dtype=bool)
+                mask[e.ids] = True
+            else:
+                mask = e != self._dead
+            if self.lang.accepting.item(s) and self._eos.size:
                 mask[self._eos] = True
             self._masks[s] = mask
         return mask
@@ -682,7 +1040,8 @@ class TurnIndex:
         keeps the state)."""
         if token in self.vocab.eos_ids:
             return s if self.lang.accepting[s] else self.lang.dead
-        return int(self.ends(s)[token])
+        e = self._found(s)
+        return e.get(token, self._dead) if isinstance(e, _Few) else int(e[token])
 
     @property
     def states_visited(self) -> int:

@@ -11,7 +11,12 @@ nodes of level ``d - 1`` are contiguous ranges, gathered with one ``repeat``/``c
 lookup steps them all through the machine, and the nodes whose byte was rejected drop out with
 their subtrees.
 
-Built once per vocabulary (about 0.1 s at 128k tokens), independent of the spec.
+Each node also knows the bytes on the edges below it (a 256-bit set), its height, and its
+subtree's span of a depth-first order of the tokens (``VocabTrie.order``): a first visit of a turn
+state (``ltlagent.decode.chat.TurnIndex``) settles a whole subtree at once when its bytes all loop
+on the state, writing its tokens as one slice (issue 30; docs/design.md §14).
+
+Built once per vocabulary, independent of the spec.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ltlagent.decode.machine import UTF8, UTF8_BAD
 from ltlagent.decode.vocab import Vocab
 
-__all__ = ["TrieLevel", "VocabTrie", "ranges", "trie_of", "vocab_trie"]
+__all__ = ["TrieLevel", "VocabTrie", "byte_bits", "ranges", "trie_of", "vocab_trie"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,6 +45,17 @@ class TrieLevel:
     tok_lo: np.ndarray  # int64
     tok_hi: np.ndarray  # int64
     tokens: np.ndarray = field(repr=False)  # int64 token ids, grouped by node
+    #: the bytes on the edges strictly below each node, a 256-bit set per node (:func:`byte_bits`)
+    below: np.ndarray = field(repr=False)  # uint64 [nodes, 4]
+    #: every token of the node's subtree (its own and its descendants'), ``VocabTrie.order[span_lo:span_hi]``
+    span_lo: np.ndarray = field(repr=False)  # int64
+    span_hi: np.ndarray = field(repr=False)  # int64
+    #: the node's own tokens: ``VocabTrie.order[span_lo:own_hi]`` (they come first in its span)
+    own_hi: np.ndarray = field(repr=False)  # int64
+    #: how many levels the node's subtree reaches below it (0: a leaf)
+    height: np.ndarray = field(repr=False)  # int64
+    #: whether every token under the node goes on from it in whole UTF-8 characters
+    whole: np.ndarray = field(repr=False)  # bool
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +64,11 @@ class VocabTrie:
     children are ``levels[0]`` (all of them: the root has no level of its own)."""
 
     levels: tuple[TrieLevel, ...]
+    #: the text tokens in the trie's depth-first order (a node's own tokens, then its children's
+    #: subtrees by byte), so that each subtree's tokens are one slice (``TrieLevel.span_lo``)
+    order: np.ndarray = field(repr=False)  # int64
+    #: the root's child by each byte (-1: no token begins with the byte)
+    root: np.ndarray = field(repr=False)  # int64 [256]
 
     @property
     def num_nodes(self) -> int:
@@ -64,6 +86,17 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     starts = np.cumsum(cnt) - cnt  # where each range begins in the output
     idx = np.arange(total, dtype=np.int64) - starts[owner] + lo[owner]
     return idx, owner
+
+
+def byte_bits(rows: np.ndarray) -> np.ndarray:
+    """Boolean rows over the 256 bytes as 256-bit sets: ``uint64 [..., 4]``, byte ``b`` at bit
+    ``b % 64`` of word ``b // 64`` (the layout of :attr:`TrieLevel.below`)."""
+    packed = np.packbits(np.ascontiguousarray(rows, dtype=bool), axis=-1, bitorder="little")
+    return packed.view("<u8").astype(np.uint64)
+
+
+_ONE_BYTE = byte_bits(np.eye(256, dtype=bool))  # [256, 4]: the set of each byte alone
+_ONE_BYTE.flags.writeable = False
 
 
 def vocab_trie(vocab: Vocab) -> VocabTrie:
@@ -86,7 +119,7 @@ def vocab_trie(vocab: Vocab) -> VocabTrie:
         node[:n] = inv
         m = int(longer[d])  # tokens[m:n] end here
         raw.append((uniq, text[m:n], inv[m:n]))
-    levels: list[TrieLevel] = []
+    shape: list[tuple[np.ndarray, ...]] = []
     for d, (uniq, ids, nodes) in enumerate(raw):
         parent = uniq >> 8
         order = np.argsort(nodes, kind="stable")
@@ -100,9 +133,62 @@ def vocab_trie(vocab: Vocab) -> VocabTrie:
             child_hi = np.searchsorted(below, here, side="right").astype(np.int64)
         else:
             child_lo = child_hi = np.zeros(uniq.size, dtype=np.int64)
-        levels.append(TrieLevel(parent, (uniq & 255).astype(np.int64), child_lo, child_hi, tok_lo, tok_hi,
-                                ids[order]))
-    return VocabTrie(tuple(levels))
+        shape.append((parent, (uniq & 255).astype(np.int64), child_lo, child_hi, tok_lo, tok_hi, ids[order]))
+    return _with_spans(shape, int(text.size))
+
+
+def _with_spans(shape: list[tuple[np.ndarray, ...]], total: int) -> VocabTrie:
+    """The levels of ``shape`` with each node's bytes below and its subtree's span of the
+    depth-first token order: sizes and byte sets bottom-up, spans top-down."""
+    depth = len(shape)
+    below: list[np.ndarray] = [np.zeros((0, 4), np.uint64)] * depth
+    size: list[np.ndarray] = [np.zeros(0, np.int64)] * depth
+    height: list[np.ndarray] = [np.zeros(0, np.int64)] * depth
+    utf8 = np.array(UTF8, dtype=np.int64)  # [UTF8_BAD + 1, 256]
+    #: per level, per node and UTF-8 state before the bytes below it: are those bytes whole characters
+    whole: list[np.ndarray] = [np.zeros((0, UTF8_BAD + 1), bool)] * depth
+    for d in range(depth - 1, -1, -1):
+        parent, byte, child_lo, child_hi, tok_lo, tok_hi, _ = shape[d]
+        own = tok_hi - tok_lo
+        bits = np.zeros((parent.size, 4), dtype=np.uint64)
+        sub = own.copy()
+        tall = np.zeros(parent.size, dtype=np.int64)
+        ok = np.ones((parent.size, UTF8_BAD + 1), dtype=bool)
+        ok[:, UTF8_BAD] = False
+        ok[own > 0, 1:] = False  # a token that ends here must end between characters
+        if d + 1 < depth:  # children are contiguous runs of the level below, grouped by parent
+            kids = shape[d + 1]
+            edge = below[d + 1] | _ONE_BYTE[kids[1]]
+            has = np.flatnonzero(child_hi > child_lo)
+            if has.size:
+                bits[has] = np.bitwise_or.reduceat(edge, child_lo[has], axis=0)
+                sub[has] += np.add.reduceat(size[d + 1], child_lo[has])
+                tall[has] = 1 + np.maximum.reduceat(height[d + 1], child_lo[has])
+                after = utf8[:, kids[1]].T  # [children, UTF-8 state before]: the state after the byte
+                fine = whole[d + 1][np.arange(after.shape[0])[:, None], after]
+                ok[has] &= np.logical_and.reduceat(fine, child_lo[has], axis=0)
+        below[d], size[d], height[d], whole[d] = bits, sub, tall, ok
+    order = np.zeros(total, dtype=np.int64)
+    levels: list[TrieLevel] = []
+    start = np.zeros(0, dtype=np.int64)
+    for d in range(depth):
+        parent, byte, child_lo, child_hi, tok_lo, tok_hi, tokens = shape[d]
+        sub = size[d]
+        before = np.cumsum(sub) - sub  # the subtrees of the earlier nodes of the level
+        if d == 0:
+            lo = before
+        else:  # after the parent's own tokens and the subtrees of its earlier children
+            first = shape[d - 1][2][parent]  # the parent's first child
+            lo = start[parent] + (shape[d - 1][5] - shape[d - 1][4])[parent] + before - before[first]
+        own_pos, _ = ranges(lo, lo + (tok_hi - tok_lo))
+        order[own_pos] = tokens
+        levels.append(TrieLevel(parent, byte, child_lo, child_hi, tok_lo, tok_hi, tokens, below[d], lo,
+                                lo + sub, lo + (tok_hi - tok_lo), height[d], whole[d][:, 0].copy()))
+        start = lo
+    root = np.full(256, -1, dtype=np.int64)
+    if levels:
+        root[levels[0].byte] = np.arange(levels[0].byte.size)
+    return VocabTrie(tuple(levels), order, root)
 
 
 _TRIES: weakref.WeakKeyDictionary[Vocab, VocabTrie] = weakref.WeakKeyDictionary()
