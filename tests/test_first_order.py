@@ -183,6 +183,96 @@ def test_rules_agree_with_an_independent_evaluator(rules: list[tuple[object, ...
         before = truth
 
 
+# -- two variables: nested quantifiers, and a list of variables (design §2.6) -------------------
+
+def _past2(depth: int) -> st.SearchStrategy[tuple[object, ...]]:
+    """Past conditions over ``?x`` and ``?y`` (a state binding one variable is compared under
+    either name)."""
+    var = st.sampled_from(["?x", "?y"])
+    atom = st.one_of(
+        st.sampled_from(NAMES).map(lambda s: ("state", s)),
+        st.builds(lambda s, v: ("val", s, v), st.sampled_from(["Pay", "Look"]), var),
+        st.builds(lambda s, v: ("mentions", s, v), st.sampled_from(["User", "Tool", "Pay"]), var),
+        st.builds(lambda s, v: ("once", ("mentions", s, v)), st.sampled_from(["User", "Tool"]),
+                  var),
+        st.builds(lambda s, v: ("once", ("val", s, v)), st.sampled_from(["Pay", "Look"]), var))
+    if depth == 0:
+        return atom
+    sub = _past2(depth - 1)
+    return st.one_of(
+        atom,
+        st.builds(lambda op, x: (op, x), st.sampled_from(["not", "once", "previously"]), sub),
+        st.builds(lambda op, x, y: (op, x, y), st.sampled_from(["and", "or", "since"]), sub, sub))
+
+
+def _rule2() -> st.SearchStrategy[tuple[object, ...]]:
+    """``(Q1 (?x) (Q2 (?y) BODY))`` for each Q1, Q2, the body comparing both variables."""
+    trig = st.builds(lambda s, v: ("val", s, v), st.sampled_from(["Pay", "Look"]),
+                     st.sampled_from(["?x", "?y"]))
+    body = st.one_of(
+        st.builds(lambda t, c: ("always", ("implies", t, c)), trig, _past2(2)),
+        st.builds(lambda x: ("eventually", x), _past2(1)))
+    q = st.sampled_from(["forall", "exists"])
+    return st.builds(lambda q1, q2, b: (q1, "?x", (q2, "?y", b)), q, q, body)
+
+
+def _flat(r: tuple[object, ...]) -> str:
+    """``(Q (?x) (Q (?y) φ))`` written with one quantifier and a list, ``(Q (?x ?y) φ)``."""
+    q1, x, (q2, y, b) = r  # type: ignore[misc]
+    assert q1 == q2
+    return f"({q1} ({x} {y}) {_text(b)})"
+
+
+@settings(max_examples=150, deadline=None)
+@given(_rule2(), st.lists(_event(), min_size=1, max_size=6), st.booleans())
+def test_nested_quantifiers_agree_with_the_independent_evaluator(
+        rule: tuple[object, ...], events: list[Event], flat: bool) -> None:
+    """Both quantifiers of ``(forall (?x) (exists (?y) φ))`` count, outermost first (the
+    mutant ``compile_rule`` 4, ``quantifiers = …`` for ``+=``, keeps only the inner one and
+    fails to compile a body that names the outer variable); ``(forall (?x ?y) φ)`` is the same
+    as the nested ``forall``s."""
+    same_q = rule[0] == rule[2][0]  # type: ignore[index]
+    text = _flat(rule) if flat and same_q else _text(rule)
+    policy = _policy([text])
+    safety = rule[0] == "forall" and same_q and rule[2][2][0] == "always"  # type: ignore[index]
+    cursor = policy.cursor()
+    before = True
+    for n in range(1, len(events) + 1):
+        w = _steps(events[:n])
+        dom = frozenset(v for _, vals, _ in w for v in vals)
+        truth = holds(rule, w, 0, {}, dom)
+        report = policy.check_events(events[:n])
+        assert report.ok == truth, (text, events[:n], report)
+        if safety:
+            assert report.verdict == ("ok" if truth else "violated")
+            if not truth:
+                assert {var for var, _ in report.violations[0].binding} == {"?x", "?y"}
+        d = cursor.push(events[n - 1])
+        if safety and before:
+            assert d.allowed == truth
+        before = truth
+
+
+def test_nested_quantifiers_bind_both_variables() -> None:
+    """A payment after a lookup goes to an account a tool result named: the instance that
+    breaks names both variables; an ``exists`` inside a ``forall`` is judged at the end (a
+    payment with no lookup before it is incomplete, not violated). The mutant ``compile_rule``
+    4 fails both: it cannot compile a body that names the outer variable."""
+    p = _policy(["(forall (?x) (forall (?y) (always (implies (and (Pay ?x) (once (Look ?y))) "
+                 "(once (mentions Tool ?x))))))"])
+    ok = [Event.call("look", {"id": "u1"}), Event.say("tool", "u1 banks at AB12"),
+          Event.call("pay", {"to": "AB12"})]
+    assert p.check_events(ok).verdict == "ok"
+    bad = [Event.call("look", {"id": "u1"}), Event.call("pay", {"to": "EV9"})]
+    rep = p.check_events(bad)
+    assert rep.verdict == "violated"
+    assert rep.violations[0].binding == (("?x", "EV9"), ("?y", "u1"))
+    q = _policy(["(forall (?x) (exists (?y) (always (implies (Pay ?x) (once (Look ?y))))))"])
+    assert q.check_events([Event.call("pay", {"to": "a"})]).verdict == "incomplete"
+    assert q.check_events([Event.call("look", {"id": "u1"}), Event.call("pay", {"to": "a"})]
+                          ).verdict == "ok"
+
+
 # -- the injection rule ------------------------------------------------------------------------
 
 PAYMENTS = """(define payments

@@ -151,6 +151,37 @@ def test_value_terms_give_up_when_the_state_depends_on_the_arguments() -> None:
     assert cur.value_terms("send_money") is None
 
 
+def test_value_terms_allow_nothing_once_the_policy_is_broken() -> None:
+    """A dead cursor (a step broke the policy; docs/mutation.md, "Found on the way"): ``decide``
+    allows nothing there, ``call_options`` offers no tool, and the value terms agree -- every
+    key a rule compares gets the empty term. (Before: the terms still allowed what the user had
+    mentioned, as if the refused payment had not happened.)"""
+    from ltlagent.text.values import value_language
+
+    cur = PAYMENTS.cursor()
+    cur.push(Event.say("user", "send 5 to AB12"))
+    assert not cur.push(Event.call("send_money", {"recipient": "EVIL9"})).allowed
+    assert cur.is_dead and cur.call_options(["send_money"]) == {}
+    terms = cur.value_terms("send_money")
+    assert terms is not None and set(terms) == {"recipient"}
+    for v in ("AB12", "EVIL9", ""):
+        assert v not in value_language(terms["recipient"])
+        assert not cur.decide(Event.call("send_money", {"recipient": v})).allowed
+    assert cur.value_terms("other") == {}  # no rule compares its arguments, dead or alive
+    # dead through a propositional part: the value rule's own instances are still fine
+    p = Policy.load(parse_spec("""(define both
+     (:states (User (:from user)) (Pay (:call "send_money") (:args (recipient ?d)))
+       (Reply (:from assistant)))
+     (:constraints (confirmed (always (implies Pay (previously Reply))))
+       (from-user (forall (?d) (always (implies (Pay ?d) (once (mentions User ?d))))))))"""))
+    cur = p.cursor()
+    cur.push(Event.say("user", "send 5 to AB12"))
+    cur.push(Event.call("send_money", {"recipient": "AB12"}))  # not right after a reply
+    assert cur.is_dead and cur.trace == ["User", "Pay"]
+    terms = cur.value_terms("send_money")
+    assert terms is not None and "AB12" not in value_language(terms["recipient"])
+
+
 # --- logic/valueterms.py: the values a decoder may let a model write, per rule shape ------------
 
 _FO_STATES = """(User (:from user)) (Tool (:from tool)) (Pay (:call "pay") (:args (to ?x) (cc ?x)))

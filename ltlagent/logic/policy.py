@@ -30,7 +30,7 @@ from ltlagent.logic.composite import (
     step_values,
 )
 from ltlagent.logic.rules import DirectRule, Rule, TableRule, compile_rule
-from ltlagent.logic.valueterms import ANY, trigger_term
+from ltlagent.logic.valueterms import ANY, NONE, trigger_term
 from ltlagent.logic.valuewords import value_reason
 from ltlagent.spec.syntax import (
     BEHAVIOR_NAME,
@@ -567,7 +567,10 @@ class PolicyCursor:
         nested) that a first-order rule constrains, the term of the values the policy allows
         there now ({}: no rule constrains this tool's arguments); None when a rule constrains
         them outside the fragment enforced token by token (design §14.1): the decoder then
-        writes the call unconstrained by value, and the call is judged once written."""
+        writes the call unconstrained by value, and the call is judged once written.
+
+        On a dead cursor (a step broke the policy) nothing is allowed, as :meth:`decide` says:
+        every key a rule compares gets the empty term (``call_options`` offers no tool there)."""
         if not self.values:
             return {}
         policy = self.policy
@@ -586,6 +589,9 @@ class PolicyCursor:
                      if any(a.state in states for a in inst.rule.atoms)]
         if not concerned:
             return {}
+        if self.cid == DEAD:
+            return {k: NONE for inst in concerned for a in inst.rule.atoms
+                    if a.state in states for k in a.keys}
         if len(chain) > 1:
             return None  # which state the call is in depends on its arguments
         i = chain[0].index
