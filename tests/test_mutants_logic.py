@@ -303,6 +303,36 @@ def test_past_rules_with_constants_and_shared_subformulas(rule: str,
     assert (p.check(user_first).verdict, p.check(reply_first).verdict) == verdicts
 
 
+def test_a_liveness_search_of_exactly_the_budget_still_answers(monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """Mutant ``DirectRule.live`` 42 (``len(seen) >= LIVENESS_BUDGET``: the search gives up one
+    state early). ``LIVENESS_BUDGET`` is the most local states a search visits before it answers
+    "live" unproved: a rule that is dead from the start (the skeleton cannot see that ``B`` now
+    makes ``once B`` true) whose search needs exactly that many states is still found dead; one
+    state fewer in the budget and it is trusted as live (design §3.6)."""
+    from ltlagent.logic import rules
+
+    spec = parse_spec("""(define never (:states (A (:from user)) (B (:from tool))
+      (C (:from assistant))) (:constraints (r (eventually (and B (not (once B))
+        (once (previously A)) (once (previously (previously C))))))))""")
+
+    def fresh() -> rules.DirectRule:
+        rule = rules.compile_rule(spec, "r", spec.constraints[0])
+        assert isinstance(rule, rules.DirectRule)
+        return rule
+
+    whole = fresh()
+    assert not whole.live(whole.initial)
+    needed = len(whole.live_memo)  # every state the search saw, each now known dead
+    assert needed > 10 and not any(whole.live_memo.values())
+    monkeypatch.setattr(rules, "LIVENESS_BUDGET", needed)
+    exact = fresh()
+    assert not exact.live(exact.initial)
+    monkeypatch.setattr(rules, "LIVENESS_BUDGET", needed - 1)
+    short = fresh()
+    assert short.live(short.initial)
+
+
 # --- chat/events.py: events as data, and the words of a refused message -------------------------
 
 def test_events_as_json_keep_their_kind_and_text() -> None:

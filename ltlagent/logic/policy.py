@@ -458,25 +458,20 @@ class PolicyCursor:
 
     def decide(self, event: Event) -> Decision:
         """Would ``event`` be allowed as the next step? (The cursor does not move.)"""
-        return self._decide(self.policy.classifier.index(event), event)
+        return self._judge(self.policy.classifier.index(event), event)[0]
 
-    def _decide(self, i: int, event: Event | None = None) -> Decision:
-        """:meth:`decide` for a step already classified into state index ``i`` (-1: none);
-        ``event`` gives the values a first-order rule compares (None: it binds none)."""
-        return self._judge(i, event)[0]
-
-    def _judge(self, i: int, event: Event | None
-               ) -> tuple[Decision, list[dict[tuple[str, ...], int]]]:
-        """The decision on a step, and each first-order rule's instances after it (which
-        :meth:`push` keeps: a new value's instances are replayed once)."""
+    def _judge(self, i: int, event: Event) -> tuple[Decision, list[dict[tuple[str, ...], int]]]:
+        """The decision on ``event``, classified into state index ``i`` (-1: none), and each
+        first-order rule's instances after it (which :meth:`push` keeps: a new value's instances
+        are replayed once)."""
         now = self.allowed_states()
         policy = self.policy
         names = policy.names
         if i < 0:
             return Decision(False, None, (), now, names), []
         name = names[i]
-        sv = policy.values_of(i, event) if event is not None and self.values \
-            else StepValues(i, {}, "")
+        # the values the step binds: read only by the first-order rules' instances
+        sv = policy.values_of(i, event) if self.values else StepValues(i, {}, "")
         comp = policy.composite
         ok = self.cid != DEAD and comp.live(comp.step(self.cid, i))
         bad_values: list[tuple[ValueInstances, tuple[tuple[str, str], ...]]] = []
