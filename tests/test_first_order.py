@@ -544,6 +544,23 @@ LOOKUP = """(define lookup
       Event.say("tool", "u4")], "u4",
      "user_id 'u4' was not mentioned by a tool result right after a find_user call; mentioned "
      "by a tool result right after a find_user call: '{\"user_id\": \"u3\"}'"),
+    # a condition on the steps before the call (mutants _Words.qualifier 18, 21)
+    ("(forall (?u) (always (implies (Write ?u) (and (once (mentions User ?u)) (once Find)))))",
+     [Event.say("user", "book u7")], "u7",
+     "user_id 'u7' was not written after a find_user call; no value is allowed there now"),
+    # a union with a negation in it (mutant _describe 30)
+    ("(forall (?u) (always (implies (Write ?u) (or (once (mentions User ?u)) "
+     "(not (once (mentions Result ?u)))))))",
+     [Event.say("user", "book u1"), Event.say("tool", "u7 is free")], "u7",
+     "user_id 'u7' was not mentioned by the user or not mentioned by a tool result; allowed "
+     "now: a part of 'book u1' or not a part of 'u7 is free'"),
+    # a long text with many id-like words: five shown, the rest counted (mutant excerpt 20)
+    ("(forall (?u) (always (implies (Write ?u) (once (mentions User ?u)))))",
+     [Event.say("user", "please book one of u1 u2 u3 u4 u5 u6 u7 for the meeting room today")],
+     "u9",
+     "user_id 'u9' was not mentioned by the user; mentioned by the user: 'please book one of u1 "
+     "u2 u3 u4 u5 u6 u7 for the meeting roo…' (with 'u1', 'u2', 'u3', 'u4', 'u5' and 2 more "
+     "words)"),
 ])
 def test_refusals_name_the_key_the_condition_and_the_values_allowed_now(
         rule: str, history: list[Event], value: str, want: str) -> None:
