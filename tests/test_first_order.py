@@ -568,6 +568,35 @@ def test_refusals_name_the_key_the_condition_and_the_values_allowed_now(
     assert got == want
 
 
+@pytest.mark.parametrize("condition, history, value, want", [
+    # previously (mutant _Words.core 18)
+    ("(once (previously (mentions Result ?u)))", [Event.say("tool", "u1 u7"), Event.say("user", "ok")],
+     "u9", "user_id 'u9' was not mentioned by a tool result at the step before; mentioned by a "
+           "tool result at the step before: 'u1 u7'"),
+    # a disjunction of value atoms (mutant _Words.core 38)
+    ("(once (or (mentions User ?u) (mentions Result ?u)))",
+     [Event.say("user", "u1"), Event.say("tool", "u2")], "u9",
+     "user_id 'u9' was not mentioned by the user or mentioned by a tool result; mentioned by the "
+     "user or mentioned by a tool result: 'u2', 'u1'"),
+    # a disjunction with a condition on the steps (mutant _Words.core 47)
+    ("(once (or (mentions Result ?u) (previously Find)))", [Event.say("tool", "u2")], "u9",
+     "user_id 'u9' was not mentioned by a tool result or right after a find_user call; "
+     "mentioned by a tool result or right after a find_user call: 'u2'"),
+    # a state of any author, narrowed by its text (mutant _Words.who 25)
+    ("(once (mentions Memo ?u))", [Event.say("assistant", "memo: u2")], "u9",
+     "user_id 'u9' was not mentioned by a message (Memo); mentioned by a message (Memo): "
+     "'memo: u2'"),
+    # a value of exactly the length shown is shown whole (mutant _cut 3)
+    ("(once (mentions User ?u))", [Event.say("user", "x")], "Y" * 40,
+     f"user_id '{'Y' * 40}' was not mentioned by the user; mentioned by the user: 'x'"),
+])
+def test_refusal_words_of_each_operator_and_kind_of_state(
+        condition: str, history: list[Event], value: str, want: str) -> None:
+    spec = LOOKUP.replace("(Call (:call))", '(Memo (:contains "memo")) (Call (:call))').replace(
+        "RULE", f"r (forall (?u) (always (implies (Write ?u) {condition})))")
+    assert _refusal(spec, history, Event.call("book", {"user_id": value})) == want
+
+
 def test_outside_the_fragment_the_values_are_named_as_before() -> None:
     """A future operator in the condition: refused by the monitor, explained by the binding."""
     spec = LOOKUP.replace("RULE", "r (forall (?u) (always (implies (Write ?u) "
