@@ -586,6 +586,29 @@ def test_refusals_name_the_key_the_condition_and_the_values_allowed_now(
     ("(once (mentions Memo ?u))", [Event.say("assistant", "memo: u2")], "u9",
      "user_id 'u9' was not mentioned by a message (Memo); mentioned by a message (Memo): "
      "'memo: u2'"),
+    # two conditions on the steps (mutant _Words.core 57)
+    ("(once (and (mentions Result ?u) (previously Find) (once User)))",
+     [Event.say("user", "hi"), Event.call("find_user", {"name": "a"}), Event.say("tool", "u2")],
+     "u9", "user_id 'u9' was not mentioned by a tool result right after a find_user call and "
+           "after the user; mentioned by a tool result right after a find_user call and after the "
+           "user: 'u2'"),
+    # every conjunct fails: each is named in its own words, a negation as "was …" (before, the
+    # whole conjunction was negated: "was not mentioned by the user and not mentioned by a tool
+    # result", which says the tool did not mention it)
+    ("(and (once (mentions User ?u)) (not (once (mentions Result ?u))))",
+     [Event.say("user", "hi"), Event.say("tool", "u7")], "u7",
+     "user_id 'u7' was not mentioned by the user and was mentioned by a tool result; allowed "
+     "now: a part of 'hi' and not a part of 'u7'"),
+    # two of three conjuncts fail (mutant value_reason 77)
+    ("(and (once (mentions User ?u)) (not (once (mentions Result ?u))) (once Find))",
+     [Event.say("user", "hi"), Event.call("find_user", {"name": "a"}), Event.say("tool", "u7")],
+     "u7", "user_id 'u7' was not mentioned by the user and was mentioned by a tool result; "
+           "allowed now: a part of 'hi' and not a part of 'u7'"),
+    # a conjunct that holds because of the call's own state (mutant value_reason 55: the
+    # conjuncts judged without it)
+    ("(and (once (mentions User ?u)) (or Write (once Find)))", [Event.say("user", "hi")], "u7",
+     "user_id 'u7' was not mentioned by the user; mentioned by the user where (or Write (once "
+     "Find)) holds: 'hi'"),
     # a value of exactly the length shown is shown whole (mutant _cut 3)
     ("(once (mentions User ?u))", [Event.say("user", "x")], "Y" * 40,
      f"user_id '{'Y' * 40}' was not mentioned by the user; mentioned by the user: 'x'"),
