@@ -334,8 +334,12 @@ def test_a_value_mentioned_later_does_not_excuse_an_earlier_payment() -> None:
 
 
 def test_exists_is_judged_at_the_end() -> None:
+    """An ``exists`` rule unmet at the end leaves the conversation incomplete and is named as
+    the unmet part (mutant ``Policy._attribute`` 82: its name left out)."""
     p = _policy(["(exists (?x) (eventually (Look ?x)))"])
-    assert p.check_events([Event.say("user", "hi")]).verdict == "incomplete"
+    rep = p.check_events([Event.say("user", "hi")])
+    assert (rep.verdict, rep.unmet) == ("incomplete", ("r0",))
+    assert rep.to_dict()["unmet"] == ["r0"]
     assert p.check_events([Event.call("look", {"id": "u1"})]).verdict == "ok"
 
 
