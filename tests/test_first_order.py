@@ -183,6 +183,96 @@ def test_rules_agree_with_an_independent_evaluator(rules: list[tuple[object, ...
         before = truth
 
 
+# -- two variables: nested quantifiers, and a list of variables (design §2.6) -------------------
+
+def _past2(depth: int) -> st.SearchStrategy[tuple[object, ...]]:
+    """Past conditions over ``?x`` and ``?y`` (a state binding one variable is compared under
+    either name)."""
+    var = st.sampled_from(["?x", "?y"])
+    atom = st.one_of(
+        st.sampled_from(NAMES).map(lambda s: ("state", s)),
+        st.builds(lambda s, v: ("val", s, v), st.sampled_from(["Pay", "Look"]), var),
+        st.builds(lambda s, v: ("mentions", s, v), st.sampled_from(["User", "Tool", "Pay"]), var),
+        st.builds(lambda s, v: ("once", ("mentions", s, v)), st.sampled_from(["User", "Tool"]),
+                  var),
+        st.builds(lambda s, v: ("once", ("val", s, v)), st.sampled_from(["Pay", "Look"]), var))
+    if depth == 0:
+        return atom
+    sub = _past2(depth - 1)
+    return st.one_of(
+        atom,
+        st.builds(lambda op, x: (op, x), st.sampled_from(["not", "once", "previously"]), sub),
+        st.builds(lambda op, x, y: (op, x, y), st.sampled_from(["and", "or", "since"]), sub, sub))
+
+
+def _rule2() -> st.SearchStrategy[tuple[object, ...]]:
+    """``(Q1 (?x) (Q2 (?y) BODY))`` for each Q1, Q2, the body comparing both variables."""
+    trig = st.builds(lambda s, v: ("val", s, v), st.sampled_from(["Pay", "Look"]),
+                     st.sampled_from(["?x", "?y"]))
+    body = st.one_of(
+        st.builds(lambda t, c: ("always", ("implies", t, c)), trig, _past2(2)),
+        st.builds(lambda x: ("eventually", x), _past2(1)))
+    q = st.sampled_from(["forall", "exists"])
+    return st.builds(lambda q1, q2, b: (q1, "?x", (q2, "?y", b)), q, q, body)
+
+
+def _flat(r: tuple[object, ...]) -> str:
+    """``(Q (?x) (Q (?y) φ))`` written with one quantifier and a list, ``(Q (?x ?y) φ)``."""
+    q1, x, (q2, y, b) = r  # type: ignore[misc]
+    assert q1 == q2
+    return f"({q1} ({x} {y}) {_text(b)})"
+
+
+@settings(max_examples=150, deadline=None)
+@given(_rule2(), st.lists(_event(), min_size=1, max_size=6), st.booleans())
+def test_nested_quantifiers_agree_with_the_independent_evaluator(
+        rule: tuple[object, ...], events: list[Event], flat: bool) -> None:
+    """Both quantifiers of ``(forall (?x) (exists (?y) φ))`` count, outermost first (the
+    mutant ``compile_rule`` 4, ``quantifiers = …`` for ``+=``, keeps only the inner one and
+    fails to compile a body that names the outer variable); ``(forall (?x ?y) φ)`` is the same
+    as the nested ``forall``s."""
+    same_q = rule[0] == rule[2][0]  # type: ignore[index]
+    text = _flat(rule) if flat and same_q else _text(rule)
+    policy = _policy([text])
+    safety = rule[0] == "forall" and same_q and rule[2][2][0] == "always"  # type: ignore[index]
+    cursor = policy.cursor()
+    before = True
+    for n in range(1, len(events) + 1):
+        w = _steps(events[:n])
+        dom = frozenset(v for _, vals, _ in w for v in vals)
+        truth = holds(rule, w, 0, {}, dom)
+        report = policy.check_events(events[:n])
+        assert report.ok == truth, (text, events[:n], report)
+        if safety:
+            assert report.verdict == ("ok" if truth else "violated")
+            if not truth:
+                assert {var for var, _ in report.violations[0].binding} == {"?x", "?y"}
+        d = cursor.push(events[n - 1])
+        if safety and before:
+            assert d.allowed == truth
+        before = truth
+
+
+def test_nested_quantifiers_bind_both_variables() -> None:
+    """A payment after a lookup goes to an account a tool result named: the instance that
+    breaks names both variables; an ``exists`` inside a ``forall`` is judged at the end (a
+    payment with no lookup before it is incomplete, not violated). The mutant ``compile_rule``
+    4 fails both: it cannot compile a body that names the outer variable."""
+    p = _policy(["(forall (?x) (forall (?y) (always (implies (and (Pay ?x) (once (Look ?y))) "
+                 "(once (mentions Tool ?x))))))"])
+    ok = [Event.call("look", {"id": "u1"}), Event.say("tool", "u1 banks at AB12"),
+          Event.call("pay", {"to": "AB12"})]
+    assert p.check_events(ok).verdict == "ok"
+    bad = [Event.call("look", {"id": "u1"}), Event.call("pay", {"to": "EV9"})]
+    rep = p.check_events(bad)
+    assert rep.verdict == "violated"
+    assert rep.violations[0].binding == (("?x", "EV9"), ("?y", "u1"))
+    q = _policy(["(forall (?x) (exists (?y) (always (implies (Pay ?x) (once (Look ?y))))))"])
+    assert q.check_events([Event.call("pay", {"to": "a"})]).verdict == "incomplete"
+    assert q.check_events([Event.call("look", {"id": "u1"}), Event.call("pay", {"to": "a"})]
+                          ).verdict == "ok"
+
+
 # -- the injection rule ------------------------------------------------------------------------
 
 PAYMENTS = """(define payments
@@ -244,8 +334,12 @@ def test_a_value_mentioned_later_does_not_excuse_an_earlier_payment() -> None:
 
 
 def test_exists_is_judged_at_the_end() -> None:
+    """An ``exists`` rule unmet at the end leaves the conversation incomplete and is named as
+    the unmet part (mutant ``Policy._attribute`` 82: its name left out)."""
     p = _policy(["(exists (?x) (eventually (Look ?x)))"])
-    assert p.check_events([Event.say("user", "hi")]).verdict == "incomplete"
+    rep = p.check_events([Event.say("user", "hi")])
+    assert (rep.verdict, rep.unmet) == ("incomplete", ("r0",))
+    assert rep.to_dict()["unmet"] == ["r0"]
     assert p.check_events([Event.call("look", {"id": "u1"})]).verdict == "ok"
 
 
@@ -454,11 +548,80 @@ LOOKUP = """(define lookup
       Event.say("tool", "u4")], "u4",
      "user_id 'u4' was not mentioned by a tool result right after a find_user call; mentioned "
      "by a tool result right after a find_user call: '{\"user_id\": \"u3\"}'"),
+    # a condition on the steps before the call (mutants _Words.qualifier 18, 21)
+    ("(forall (?u) (always (implies (Write ?u) (and (once (mentions User ?u)) (once Find)))))",
+     [Event.say("user", "book u7")], "u7",
+     "user_id 'u7' was not written after a find_user call; no value is allowed there now"),
+    # a union with a negation in it (mutant _describe 30)
+    ("(forall (?u) (always (implies (Write ?u) (or (once (mentions User ?u)) "
+     "(not (once (mentions Result ?u)))))))",
+     [Event.say("user", "book u1"), Event.say("tool", "u7 is free")], "u7",
+     "user_id 'u7' was not mentioned by the user or not mentioned by a tool result; allowed "
+     "now: a part of 'book u1' or not a part of 'u7 is free'"),
+    # a long text with many id-like words: five shown, the rest counted (mutant excerpt 20)
+    ("(forall (?u) (always (implies (Write ?u) (once (mentions User ?u)))))",
+     [Event.say("user", "please book one of u1 u2 u3 u4 u5 u6 u7 for the meeting room today")],
+     "u9",
+     "user_id 'u9' was not mentioned by the user; mentioned by the user: 'please book one of u1 "
+     "u2 u3 u4 u5 u6 u7 for the meeting roo…' (with 'u1', 'u2', 'u3', 'u4', 'u5' and 2 more "
+     "words)"),
 ])
 def test_refusals_name_the_key_the_condition_and_the_values_allowed_now(
         rule: str, history: list[Event], value: str, want: str) -> None:
     got = _refusal(LOOKUP.replace("RULE", f"r {rule}"), history, Event.call("book", {"user_id": value}))
     assert got == want
+
+
+@pytest.mark.parametrize("condition, history, value, want", [
+    # previously (mutant _Words.core 18)
+    ("(once (previously (mentions Result ?u)))", [Event.say("tool", "u1 u7"), Event.say("user", "ok")],
+     "u9", "user_id 'u9' was not mentioned by a tool result at the step before; mentioned by a "
+           "tool result at the step before: 'u1 u7'"),
+    # a disjunction of value atoms (mutant _Words.core 38)
+    ("(once (or (mentions User ?u) (mentions Result ?u)))",
+     [Event.say("user", "u1"), Event.say("tool", "u2")], "u9",
+     "user_id 'u9' was not mentioned by the user or mentioned by a tool result; mentioned by the "
+     "user or mentioned by a tool result: 'u2', 'u1'"),
+    # a disjunction with a condition on the steps (mutant _Words.core 47)
+    ("(once (or (mentions Result ?u) (previously Find)))", [Event.say("tool", "u2")], "u9",
+     "user_id 'u9' was not mentioned by a tool result or right after a find_user call; "
+     "mentioned by a tool result or right after a find_user call: 'u2'"),
+    # a state of any author, narrowed by its text (mutant _Words.who 25)
+    ("(once (mentions Memo ?u))", [Event.say("assistant", "memo: u2")], "u9",
+     "user_id 'u9' was not mentioned by a message (Memo); mentioned by a message (Memo): "
+     "'memo: u2'"),
+    # two conditions on the steps (mutant _Words.core 57)
+    ("(once (and (mentions Result ?u) (previously Find) (once User)))",
+     [Event.say("user", "hi"), Event.call("find_user", {"name": "a"}), Event.say("tool", "u2")],
+     "u9", "user_id 'u9' was not mentioned by a tool result right after a find_user call and "
+           "after the user; mentioned by a tool result right after a find_user call and after the "
+           "user: 'u2'"),
+    # every conjunct fails: each is named in its own words, a negation as "was …" (before, the
+    # whole conjunction was negated: "was not mentioned by the user and not mentioned by a tool
+    # result", which says the tool did not mention it)
+    ("(and (once (mentions User ?u)) (not (once (mentions Result ?u))))",
+     [Event.say("user", "hi"), Event.say("tool", "u7")], "u7",
+     "user_id 'u7' was not mentioned by the user and was mentioned by a tool result; allowed "
+     "now: a part of 'hi' and not a part of 'u7'"),
+    # two of three conjuncts fail (mutant value_reason 77)
+    ("(and (once (mentions User ?u)) (not (once (mentions Result ?u))) (once Find))",
+     [Event.say("user", "hi"), Event.call("find_user", {"name": "a"}), Event.say("tool", "u7")],
+     "u7", "user_id 'u7' was not mentioned by the user and was mentioned by a tool result; "
+           "allowed now: a part of 'hi' and not a part of 'u7'"),
+    # a conjunct that holds because of the call's own state (mutant value_reason 55: the
+    # conjuncts judged without it)
+    ("(and (once (mentions User ?u)) (or Write (once Find)))", [Event.say("user", "hi")], "u7",
+     "user_id 'u7' was not mentioned by the user; mentioned by the user where (or Write (once "
+     "Find)) holds: 'hi'"),
+    # a value of exactly the length shown is shown whole (mutant _cut 3)
+    ("(once (mentions User ?u))", [Event.say("user", "x")], "Y" * 40,
+     f"user_id '{'Y' * 40}' was not mentioned by the user; mentioned by the user: 'x'"),
+])
+def test_refusal_words_of_each_operator_and_kind_of_state(
+        condition: str, history: list[Event], value: str, want: str) -> None:
+    spec = LOOKUP.replace("(Call (:call))", '(Memo (:contains "memo")) (Call (:call))').replace(
+        "RULE", f"r (forall (?u) (always (implies (Write ?u) {condition})))")
+    assert _refusal(spec, history, Event.call("book", {"user_id": value})) == want
 
 
 def test_outside_the_fragment_the_values_are_named_as_before() -> None:

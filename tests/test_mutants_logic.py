@@ -151,6 +151,37 @@ def test_value_terms_give_up_when_the_state_depends_on_the_arguments() -> None:
     assert cur.value_terms("send_money") is None
 
 
+def test_value_terms_allow_nothing_once_the_policy_is_broken() -> None:
+    """A dead cursor (a step broke the policy; docs/mutation.md, "Found on the way"): ``decide``
+    allows nothing there, ``call_options`` offers no tool, and the value terms agree -- every
+    key a rule compares gets the empty term. (Before: the terms still allowed what the user had
+    mentioned, as if the refused payment had not happened.)"""
+    from ltlagent.text.values import value_language
+
+    cur = PAYMENTS.cursor()
+    cur.push(Event.say("user", "send 5 to AB12"))
+    assert not cur.push(Event.call("send_money", {"recipient": "EVIL9"})).allowed
+    assert cur.is_dead and cur.call_options(["send_money"]) == {}
+    terms = cur.value_terms("send_money")
+    assert terms is not None and set(terms) == {"recipient"}
+    for v in ("AB12", "EVIL9", ""):
+        assert v not in value_language(terms["recipient"])
+        assert not cur.decide(Event.call("send_money", {"recipient": v})).allowed
+    assert cur.value_terms("other") == {}  # no rule compares its arguments, dead or alive
+    # dead through a propositional part: the value rule's own instances are still fine
+    p = Policy.load(parse_spec("""(define both
+     (:states (User (:from user)) (Pay (:call "send_money") (:args (recipient ?d)))
+       (Reply (:from assistant)))
+     (:constraints (confirmed (always (implies Pay (previously Reply))))
+       (from-user (forall (?d) (always (implies (Pay ?d) (once (mentions User ?d))))))))"""))
+    cur = p.cursor()
+    cur.push(Event.say("user", "send 5 to AB12"))
+    cur.push(Event.call("send_money", {"recipient": "AB12"}))  # not right after a reply
+    assert cur.is_dead and cur.trace == ["User", "Pay"]
+    terms = cur.value_terms("send_money")
+    assert terms is not None and "AB12" not in value_language(terms["recipient"])
+
+
 # --- logic/valueterms.py: the values a decoder may let a model write, per rule shape ------------
 
 _FO_STATES = """(User (:from user)) (Tool (:from tool)) (Pay (:call "pay") (:args (to ?x) (cc ?x)))
@@ -270,6 +301,36 @@ def test_past_rules_with_constants_and_shared_subformulas(rule: str,
     user_first = [_user("hi"), {"role": "assistant", "content": "hello"}]
     reply_first = [{"role": "assistant", "content": "hello"}, _user("hi")]
     assert (p.check(user_first).verdict, p.check(reply_first).verdict) == verdicts
+
+
+def test_a_liveness_search_of_exactly_the_budget_still_answers(monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """Mutant ``DirectRule.live`` 42 (``len(seen) >= LIVENESS_BUDGET``: the search gives up one
+    state early). ``LIVENESS_BUDGET`` is the most local states a search visits before it answers
+    "live" unproved: a rule that is dead from the start (the skeleton cannot see that ``B`` now
+    makes ``once B`` true) whose search needs exactly that many states is still found dead; one
+    state fewer in the budget and it is trusted as live (design §3.6)."""
+    from ltlagent.logic import rules
+
+    spec = parse_spec("""(define never (:states (A (:from user)) (B (:from tool))
+      (C (:from assistant))) (:constraints (r (eventually (and B (not (once B))
+        (once (previously A)) (once (previously (previously C))))))))""")
+
+    def fresh() -> rules.DirectRule:
+        rule = rules.compile_rule(spec, "r", spec.constraints[0])
+        assert isinstance(rule, rules.DirectRule)
+        return rule
+
+    whole = fresh()
+    assert not whole.live(whole.initial)
+    needed = len(whole.live_memo)  # every state the search saw, each now known dead
+    assert needed > 10 and not any(whole.live_memo.values())
+    monkeypatch.setattr(rules, "LIVENESS_BUDGET", needed)
+    exact = fresh()
+    assert not exact.live(exact.initial)
+    monkeypatch.setattr(rules, "LIVENESS_BUDGET", needed - 1)
+    short = fresh()
+    assert short.live(short.initial)
 
 
 # --- chat/events.py: events as data, and the words of a refused message -------------------------

@@ -158,12 +158,24 @@ def test_product_is_the_intersection(p: Pattern, q: Pattern) -> None:
     assert equivalent_states(both) == []
 
 
+def test_a_product_over_different_alphabets_is_refused_with_both_sizes() -> None:
+    """Mutant ``intersect`` 2 (the error without its words): two DFAs over different state sets
+    cannot be intersected letter by letter, and the error says the two sizes."""
+    with pytest.raises(ValueError, match=r"^alphabets differ: 3 and 2 letters$"):
+        intersect(pattern_dfa(A, NAMES), pattern_dfa(Visit("S0"), NAMES[:2]))
+
+
 def test_the_subset_construction_has_a_budget() -> None:
     """(A|B)* A (A|B){12} needs 2^13 states: past the budget it is a spec error at the pattern."""
     ab = Or((A, B))
     blowup = Next((Repeat(ab), A, Repeat(ab, 12, 12)))
-    with pytest.raises(SpecError, match="more than 1000 states"):
+    with pytest.raises(SpecError, match="more than 1000 states") as err:
         pattern_dfa(blowup, NAMES, max_states=1000)
+    # the hint says why and what to do (mutant pattern_dfa 26: its words changed)
+    assert err.value.hint == (
+        "after an unbounded repetition of a choice, a deterministic automaton must remember "
+        "which of the last k steps could start the fixed-length part that follows (up to 2^k "
+        "states): shorten or restructure it")
     assert pattern_dfa(blowup, NAMES).num_states == 2 ** 13
 
 

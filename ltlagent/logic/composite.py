@@ -285,10 +285,3 @@ class ValueInstances:
             return all(each) if rule.quantifiers[level][0] == "forall" else any(each)
 
         return holds(0, ())
-
-    def first_unmet(self) -> tuple[tuple[str, str], ...]:
-        """An assignment whose instance does not accept (for reports; empty when none)."""
-        for sigma, x in self.local.items():
-            if not self.rule.accepts(x):
-                return tuple(zip(self.rule.vars, sigma))
-        return ()

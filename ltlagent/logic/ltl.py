@@ -28,7 +28,7 @@ from ltlagent.spec.syntax import (
 )
 
 __all__ = ["Encoding", "Formulas", "encode", "build_formulas", "constraints_formula", "sere",
-           "constraint_ltl", "PastProps", "has_past", "ALIVE", "PAST_PREFIX"]
+           "constraint_ltl", "PastProps", "ALIVE", "PAST_PREFIX"]
 
 ALIVE = "alive"
 
@@ -174,11 +174,6 @@ def constraint_ltl(f: Formula, atom: Callable[[str], str], past: PastProps | Non
     if f.op in _UN:
         return f"{_UN[f.op]}({subs[0]})"
     return "(" + f" {_BIN[f.op]} ".join(subs) + ")"
-
-
-def has_past(f: Formula) -> bool:
-    """Whether a constraint uses a past-time operator."""
-    return f.op in _PAST_READABLE or any(has_past(a) for a in f.args)
 
 
 @dataclass(frozen=True)

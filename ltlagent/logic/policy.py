@@ -30,7 +30,7 @@ from ltlagent.logic.composite import (
     step_values,
 )
 from ltlagent.logic.rules import DirectRule, Rule, TableRule, compile_rule
-from ltlagent.logic.valueterms import ANY, trigger_term
+from ltlagent.logic.valueterms import ANY, NONE, trigger_term
 from ltlagent.logic.valuewords import value_reason
 from ltlagent.spec.syntax import (
     BEHAVIOR_NAME,
@@ -458,25 +458,20 @@ class PolicyCursor:
 
     def decide(self, event: Event) -> Decision:
         """Would ``event`` be allowed as the next step? (The cursor does not move.)"""
-        return self._decide(self.policy.classifier.index(event), event)
+        return self._judge(self.policy.classifier.index(event), event)[0]
 
-    def _decide(self, i: int, event: Event | None = None) -> Decision:
-        """:meth:`decide` for a step already classified into state index ``i`` (-1: none);
-        ``event`` gives the values a first-order rule compares (None: it binds none)."""
-        return self._judge(i, event)[0]
-
-    def _judge(self, i: int, event: Event | None
-               ) -> tuple[Decision, list[dict[tuple[str, ...], int]]]:
-        """The decision on a step, and each first-order rule's instances after it (which
-        :meth:`push` keeps: a new value's instances are replayed once)."""
+    def _judge(self, i: int, event: Event) -> tuple[Decision, list[dict[tuple[str, ...], int]]]:
+        """The decision on ``event``, classified into state index ``i`` (-1: none), and each
+        first-order rule's instances after it (which :meth:`push` keeps: a new value's instances
+        are replayed once)."""
         now = self.allowed_states()
         policy = self.policy
         names = policy.names
         if i < 0:
             return Decision(False, None, (), now, names), []
         name = names[i]
-        sv = policy.values_of(i, event) if event is not None and self.values \
-            else StepValues(i, {}, "")
+        # the values the step binds: read only by the first-order rules' instances
+        sv = policy.values_of(i, event) if self.values else StepValues(i, {}, "")
         comp = policy.composite
         ok = self.cid != DEAD and comp.live(comp.step(self.cid, i))
         bad_values: list[tuple[ValueInstances, tuple[tuple[str, str], ...]]] = []
@@ -567,7 +562,10 @@ class PolicyCursor:
         nested) that a first-order rule constrains, the term of the values the policy allows
         there now ({}: no rule constrains this tool's arguments); None when a rule constrains
         them outside the fragment enforced token by token (design §14.1): the decoder then
-        writes the call unconstrained by value, and the call is judged once written."""
+        writes the call unconstrained by value, and the call is judged once written.
+
+        On a dead cursor (a step broke the policy) nothing is allowed, as :meth:`decide` says:
+        every key a rule compares gets the empty term (``call_options`` offers no tool there)."""
         if not self.values:
             return {}
         policy = self.policy
@@ -586,6 +584,9 @@ class PolicyCursor:
                      if any(a.state in states for a in inst.rule.atoms)]
         if not concerned:
             return {}
+        if self.cid == DEAD:
+            return {k: NONE for inst in concerned for a in inst.rule.atoms
+                    if a.state in states for k in a.keys}
         if len(chain) > 1:
             return None  # which state the call is in depends on its arguments
         i = chain[0].index

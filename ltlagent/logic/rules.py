@@ -35,6 +35,8 @@ from ltlagent.spec.syntax import (
     Formula,
     Spec,
     any_sequence,
+    has_future,
+    has_past,
     value_keys,
 )
 
@@ -275,18 +277,9 @@ class DirectRule(Rule):
 
 # -- compiling --------------------------------------------------------------------------------
 
-def _has_past(f: Formula) -> bool:
-    return f.op in PAST_OPERATORS or any(_has_past(a) for a in f.args)
-
-
-def _has_future(f: Formula) -> bool:
-    return f.op in _FUTURE or f.op in _FUTURE_BIN or f.op == "ltl" or \
-        any(_has_future(a) for a in f.args)
-
-
 def _future_inside_past(f: Formula) -> bool:
     if f.op in PAST_OPERATORS:
-        return any(_has_future(a) for a in f.args)
+        return any(has_future(a) for a in f.args)
     return any(_future_inside_past(a) for a in f.args)
 
 
@@ -351,7 +344,7 @@ class _Builder:
 
     def skeleton(self, f: Formula) -> str:
         """The future part in Spot's syntax; past subformulas and value atoms as propositions."""
-        if f.op in PAST_OPERATORS or (_has_past(f) and not _has_future(f)):
+        if f.op in PAST_OPERATORS or (has_past(f) and not has_future(f)):
             node = self.node(f)
             if node not in self.outputs:
                 self.outputs.append(node)

@@ -219,11 +219,12 @@ def value_reason(rule: Formula, spec: Spec, state: int, step: StepValues,
     words = _Words(spec)
 
     def failed(g: Formula) -> str:
-        """Why ``g`` is false for the value: its false conjuncts, a negation undone."""
+        """Why ``g`` is false for the value: its false conjuncts (each in its own words, so that
+        a failed negation reads "was …" even when every conjunct fails), a negation undone."""
         if g.op == "and":
             terms = [condition_term(a, var, spec, history, state) for a in g.args]
             false = [a for a, t in zip(g.args, terms) if t is not None and not holds(t, value)]
-            if false and len(false) < len(g.args):
+            if false:
                 return " and ".join(failed(a) for a in false)
         if g.op == "not":
             return f"was {words.core(g.args[0])}"

@@ -28,7 +28,8 @@ __all__ = [
     "State", "Pattern", "Visit", "Next", "Until", "Always", "Or", "Repeat", "Formula", "Spec",
     "parse_spec", "load_spec", "bundled_specs", "resolve_spec_path", "unrolled_size",
     "TOOLS_CHOICES", "MAX_UNROLLED_STEPS", "ROLES", "ENV_ROLES", "AUTHORS", "PAST_OPERATORS",
-    "BEHAVIOR_NAME", "any_sequence", "QUANTIFIERS", "MENTIONS", "value_keys",
+    "BEHAVIOR_NAME", "any_sequence", "QUANTIFIERS", "MENTIONS", "value_keys", "has_past",
+    "has_future",
 ]
 
 #: Sentinel for ``(:choices :tools)``: the Action state's choices are the names of the agent's tools.
@@ -911,7 +912,7 @@ class _Parser:
         if len(subs) != len(args):
             return None
         f = Formula(op, tuple(subs), loc=node.loc)
-        if op in PAST_OPERATORS and bound and _has_future(f):
+        if op in PAST_OPERATORS and bound and has_future(f):
             self.err(f"a future operator inside ({op} …) in a first-order rule", node.loc,
                      "a first-order rule's past operators are evaluated step by step: write "
                      "future operators outside them")
@@ -1022,11 +1023,18 @@ class _Parser:
         return ok
 
 
+#: Future-time operators (a raw ``(ltl "…")`` formula counts as one: it may use any).
 _FUTURE_OPERATORS = ("next", "weak-next", "always", "eventually", "until", "release", "ltl")
 
 
-def _has_future(f: Formula) -> bool:
-    return f.op in _FUTURE_OPERATORS or any(_has_future(a) for a in f.args)
+def has_past(f: Formula) -> bool:
+    """Whether a formula uses a past-time operator anywhere."""
+    return f.op in PAST_OPERATORS or any(has_past(a) for a in f.args)
+
+
+def has_future(f: Formula) -> bool:
+    """Whether a formula uses a future-time operator anywhere (``(ltl "…")`` included)."""
+    return f.op in _FUTURE_OPERATORS or any(has_future(a) for a in f.args)
 
 
 def value_keys(state: State, var: str) -> tuple[str, ...]:
