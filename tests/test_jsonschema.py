@@ -22,11 +22,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import SchemaError
+from ltlagent.text import jsontype, numbertext
 from ltlagent.text.bytetable import trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
 from ltlagent.text.jsonschema import (
+    _PLAIN,
     MAX_ITEMS,
     _mealy_minimal,
+    _plain_template,
+    _string_template,
+    clear_caches,
     emit,
     integer_regex,
     parse_schema,
@@ -650,3 +655,26 @@ def test_string_templates_are_minimal(lang: tuple[tuple[str, ...], ...]) -> None
             if r < 0:
                 break
             s, t = r, r2
+
+
+def test_plain_template_is_the_general_construction() -> None:
+    """The template of a string with no constraint on its text, written directly
+    (``_plain_template``), is the general construction's, state for state."""
+    tgt, inc = _plain_template()
+    want_tgt, want_inc = _mealy_minimal(*template_rows(_PLAIN))
+    assert np.array_equal(tgt, want_tgt)
+    assert np.array_equal(inc, want_inc)
+
+
+def test_clear_caches_forgets_everything() -> None:
+    """``clear_caches`` empties every cache of the schema compiler, the number automata and the
+    string-meet verdicts included (a compile timed after it starts from nothing)."""
+    schema_table({"type": "object", "properties": {
+        "a": {"type": "number", "multipleOf": 3},
+        "b": {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]},
+        "c": {"type": "string", "pattern": "x"}}})
+    caches = [jsontype.pattern_language, jsontype._string_empty_meet, numbertext.number_parts,
+              numbertext.multiples_dfa, _string_template]
+    assert all(c.cache_info().currsize for c in caches)
+    clear_caches()
+    assert not any(c.cache_info().currsize for c in caches)
