@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import SchemaError
+from ltlagent.text import jsonschema as jsonschema_module
 from ltlagent.text import jsontype, numbertext
 from ltlagent.text.bytetable import trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
@@ -29,6 +30,7 @@ from ltlagent.text.jsonschema import (
     _PLAIN,
     MAX_ITEMS,
     _mealy_minimal,
+    _plain_string_table,
     _plain_template,
     _string_template,
     clear_caches,
@@ -39,7 +41,7 @@ from ltlagent.text.jsonschema import (
     schema_table,
     template_rows,
 )
-from ltlagent.text.jsontype import pairwise_disjoint
+from ltlagent.text.jsontype import JsonString, pairwise_disjoint
 
 jsonschema = pytest.importorskip("jsonschema")
 from jsonschema import Draft202012Validator, validators  # noqa: E402
@@ -664,6 +666,19 @@ def test_plain_template_is_the_general_construction() -> None:
     want_tgt, want_inc = _mealy_minimal(*template_rows(_PLAIN))
     assert np.array_equal(tgt, want_tgt)
     assert np.array_equal(inc, want_inc)
+
+
+def test_plain_string_table_is_the_general_construction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``{"type": "string"}``'s table, written directly, is the count × template product's (the
+    general construction, with the plain language's shortcuts turned off), state for state."""
+    fast = _plain_string_table()
+    clear_caches()
+    monkeypatch.setattr(jsonschema_module, "_PLAIN", ("no", "shortcut"))
+    general = jsonschema_module._string_table(JsonString(), 50_000)
+    clear_caches()
+    assert np.array_equal(fast.trans, general.trans)
+    assert np.array_equal(fast.accepting, general.accepting)
+    assert fast.periods == general.periods
 
 
 def test_clear_caches_forgets_everything() -> None:

@@ -413,7 +413,7 @@ class Glue:
                     whole = block_runs.get(k)
                     if whole is None:  # a row at a time, until a share of the block is asked for
                         asked[k] = asked.get(k, 0) + 1
-                        if asked[k] * 16 >= blocks[k][0].num_states:
+                        if asked[k] >= 64 and asked[k] * 16 >= blocks[k][0].num_states:
                             whole = block_runs[k] = _table_runs(blocks[k][0].trans)
                     if whole is None:
                         got = _row_runs(blocks[k][0].trans[q], shift)

@@ -495,7 +495,11 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     """A JSON string with a decoded length in ``[min_length, max_length]`` and its decoded text in
     the string's language: the template (:func:`_string_template`) times the character count, built
     count by count with only the template states reachable at each count and able to reach the
-    closing quote from it (decided on the template, count by count, so the table needs no trimming)."""
+    closing quote from it (decided on the template, count by count, so the table needs no trimming).
+    A string with no constraint at all (``{"type": "string"}``) is the template between the quotes
+    (:func:`_plain_string_table`)."""
+    if t.min_length == 0 and t.max_length is None and _lang(t) == _PLAIN:
+        return _plain_string_table()
     tgt, inc = _string_template(_lang(t))
     n_t = tgt.shape[0]
     lo, hi = t.min_length, t.max_length
@@ -608,6 +612,21 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         c = e + 1
     # every state is reachable (forward) and reaches the closing quote (backward)
     return ByteTable(trans, acc, "json string", tuple(periods))
+
+
+def _plain_string_table() -> ByteTable:
+    """:func:`_string_table` of a string with no constraint: the opening quote, the plain template
+    (every state live: each can finish its character and close), the closing quote; what the
+    general construction gives when the count saturates at 0 (``tests/test_jsonschema.py``)."""
+    tgt, _inc = _plain_template()
+    n_t = tgt.shape[0]
+    final = n_t + 1
+    trans = np.full((n_t + 2, 256), DEAD, dtype=np.int32)
+    trans[0, 0x22] = 1
+    trans[1:n_t + 1] = np.where(tgt >= 0, tgt + 1, np.where(tgt == _EXIT, final, DEAD))
+    acc = np.zeros(n_t + 2, dtype=bool)
+    acc[final] = True
+    return ByteTable(trans, acc, "json string")
 
 
 _RAW_CUTS = (0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0x100)
