@@ -325,6 +325,11 @@ class Glue:
             if p < n_glue and not nfa.eps[p] and p not in enter:  # most glue nodes: itself
                 got = closures[p] = frozenset((p,))
                 return got
+            if p >= n_glue:  # a block's state: itself, and its end's closure where it accepts
+                k, q = where(p)
+                got = closures[p] = (closure1(blocks[k][2]) | {p} if q in accepting_in(k)
+                                     else frozenset((p,)))
+                return got
             seen = {p}
             todo = [p]
             while todo:
