@@ -330,19 +330,50 @@ class Glue:
                 got = closures[p] = (closure1(blocks[k][2]) | {p} if q in accepting_in(k)
                                      else frozenset((p,)))
                 return got
+            # the closures of the epsilon successors first (post-order, each kept), then the union:
+            # a chain of optional properties costs a union per node, not a walk per node
+            on_path = {p}
+            stack = [(p, iter(succ(p)))]
+            while stack:
+                u, it = stack[-1]
+                for v in it:
+                    if v in closures:
+                        continue
+                    if v in on_path:  # an epsilon cycle: walk from p instead
+                        return walk(p)
+                    on_path.add(v)
+                    stack.append((v, iter(succ(v))))
+                    break
+                else:
+                    stack.pop()
+                    on_path.discard(u)
+                    c = {u}
+                    for v in succ(u):
+                        c |= closures[v]
+                    closures[u] = frozenset(c)
+            return closures[p]
+
+        def succ(u: int) -> list[int]:
+            """The epsilon successors of a position (into blocks from their start nodes, out of a
+            block from its accepting states)."""
+            if u < n_glue:
+                return [*(v for v in nfa.eps[u] if live[v]), *enter.get(u, ())]
+            k, q = where(u)
+            return [blocks[k][2]] if q in accepting_in(k) else []
+
+        def walk(p: int) -> frozenset[int]:
+            """``p``'s closure by a plain search (where epsilon edges make a cycle)."""
             seen = {p}
             todo = [p]
             while todo:
-                u = todo.pop()
-                if u < n_glue:
-                    nxt = [*(v for v in nfa.eps[u] if live[v]), *enter.get(u, ())]
-                else:
-                    k, q = where(u)
-                    nxt = [blocks[k][2]] if q in accepting_in(k) else []
-                for v in nxt:
+                for v in succ(todo.pop()):
                     if v not in seen:
-                        seen.add(v)
-                        todo.append(v)
+                        known = closures.get(v)
+                        if known is not None:
+                            seen |= known
+                        else:
+                            seen.add(v)
+                            todo.append(v)
             got = closures[p] = frozenset(seen)
             return got
 
