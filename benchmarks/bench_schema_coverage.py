@@ -11,14 +11,16 @@ differences in ``$`` and the classes may show as false alarms); ``patternPropert
 matched by the ``jsonschema`` package's own ``re.search``. A value that does not validate is
 *wrongly accepted* (must be 0).
 
-Compile time is the wall time of parse + table per schema (caches cleared before each); llguidance
+Compile time is the wall time and the CPU time (``time.process_time``: this process's CPU, every
+thread, so a loaded machine weighs less on it) of parse + table per schema (caches cleared before
+each); llguidance
 (``grammar_from_json_schema`` + ``validate_grammar_with_warnings``: the schema compiled to its
 grammar and lexer, no tokenizer) and XGrammar (``GrammarCompiler.compile_json_schema`` over a
 256-byte vocabulary, cache off) are timed on the same schemas in the same process when importable
 (``pip install llguidance xgrammar``), and skipped otherwise. Both peers without flexible
 whitespace, as ours.
 
-    PYTHONPATH=$PWD python benchmarks/bench_schema_coverage.py [--limit N] [--samples K]
+    PYTHONPATH=$PWD python benchmarks/bench_schema_coverage.py [--limit N] [--every K] [--samples K]
 """
 
 from __future__ import annotations
@@ -162,6 +164,7 @@ def _pct(xs: list[float], q: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=0, help="first N schemas only (0: all)")
+    ap.add_argument("--every", type=int, default=1, help="every K-th schema only (after --limit)")
     ap.add_argument("--samples", type=int, default=10, help="random texts checked per compiled schema")
     ap.add_argument("--unknown-formats", choices=["refuse", "ignore"], default="refuse",
                     help="formats outside text/formats.py: refused (default) or read as annotations")
@@ -173,12 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = [json.loads(line) for line in DATA.read_text().splitlines()]
     if args.limit:
         rows = rows[:args.limit]
+    rows = rows[::args.every]
     rng = random.Random(args.seed)
     peers = {} if args.no_peers else _peers()
     refused: collections.Counter[str] = collections.Counter()
     crashes: list[tuple[str, str]] = []
     ours: dict[str, float] = {}
+    ours_cpu: dict[str, float] = {}
     peer_times: dict[str, dict[str, float]] = {k: {} for k in peers}
+    peer_cpu: dict[str, dict[str, float]] = {k: {} for k in peers}
     wrong: list[tuple[str, str, str]] = []
     samples: list[tuple[str, Any, str, object]] = []
     checked = 0
@@ -187,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         js.clear_caches()
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, args.timeout)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             table = js.schema_table(schema, unknown_formats=args.unknown_formats)
         except (SchemaError, UsageError) as e:
@@ -204,19 +210,21 @@ def main(argv: list[str] | None = None) -> int:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             except _Overtime:  # the alarm fired between the compile's end and this line
                 pass
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         print(f"{sid}\t{'compiled' if table is not None else 'refused'}\t{dt:.3f}", file=sys.stderr,
               flush=True)
         for name, fn in peers.items():
-            p0 = time.perf_counter()
+            p0, q0 = time.perf_counter(), time.process_time()
             try:
                 if fn(schema):
                     peer_times[name][sid] = time.perf_counter() - p0
+                    peer_cpu[name][sid] = time.process_time() - q0
             except Exception:
                 pass
         if table is None or table.empty:
             continue
         ours[sid] = dt
+        ours_cpu[sid] = dc
         for _ in range(args.samples):
             text = sample_text(table, rng).decode("utf-8")
             checked += 1
@@ -240,21 +248,23 @@ def main(argv: list[str] | None = None) -> int:
     print("refusals (most common):")
     for why, k in refused.most_common(25):
         print(f"  {k:5d}  {why}")
-    times = list(ours.values())
-    print(f"compile time, ours on its {len(times)}: median {1000 * statistics.median(times):.1f} ms, "
-          f"p99 {1000 * _pct(times, 0.99):.0f} ms")
+    def stats(got: dict[str, float], ids: set[str] | None = None) -> str:
+        xs = list(got.values()) if ids is None else [got[i] for i in ids]
+        if not xs:
+            return "none"
+        return f"median {1000 * statistics.median(xs):.1f} ms, p99 {1000 * _pct(xs, 0.99):.0f} ms"
+
+    print(f"compile time, ours on its {len(ours)}: wall {stats(ours)}; CPU {stats(ours_cpu)}")
     for name, got in peer_times.items():
-        xs = list(got.values())
-        print(f"{name}: compiles {len(got)} ({100 * len(got) / n:.1f} %); median "
-              f"{1000 * statistics.median(xs):.1f} ms, p99 {1000 * _pct(xs, 0.99):.0f} ms")
+        print(f"{name}: compiles {len(got)} ({100 * len(got) / n:.1f} %); wall {stats(got)}; "
+              f"CPU {stats(peer_cpu[name])}")
     if peers:
         common = set(ours).intersection(*(set(v) for v in peer_times.values()))
         print(f"on the {len(common)} schemas every engine compiles:")
-        for name, got in [("ours", ours), *peer_times.items()]:
-            xs = [got[s] for s in common]
-            if xs:
-                print(f"  {name:10s} median {1000 * statistics.median(xs):.1f} ms, p99 "
-                      f"{1000 * _pct(xs, 0.99):.0f} ms")
+        for name, got, cpu in [("ours", ours, ours_cpu),
+                               *((k, peer_times[k], peer_cpu[k]) for k in peer_times)]:
+            if common:
+                print(f"  {name:10s} wall {stats(got, common)}; CPU {stats(cpu, common)}")
     if not peers and not args.no_peers:
         print("llguidance and XGrammar are not installed: no side-by-side times")
     return 1 if wrong or crashes else 0

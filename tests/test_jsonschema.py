@@ -22,11 +22,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import SchemaError
+from ltlagent.text import jsonschema as jsonschema_module
+from ltlagent.text import jsontype, numbertext
 from ltlagent.text.bytetable import trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
 from ltlagent.text.jsonschema import (
+    _PLAIN,
     MAX_ITEMS,
     _mealy_minimal,
+    _plain_string_table,
+    _plain_template,
+    _string_template,
+    clear_caches,
     emit,
     integer_regex,
     parse_schema,
@@ -34,7 +41,7 @@ from ltlagent.text.jsonschema import (
     schema_table,
     template_rows,
 )
-from ltlagent.text.jsontype import pairwise_disjoint
+from ltlagent.text.jsontype import JsonString, pairwise_disjoint
 
 jsonschema = pytest.importorskip("jsonschema")
 from jsonschema import Draft202012Validator, validators  # noqa: E402
@@ -650,3 +657,39 @@ def test_string_templates_are_minimal(lang: tuple[tuple[str, ...], ...]) -> None
             if r < 0:
                 break
             s, t = r, r2
+
+
+def test_plain_template_is_the_general_construction() -> None:
+    """The template of a string with no constraint on its text, written directly
+    (``_plain_template``), is the general construction's, state for state."""
+    tgt, inc = _plain_template()
+    want_tgt, want_inc = _mealy_minimal(*template_rows(_PLAIN))
+    assert np.array_equal(tgt, want_tgt)
+    assert np.array_equal(inc, want_inc)
+
+
+def test_plain_string_table_is_the_general_construction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``{"type": "string"}``'s table, written directly, is the count × template product's (the
+    general construction, with the plain language's shortcuts turned off), state for state."""
+    fast = _plain_string_table()
+    clear_caches()
+    monkeypatch.setattr(jsonschema_module, "_PLAIN", ("no", "shortcut"))
+    general = jsonschema_module._string_table(JsonString(), 50_000)
+    clear_caches()
+    assert np.array_equal(fast.trans, general.trans)
+    assert np.array_equal(fast.accepting, general.accepting)
+    assert fast.periods == general.periods
+
+
+def test_clear_caches_forgets_everything() -> None:
+    """``clear_caches`` empties every cache of the schema compiler, the number automata and the
+    string-meet verdicts included (a compile timed after it starts from nothing)."""
+    schema_table({"type": "object", "properties": {
+        "a": {"type": "number", "multipleOf": 3},
+        "b": {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]},
+        "c": {"type": "string", "pattern": "x"}}})
+    caches = [jsontype.pattern_language, jsontype._string_empty_meet, numbertext.number_parts,
+              numbertext.multiples_dfa, _string_template]
+    assert all(c.cache_info().currsize for c in caches)
+    clear_caches()
+    assert not any(c.cache_info().currsize for c in caches)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import heapq
 import itertools
 import random
 from dataclasses import dataclass, field
@@ -213,6 +214,59 @@ def runs(row: list[int]) -> list[tuple[int, int, int]]:
     return out
 
 
+def _row_runs(row: np.ndarray, shift: int) -> list[tuple[int, int, int]]:
+    """:func:`runs` of one table row, targets moved by ``shift`` (numpy finds the runs' ends)."""
+    ends = np.flatnonzero(row[1:] != row[:-1])
+    firsts = [0, *(ends + 1).tolist()]
+    lasts = [*ends.tolist(), 255]
+    targets = row[firsts].tolist()
+    return [(a, b, r + shift) for a, b, r in zip(firsts, lasts, targets) if r >= 0]
+
+
+def _table_runs(trans: np.ndarray) -> tuple[list[int], list[int], list[int], list[int]]:
+    """:func:`runs` of every row of a table at once: row ``q``'s runs are entries
+    ``ptr[q]:ptr[q + 1]`` of the (first byte, last byte, target) lists."""
+    n = int(trans.shape[0])
+    first = np.ones(trans.shape, dtype=bool)
+    first[:, 1:] = trans[:, 1:] != trans[:, :-1]
+    src, col = np.nonzero(first)  # every run, dead ones too (row-major order)
+    last = np.empty_like(col)
+    last[:-1] = np.where(src[1:] == src[:-1], col[1:] - 1, 255)
+    last[-1:] = 255
+    to = trans[src, col]
+    ok = to >= 0
+    src, col, last, to = src[ok], col[ok], last[ok], to[ok]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    return ptr.tolist(), col.tolist(), last.tolist(), to.tolist()
+
+
+def _classes(es: list[tuple[int, int, int]]) -> list[tuple[int, int, frozenset[int]]]:
+    """Overlapping byte ranges ``(lo, hi, target)`` (sorted) cut into the classes of bytes with
+    the same targets: ``(lo, hi, targets)``, bytes with no target left out. One sweep over the
+    ranges' ends (a range is added where it begins and dropped where it ends)."""
+    bounds = sorted({*(lo for lo, _h, _v in es), *(hi + 1 for _l, hi, _v in es)})
+    active: dict[int, int] = {}  # target -> how many ranges give it here
+    ends: list[tuple[int, int]] = []  # a heap of (first byte after the range, target)
+    out: list[tuple[int, int, frozenset[int]]] = []
+    i = 0
+    for lo, nxt in itertools.pairwise(bounds):
+        while ends and ends[0][0] <= lo:
+            v = heapq.heappop(ends)[1]
+            if active[v] == 1:
+                del active[v]
+            else:
+                active[v] -= 1
+        while i < len(es) and es[i][0] == lo:
+            v = es[i][2]
+            active[v] = active.get(v, 0) + 1
+            heapq.heappush(ends, (es[i][1] + 1, v))
+            i += 1
+        if active:
+            out.append((lo, nxt - 1, frozenset(active)))
+    return out
+
+
 class Glue:
     """An NFA whose parts may be whole :class:`ByteTable` blocks, determinised into one table.
 
@@ -268,19 +322,58 @@ class Glue:
             got = closures.get(p)
             if got is not None:
                 return got
+            if p < n_glue and not nfa.eps[p] and p not in enter:  # most glue nodes: itself
+                got = closures[p] = frozenset((p,))
+                return got
+            if p >= n_glue:  # a block's state: itself, and its end's closure where it accepts
+                k, q = where(p)
+                got = closures[p] = (closure1(blocks[k][2]) | {p} if q in accepting_in(k)
+                                     else frozenset((p,)))
+                return got
+            # the closures of the epsilon successors first (post-order, each kept), then the union:
+            # a chain of optional properties costs a union per node, not a walk per node
+            on_path = {p}
+            stack = [(p, iter(succ(p)))]
+            while stack:
+                u, it = stack[-1]
+                for v in it:
+                    if v in closures:
+                        continue
+                    if v in on_path:  # an epsilon cycle: walk from p instead
+                        return walk(p)
+                    on_path.add(v)
+                    stack.append((v, iter(succ(v))))
+                    break
+                else:
+                    stack.pop()
+                    on_path.discard(u)
+                    c = {u}
+                    for v in succ(u):
+                        c |= closures[v]
+                    closures[u] = frozenset(c)
+            return closures[p]
+
+        def succ(u: int) -> list[int]:
+            """The epsilon successors of a position (into blocks from their start nodes, out of a
+            block from its accepting states)."""
+            if u < n_glue:
+                return [*(v for v in nfa.eps[u] if live[v]), *enter.get(u, ())]
+            k, q = where(u)
+            return [blocks[k][2]] if q in accepting_in(k) else []
+
+        def walk(p: int) -> frozenset[int]:
+            """``p``'s closure by a plain search (where epsilon edges make a cycle)."""
             seen = {p}
             todo = [p]
             while todo:
-                u = todo.pop()
-                if u < n_glue:
-                    nxt = [*(v for v in nfa.eps[u] if live[v]), *enter.get(u, ())]
-                else:
-                    k, q = where(u)
-                    nxt = [blocks[k][2]] if q in accepting_in(k) else []
-                for v in nxt:
+                for v in succ(todo.pop()):
                     if v not in seen:
-                        seen.add(v)
-                        todo.append(v)
+                        known = closures.get(v)
+                        if known is not None:
+                            seen |= known
+                        else:
+                            seen.add(v)
+                            todo.append(v)
             got = closures[p] = frozenset(seen)
             return got
 
@@ -342,18 +435,33 @@ class Glue:
             return j
 
         out_edges: dict[int, list[tuple[int, int, int]]] = {}  # per position, its live byte edges
+        asked: dict[int, int] = {}  # per block, how many of its rows were read one by one
+        block_runs: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
 
         def edges(p: int) -> list[tuple[int, int, int]]:
             got = out_edges.get(p)
             if got is None:
                 if p < n_glue:
-                    got = [e for e in nfa.edges[p] if live[e[2]]]
+                    got = sorted(e for e in nfa.edges[p] if live[e[2]])
                 else:
                     k, q = where(p)
                     shift = n_glue + offsets[k]
-                    got = [(lo, hi, r + shift) for lo, hi, r in runs(blocks[k][0].trans[q].tolist())]
+                    whole = block_runs.get(k)
+                    if whole is None:  # a row at a time, until a share of the block is asked for
+                        asked[k] = asked.get(k, 0) + 1
+                        if asked[k] >= 64 and asked[k] * 16 >= blocks[k][0].num_states:
+                            whole = block_runs[k] = _table_runs(blocks[k][0].trans)
+                    if whole is None:
+                        got = _row_runs(blocks[k][0].trans[q], shift)
+                    else:
+                        ptr, lo_l, hi_l, to_l = whole
+                        a, b = ptr[q], ptr[q + 1]
+                        got = [(lo, hi, r + shift) for lo, hi, r in zip(lo_l[a:b], hi_l[a:b], to_l[a:b])]
                 out_edges[p] = got
             return got
+
+        def disjoint(es: list[tuple[int, int, int]]) -> bool:
+            return all(a[1] < b[0] for a, b in itertools.pairwise(es))
 
         # the rows computed here, as runs: (result id, first byte, last byte, target id)
         r_id: list[int] = []
@@ -362,28 +470,68 @@ class Glue:
         r_to: list[int] = []
         done: list[int] = []
         accepting: list[int] = []
+        # a glue node whose closure is itself and whose one live edge is one byte to another such
+        # node (a literal's inner byte): its target, followed below without the stack
+        chain: dict[int, tuple[int, int] | None] = {}
+
+        def chain_of(p: int) -> tuple[int, int] | None:
+            if p in chain:
+                return chain[p]
+            got = None
+            if p < n_glue and not nfa.eps[p] and p not in enter:
+                es = edges(p)
+                if len(es) == 1 and es[0][0] == es[0][1]:
+                    v = es[0][2]
+                    if v < n_glue and not nfa.eps[v] and v not in enter:
+                        got = (es[0][0], v)
+            chain[p] = got
+            return got
+
         closed(closure1(start))
         while todo:
             rid, cur = todo.pop()
+            # a run of literal bytes to states not built yet: each row is one byte to the next, in
+            # the order the stack would give (the next one would be pushed and popped at once)
+            while len(cur) == 1:
+                p = next(iter(cur))
+                link = chain_of(p)
+                if link is None:
+                    break
+                b, v = link
+                key = frozenset((v,))
+                if v in single or key in ids:
+                    break
+                j = ids[key] = single[v] = n_gen[0]
+                closures[v] = key
+                n_gen[0] += 1
+                grow(1)
+                done.append(rid)
+                if p == final:
+                    accepting.append(rid)
+                r_id.append(rid)
+                r_lo.append(b)
+                r_hi.append(b)
+                r_to.append(j)
+                rid, cur = j, key
             done.append(rid)
             if final in cur:
                 accepting.append(rid)
-            es = sorted(e for p in cur for e in edges(p))
-            if all(a[1] < b[0] for a, b in itertools.pairwise(es)):  # disjoint: no classes needed
+            if len(cur) == 1:  # one position (a literal's byte, a block's accepting state)
+                es = edges(next(iter(cur)))
+            else:
+                es = sorted(e for p in cur for e in edges(p))
+            if len(es) < 2 or disjoint(es):  # no classes needed
                 for lo, hi, v in es:
                     r_id.append(rid)
                     r_lo.append(lo)
                     r_hi.append(hi)
                     r_to.append(state_of1(v))
             else:
-                cuts = sorted({*(lo for lo, _h, _v in es), *(hi + 1 for _l, hi, _v in es)})
-                for lo, hi in itertools.pairwise(cuts):
-                    vs = frozenset(v for a, b, v in es if a <= lo and hi - 1 <= b)
-                    if vs:
-                        r_id.append(rid)
-                        r_lo.append(lo)
-                        r_hi.append(hi - 1)
-                        r_to.append(state_of(vs))
+                for lo, hi, vs in _classes(es):
+                    r_id.append(rid)
+                    r_lo.append(lo)
+                    r_hi.append(hi)
+                    r_to.append(state_of(vs))
         gen = n_gen[0]
         total = size[0]
 
@@ -399,12 +547,16 @@ class Glue:
         if keep is None:
             keep = np.ones(total, dtype=bool)
         new = np.cumsum(keep) - 1  # the new number of each kept state
-        trans = np.full((int(new[-1]) + 1, 256), DEAD, dtype=np.int32)
+        # every row is written below: a block's rows whole, the rows computed here set dead first
+        trans = np.empty((int(new[-1]) + 1, 256), dtype=np.int32)
         for k, b0 in base.items():  # the blocks' own rows, moved to their place at once
             t = blocks[k][0].trans
             first = 0 if keep[gen + b0] else 1  # a start left out has no edges into it
             lo = int(new[gen + b0 + first])
-            trans[lo:lo + t.shape[0] - first] = np.where(t[first:] >= 0, t[first:] + (lo - first), DEAD)
+            rows_k, dst = t[first:], trans[lo:lo + t.shape[0] - first]
+            np.add(rows_k, lo - first, out=dst)  # in place: a block's table may be tens of MB
+            if lo != first:
+                dst[rows_k < 0] = DEAD
         rows = place(done)
         trans[new[rows[keep[rows]]]] = DEAD  # rows computed here replace the blocks'
         if r_id:

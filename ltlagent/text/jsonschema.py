@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ltlagent.errors import SchemaError, UsageError
+from ltlagent.text import jsontype, numbertext
 from ltlagent.text.bytetable import ByteTable, Glue
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa, intersect, minimize, refine
 from ltlagent.text.jsontype import (
@@ -72,12 +73,13 @@ _SHORT_ESCAPES = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", 8: "b", 12: "f"
 
 
 def clear_caches() -> None:
-    """Forget the DFAs built for patterns and schema parts (kept across calls, by value)."""
-    pattern_language.cache_clear()
+    """Forget the DFAs built for patterns and schema parts, the number automata and the
+    string-meet verdicts (every cache of the schema compiler: kept across calls, by value)."""
+    jsontype.clear_caches()
+    numbertext.clear_caches()
     _string_language.cache_clear()
     _minimal.cache_clear()
     _string_template.cache_clear()
-    number_parts.cache_clear()
 
 
 # --- writing the automaton -------------------------------------------------------------------
@@ -360,8 +362,43 @@ def _string_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
     of the arguments), without the count: states (pattern state, escape step), ``tgt[s, b]`` the
     successor (-1 dead, :data:`_EXIT` the closing quote, allowed where ``pat`` accepts) and
     ``inc[s, b]`` 1 where byte ``b`` begins a character (raw) or completes one (an escape).
-    Minimised as a Mealy machine (edges labelled by ``inc``)."""
+    Minimised as a Mealy machine (edges labelled by ``inc``). A string without patterns, formats
+    or excluded texts (most strings) gets its template written directly
+    (:func:`_plain_template`), the same arrays."""
+    if lang == _PLAIN:
+        return _plain_template()
     return _mealy_minimal(*template_rows(lang))
+
+
+_PLAIN: _Lang = ((), (), (), ())
+#: The minimal template of :data:`_PLAIN`, as :func:`_mealy_minimal` numbers it: 0 between
+#: characters; 1–7 inside a UTF-8 character (1: one continuation byte left; 2: after E0; 3: two
+#: left; 4: after ED; 5: after F0; 6: three left; 7: after F4); 8 after a backslash; 9–11 after
+#: ``\u``, ``\u0``, ``\u00``; 12 after ``\u000`` or ``\u001`` (the last hex digit completes it).
+#: Rows as (first byte, last byte, target, begins or completes a character).
+_PLAIN_ROWS: tuple[tuple[tuple[int, int, int, int], ...], ...] = (
+    ((0x20, 0x21, 0, 1), (0x22, 0x22, _EXIT, 0), (0x23, 0x5B, 0, 1), (0x5C, 0x5C, 8, 0),
+     (0x5D, 0x7F, 0, 1), (0xC2, 0xDF, 1, 1), (0xE0, 0xE0, 2, 1), (0xE1, 0xEC, 3, 1),
+     (0xED, 0xED, 4, 1), (0xEE, 0xEF, 3, 1), (0xF0, 0xF0, 5, 1), (0xF1, 0xF3, 6, 1),
+     (0xF4, 0xF4, 7, 1)),
+    ((0x80, 0xBF, 0, 0),), ((0xA0, 0xBF, 1, 0),), ((0x80, 0xBF, 1, 0),), ((0x80, 0x9F, 1, 0),),
+    ((0x90, 0xBF, 3, 0),), ((0x80, 0xBF, 3, 0),), ((0x80, 0x8F, 3, 0),),
+    (*((ord(c), ord(c), 0, 1) for c in '"/\\bfnrt'), (ord("u"), ord("u"), 9, 0)),
+    ((0x30, 0x30, 10, 0),), ((0x30, 0x30, 11, 0),), ((0x30, 0x31, 12, 0),),
+    ((0x30, 0x39, 0, 1), (0x41, 0x46, 0, 1), (0x61, 0x66, 0, 1)),
+)
+
+
+def _plain_template() -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_string_template` of a string with no constraint on its text, from
+    :data:`_PLAIN_ROWS` (``tests/test_jsonschema.py`` checks it equals the general construction)."""
+    tgt = np.full((len(_PLAIN_ROWS), 256), DEAD, dtype=np.int64)
+    inc = np.zeros((len(_PLAIN_ROWS), 256), dtype=np.int64)
+    for q, row in enumerate(_PLAIN_ROWS):
+        for lo, hi, to, up in row:
+            tgt[q, lo:hi + 1] = to
+            inc[q, lo:hi + 1] = up
+    return tgt, inc
 
 
 def template_rows(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
@@ -458,7 +495,11 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     """A JSON string with a decoded length in ``[min_length, max_length]`` and its decoded text in
     the string's language: the template (:func:`_string_template`) times the character count, built
     count by count with only the template states reachable at each count and able to reach the
-    closing quote from it (decided on the template, count by count, so the table needs no trimming)."""
+    closing quote from it (decided on the template, count by count, so the table needs no trimming).
+    A string with no constraint at all (``{"type": "string"}``) is the template between the quotes
+    (:func:`_plain_string_table`)."""
+    if t.min_length == 0 and t.max_length is None and _lang(t) == _PLAIN:
+        return _plain_string_table()
     tgt, inc = _string_template(_lang(t))
     n_t = tgt.shape[0]
     lo, hi = t.min_length, t.max_length
@@ -571,6 +612,21 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         c = e + 1
     # every state is reachable (forward) and reaches the closing quote (backward)
     return ByteTable(trans, acc, "json string", tuple(periods))
+
+
+def _plain_string_table() -> ByteTable:
+    """:func:`_string_table` of a string with no constraint: the opening quote, the plain template
+    (every state live: each can finish its character and close), the closing quote; what the
+    general construction gives when the count saturates at 0 (``tests/test_jsonschema.py``)."""
+    tgt, _inc = _plain_template()
+    n_t = tgt.shape[0]
+    final = n_t + 1
+    trans = np.full((n_t + 2, 256), DEAD, dtype=np.int32)
+    trans[0, 0x22] = 1
+    trans[1:n_t + 1] = np.where(tgt >= 0, tgt + 1, np.where(tgt == _EXIT, final, DEAD))
+    acc = np.zeros(n_t + 2, dtype=bool)
+    acc[final] = True
+    return ByteTable(trans, acc, "json string")
 
 
 _RAW_CUTS = (0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0x100)

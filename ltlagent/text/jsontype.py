@@ -30,7 +30,7 @@ __all__ = [
     "JsonConst", "JsonInteger", "JsonNumber", "JsonString", "JsonArray", "JsonProperty",
     "JsonObject", "JsonUnion", "JsonAny", "JsonType", "NEVER", "Unsupported", "admits", "meet",
     "disjoint", "pattern_language", "is_never", "Scalar", "json_equal", "key_schemas",
-    "undeclared_schema", "make_object", "array_of", "integer_in", "number_in", "kinds",
+    "undeclared_schema", "make_object", "clear_caches", "array_of", "integer_in", "number_in", "kinds",
     "pairwise_disjoint", "multiples_in", "complement", "of_kind",
 ]
 
@@ -46,6 +46,12 @@ def pattern_language(rx: str, search: bool = True, ecma: bool = True) -> Content
     """The DFA of a schema ``pattern`` (ECMA-262, ``search``) or of a fullmatch regex (``ecma``
     False: Python's dialect, for spec ``:regex`` narrowing and :mod:`ltlagent.text.formats`)."""
     return pattern_dfa(rx, search=search, ecma=ecma)
+
+
+def clear_caches() -> None:
+    """Forget the pattern DFAs and string-meet verdicts kept across calls (by value)."""
+    pattern_language.cache_clear()
+    _string_empty_meet.cache_clear()
 
 
 # --- the descriptions ------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from ltlagent.errors import UsageError
 from ltlagent.text.content import ContentDFA, as_dfa, intersect, minimize
 from ltlagent.text.jsontype import JsonNumber, pattern_language
 
-__all__ = ["integer_regex", "number_parts", "multiples_dfa", "INTEGER_RE", "NUMBER_RE", "MAX_STEP"]
+__all__ = ["integer_regex", "number_parts", "multiples_dfa", "clear_caches", "INTEGER_RE", "NUMBER_RE",
+           "MAX_STEP"]
 
 #: Every JSON integer text (``-0`` included); every JSON number text.
 INTEGER_RE = r"-?(?:0|[1-9][0-9]*)"
@@ -129,6 +130,12 @@ def _magnitude(lo: tuple[Fraction, bool] | None, hi: tuple[Fraction, bool] | Non
                 rx = "|".join(r for r in (f"{integer_regex(0, ip - 1)}(?:\\.[0-9]+)?", rx) if r)
         d = intersect(d, pattern_language(f"(?:{rx or '(?!)'})", False, False))
     return d
+
+
+def clear_caches() -> None:
+    """Forget the number automata kept across calls (by value)."""
+    number_parts.cache_clear()
+    multiples_dfa.cache_clear()
 
 
 #: Largest ``multipleOf`` step written (the digits' automaton has a state per remainder).
