@@ -200,3 +200,54 @@ def test_an_event_is_written_back_as_the_guard_read_it(policy: Policy) -> None:
     with pytest.raises(ValueError):  # read, but not written back as UTF-8: ``_events`` ends the stream
         g._event(SseEvent(data=['"\\ud800"']), None)
     assert g._event(SseEvent(data=["[1, 2]"]), None) == b"data: [1,2]\n\n"
+
+
+def _request(headers: dict[str, str], method: str = "POST") -> Any:
+    from starlette.requests import Request
+
+    return Request({"type": "http", "method": method, "path": "/mcp", "query_string": b"",
+                    "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]})
+
+
+def test_the_guard_lists_the_server_s_tools_itself_page_by_page(policy: Policy) -> None:
+    """What the guard sends for its own ``tools/list`` (the client's headers but the body's type
+    and what it accepts; a minted session id not passed on), and how it follows the pages."""
+    sent: list[tuple[dict[str, str], Any]] = []
+    pages: dict[object, dict[str, Any]] = {
+        None: {"tools": [{"name": "a"}, {"name": 1}, "x"], "nextCursor": "p2"},
+        "p2": {"tools": [{"name": "b"}], "nextCursor": ""}}
+
+    def upstream(req: httpx.Request) -> httpx.Response:
+        body = json.loads(req.content)
+        sent.append((dict(req.headers), body))
+        result = pages[body["params"].get("cursor")]
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": body["id"], "result": result})
+
+    g = mcp._McpGuard(McpProxyConfig(policy, "http://h/mcp"))
+    req = _request({"Accept": "text/plain", "Content-Type": "text/plain", "Authorization": "k",
+                    "Mcp-Session-Id": "s1", "Accept-Encoding": "gzip"})
+
+    async def listed(session: McpSession) -> set[str] | None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(upstream)) as client:
+            g.client = client
+            return await g._list_tools(req, session)
+
+    assert asyncio.run(listed(McpSession(policy.cursor()))) == {"a", "b"}
+    (h1, b1), (h2, b2) = sent
+    assert h1["accept"] == "application/json, text/event-stream" and h1["content-type"] == "application/json"
+    assert h1["authorization"] == "k" and h1["mcp-session-id"] == "s1" and h1["accept-encoding"] == "identity"
+    assert b1["method"] == "tools/list" and b1["params"] == {} and b2["params"] == {"cursor": "p2"}
+    assert b1["jsonrpc"] == "2.0" and b1["id"].startswith("ltlagent-guard-") and b1["id"] != b2["id"]
+    sent.clear()
+    assert asyncio.run(listed(McpSession(policy.cursor(), minted=True))) == {"a", "b"}
+    assert "mcp-session-id" not in sent[0][0]
+    # a listing that never ends is given up after MAX_PAGES pages; one without tools is no listing
+    pages["p2"] = {"tools": [], "nextCursor": "p2"}
+    sent.clear()
+    assert asyncio.run(listed(McpSession(policy.cursor()))) is None and len(sent) == mcp.MAX_PAGES
+    pages[None] = {"tools": "none"}
+    assert asyncio.run(listed(McpSession(policy.cursor()))) is None
+    pages[None] = {"tools": [{"name": "c"}], "nextCursor": 5}
+    assert asyncio.run(listed(McpSession(policy.cursor()))) == {"c"}
+    g.client = None
+    assert asyncio.run(g._list_tools(req, McpSession(policy.cursor()))) is None

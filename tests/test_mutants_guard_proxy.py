@@ -172,3 +172,36 @@ def test_the_configuration_is_checked_when_made() -> None:
             proxy.ProxyConfig(policy, **{"upstream": "http://h/v1", **kw})
         assert str(e.value) == message, kw
     proxy.ProxyConfig(policy, "http://h/v1", "reask", 0, 0.1, 0.1, 0.1, 1)
+
+
+def test_models_are_passed_through_with_their_type() -> None:
+    from starlette.requests import Request
+
+    from ltlagent.logic.policy import Policy
+    from tests.test_mutants_guard import SPEC
+
+    answers = [httpx.Response(200, content=b"m", headers={"content-type": "application/x-models"}),
+               httpx.Response(200, content=b'{"data": []}'),
+               httpx.Response(401, json={"error": {"message": "no key", "type": "auth"}})]
+    seen: list[httpx.Request] = []
+
+    def upstream(req: httpx.Request) -> httpx.Response:
+        seen.append(req)
+        return answers[len(seen) - 1]
+
+    g = proxy._Guarded(proxy.ProxyConfig(Policy.load(SPEC), "http://h/v1"))
+    req = Request({"type": "http", "method": "GET", "path": "/v1/models", "query_string": b"",
+                   "headers": [(b"authorization", b"Bearer k"), (b"x-other", b"no")]})
+
+    async def models() -> list[Any]:
+        async with httpx.AsyncClient(base_url="http://h/v1/",
+                                     transport=httpx.MockTransport(upstream)) as client:
+            g.client = client
+            return [await g.models(req) for _ in answers]
+
+    first, second, third = asyncio.run(models())
+    assert (first.status_code, first.body, first.headers["content-type"]) == (200, b"m", "application/x-models")
+    assert second.headers["content-type"] == "application/json" and second.body == b'{"data": []}'
+    assert third.status_code == 401 and json.loads(bytes(third.body))["error"]["message"] == "no key"
+    assert str(seen[0].url) == "http://h/v1/models" and seen[0].headers["authorization"] == "Bearer k"
+    assert "x-other" not in seen[0].headers

@@ -107,9 +107,8 @@ def test_a_run_whose_last_reply_was_cut_by_length_ends_complete() -> None:
     brain = client.brain
 
     def finish_by_length(body: Any) -> Any:
-        reply = brain(body)
-        client.finish = "length" if "Answer:" in reply.message["content"] else "stop"
-        return reply
+        client.finish = "length" if body["prompt"].endswith("Answer:") else "stop"
+        return brain(body)
     client.brain = finish_by_length
     g = TextGuard(REACT, react_tools({"Search": lambda q: "Paris"}), client=client, model="m")  # type: ignore[arg-type]
     run = g.run("Question: q\n")
@@ -149,3 +148,13 @@ def test_settings_are_checked_when_made(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("OPENAI_MODEL", "from-env")
     assert TextGuard(REACT, react_tools({}), client=client).model == "from-env"  # type: ignore[arg-type]
     assert TextGuard(REACT, react_tools({}), client=client, model="m").model == "m"  # type: ignore[arg-type]
+
+
+def test_a_spec_with_event_states_is_refused_naming_them() -> None:
+    from tests.test_mutants_guard import SPEC
+
+    with pytest.raises(UsageError) as e:
+        TextGuard(SPEC, react_tools({}), client=Scripted(None), model="m")  # type: ignore[arg-type]
+    assert str(e.value) == ("System, Confirm, User, Lookup, Write, Handoff, Call, Result, Reply: event "
+                            "states have no prompt string; a chat policy is guarded by "
+                            "ltlagent.guard.Guard (tool calls), not TextGuard")

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from ltlagent.text.jsonschema import schema_dfa
+from ltlagent.text.jsonschema import clear_caches, schema_dfa
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    """Each test builds its automata afresh (see ``tests/test_mutants_strings.py``: the compile
+    caches would hide the compile functions from a mutation run's choice of tests)."""
+    clear_caches()
 
 
 @pytest.mark.parametrize("value,yes,no", [

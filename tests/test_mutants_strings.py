@@ -11,9 +11,18 @@ import re
 
 import pytest
 
-from ltlagent.text.jsonschema import schema_dfa
+from ltlagent.text.jsonschema import clear_caches, schema_dfa
 
 CHARS = ["a", "b", "0", "é", "😀", '"', "\\", "\n", "/"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    """Each test builds its automata afresh: the compile caches live as long as the process, so
+    without this only the first test to build a string template would reach the code that builds
+    it, and a mutation run (which runs, per mutant, the tests that reached the mutated function)
+    would try every other test's texts against nothing."""
+    clear_caches()
 
 
 def texts(n: int, rng: random.Random) -> list[str]:
@@ -37,3 +46,23 @@ def test_string_bounds_and_patterns_match_the_reference(lo: int, hi: int, patter
             want = lo <= len(s) <= hi and (ref is None or re.search(ref, s) is not None)
             text = json.dumps(s, ensure_ascii=False).encode()
             assert dfa.matches(text) == want, (schema, s)
+
+
+@pytest.mark.parametrize("pattern,yes,no", [
+    # the escaped character leads back to the pattern's start state
+    ("^(a\n)*$", [b'""', b'"a\\n"', b'"a\\u000aa\\u000A"'], [b'"a"', b'"a\\n\\n"', b'"\\n"']),
+    ('^(a")*$', [b'"a\\""', b'"a\\"a\\""'], [b'"a"', b'"\\""', b'"a\\u0022"']),
+    ("^(a/)*$", [b'"a/a\\/"'], [b'"a\\\\"']),
+    ("^(a\x01)*$", [b'"a\\u0001a\\u0001"'], [b'"a\\u0002"']),
+    # \u0010 to \u001f: the second hex digit from 0 to f above 0x10
+    ("^\x10\x1f$", [b'"\\u0010\\u001f"', b'"\\u0010\\u001F"'], [b'"\\u0011\\u001f"', b'"\\u0010\\u0020"']),
+])
+def test_escapes_that_return_to_the_start_or_name_a_high_control(pattern: str, yes: list[bytes],
+                                                                 no: list[bytes]) -> None:
+    for schema in ({"type": "string", "pattern": pattern},
+                   {"type": "string", "pattern": pattern, "maxLength": 6}):
+        dfa = schema_dfa(schema)
+        for text in yes:
+            assert dfa.matches(text), (schema, text)
+        for text in no:
+            assert not dfa.matches(text), (schema, text)
