@@ -233,7 +233,7 @@ def test_the_guard_lists_the_server_s_tools_itself_page_by_page(policy: Policy) 
             return await g._list_tools(req, session)
 
     assert asyncio.run(listed(McpSession(policy.cursor()))) == {"a", "b"}
-    (h1, b1), (h2, b2) = sent
+    (h1, b1), (_, b2) = sent
     assert h1["accept"] == "application/json, text/event-stream" and h1["content-type"] == "application/json"
     assert h1["authorization"] == "k" and h1["mcp-session-id"] == "s1" and h1["accept-encoding"] == "identity"
     assert b1["method"] == "tools/list" and b1["params"] == {} and b2["params"] == {"cursor": "p2"}
