@@ -251,3 +251,42 @@ def test_the_guard_lists_the_server_s_tools_itself_page_by_page(policy: Policy) 
     assert asyncio.run(listed(McpSession(policy.cursor()))) == {"c"}
     g.client = None
     assert asyncio.run(g._list_tools(req, McpSession(policy.cursor()))) is None
+
+
+def test_calls_the_guard_cannot_judge_are_refused_saying_why(policy: Policy) -> None:
+    g = mcp._McpGuard(McpProxyConfig(policy, "http://h/mcp"))
+    g.sessions["s1"] = McpSession(policy.cursor(), tools={"find_user"})
+
+    def call(msg: dict[str, Any], headers: dict[str, str] | None = None) -> str:
+        r = asyncio.run(g._call(_request({"Mcp-Session-Id": "s1"} if headers is None else headers), msg))
+        body = _json(r)
+        assert r.status_code == 200 and body["id"] == msg.get("id") and body["result"]["isError"] is True
+        return str(body["result"]["content"][0]["text"])
+
+    ok = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "find_user", "arguments": {}}}
+    with pytest.raises(RpcFailure) as e:
+        asyncio.run(g._call(_request({}), {**ok, "id": None}))
+    assert (e.value.status, e.value.code, e.value.message) == (
+        400, -32600, "tools/call was not run: it has no valid id (a string or an integer)")
+    mark = "[ltlagent guard]"
+    assert call({**ok, "method": "tools/Call"}) == (
+        f"{mark} find_user was not run: the method must be exactly 'tools/call' in JSON-RPC 2.0, "
+        "not 'tools/Call'")
+    assert call({**ok, "jsonrpc": "1.0"}).endswith("in JSON-RPC 2.0, not 'tools/call'")
+    assert call({**ok, "params": ["x"]}) == f"{mark} the call was not run: its params are not an object"
+    assert call({**ok, "params": {"name": "find_user", "task": {}, "b": 1}}) == \
+        f"{mark} find_user was not run: the guard cannot judge params 'b', 'task'"
+    assert call({**ok, "params": {"name": "a b"}}) == \
+        f"{mark} the call was not run: the tool name 'a b' is not 1-128 of A-Z a-z 0-9 _ - ."
+    assert call({**ok, "params": {"name": "find_user", "arguments": [1]}}) == \
+        f"{mark} find_user was not run: its arguments are not a JSON object"
+    assert call(ok, {"Mcp-Session-Id": "other"}) == (
+        f"{mark} find_user was not run: no MCP session the guard knows (Mcp-Session-Id 'other' did not "
+        "begin through the guard): the policy follows a session from its initialize")
+    assert call(ok, {}) == (
+        f"{mark} find_user was not run: no MCP session the guard knows (Mcp-Session-Id missing): "
+        "the policy follows a session from its initialize")
+    assert call({**ok, "params": {"name": "book"}}) == \
+        f"{mark} book was not run: the guard could not list the server's tools to check the name"
+    g.sessions["s1"].pending[("i", "1")] = "find_user"
+    assert call(ok) == f"{mark} find_user was not run: a call with id 1 is still running"
