@@ -290,3 +290,42 @@ def test_calls_the_guard_cannot_judge_are_refused_saying_why(policy: Policy) -> 
         f"{mark} book was not run: the guard could not list the server's tools to check the name"
     g.sessions["s1"].pending[("i", "1")] = "find_user"
     assert call(ok) == f"{mark} find_user was not run: a call with id 1 is still running"
+
+
+def test_a_forwarded_call_that_cannot_reach_the_server_is_an_error_and_not_pending(policy: Policy) -> None:
+    g = mcp._McpGuard(McpProxyConfig(policy, "http://h/mcp"))
+    seen: list[httpx.Request] = []
+    failure: list[Exception] = [httpx.ConnectError("refused")]
+
+    def upstream(req: httpx.Request) -> httpx.Response:
+        seen.append(req)
+        raise failure[0]
+
+    async def forward(body: object, session: McpSession | None, call: Any, headers: dict[str, str]) -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(upstream)) as client:
+            g.client = client
+            await g._forward(_request(headers), body, session, call)
+
+    s = McpSession(policy.cursor(), minted=True)
+    s.pending[("s", "c7")] = "find_user"
+    s.pending[("s", "c8")] = "find_user"
+    body = {"jsonrpc": "2.0", "id": "c7", "method": "tools/call", "params": {"name": "find_user"}}
+    with pytest.raises(RpcFailure) as e:
+        asyncio.run(forward(body, s, ("s", "c7"), {"Mcp-Session-Id": "ltlagent-x", "Content-Type": "text/x",
+                                                     "Accept-Encoding": "gzip", "X-Keep": "1"}))
+    assert (e.value.status, e.value.code, e.value.rid, e.value.message) == (
+        502, -32603, "c7", "the MCP server could not be reached: ConnectError: refused")
+    assert s.pending == {("s", "c8"): "find_user"}  # the failed call is no longer awaited
+    sent = seen[-1].headers
+    assert sent["accept-encoding"] == "identity" and sent["content-type"] == "application/json"
+    assert sent["x-keep"] == "1" and "mcp-session-id" not in sent  # a minted id is the guard's own
+    assert json.loads(seen[-1].content) == body
+    failure[0] = httpx.ReadTimeout("slow")
+    with pytest.raises(RpcFailure) as e:
+        asyncio.run(forward([body], None, ("s", "c8"), {"Mcp-Session-Id": "s2"}))
+    assert (e.value.status, e.value.rid) == (504, None)
+    assert seen[-1].headers["mcp-session-id"] == "s2"
+    g.client = None
+    with pytest.raises(RpcFailure) as e:
+        asyncio.run(g._forward(_request({}), None, None))
+    assert (e.value.status, e.value.message) == (503, "the proxy is not running")
