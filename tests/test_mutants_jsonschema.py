@@ -139,3 +139,15 @@ def test_the_reference_construction_writes_the_same_texts(schema: dict[str, obje
         with pytest.raises(UsageError, match="more than 2 automaton states"):
             glue = Glue()
             emit(glue, parse_schema(schema), glue.new(), glue.new(), limit=2)
+
+
+def test_an_integer_constant_is_written_as_itself_and_zero_also_as_minus_zero() -> None:
+    for schema in ({"const": 5}, {"enum": [5, -3]}, {"type": "object", "properties": {"n": {"const": 5}}}):
+        dfa = schema_dfa(schema)
+        five = b'{"n": 5}' if "properties" in schema else b"5"
+        assert dfa.matches(five), schema
+        for bad in (b"-0", b"0", b"-5", b"5.0", b'{"n": -0}'):
+            assert not dfa.matches(bad), (schema, bad)
+    zero = schema_dfa({"enum": [0, True]})
+    assert zero.matches(b"0") and zero.matches(b"-0") and zero.matches(b"true")
+    assert not zero.matches(b"1") and not zero.matches(b"false") and not zero.matches(b"-1")
