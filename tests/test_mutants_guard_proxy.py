@@ -206,3 +206,72 @@ def test_models_are_passed_through_with_their_type() -> None:
     assert third.status_code == 401 and json.loads(bytes(third.body))["error"]["message"] == "no key"
     assert str(seen[0].url) == "http://h/v1/models" and seen[0].headers["authorization"] == "Bearer k"
     assert "x-other" not in seen[0].headers
+
+
+def _streamed(on_forbidden: str, replies: list[list[dict[str, Any]]]) -> tuple[list[dict[str, Any]],
+                                                                                  list[httpx.Request]]:
+    """A streamed request through the proxy in-process (the upstream a mock answering ``replies``,
+    one list of chunks per request): the chunks the client reads and the requests sent upstream."""
+    from starlette.requests import Request
+
+    from ltlagent.logic.policy import Policy
+    from tests.test_guard_shapes import HISTORY, TOOLS
+    from tests.test_mutants_guard import SPEC
+
+    sent: list[httpx.Request] = []
+
+    def upstream(req: httpx.Request) -> httpx.Response:
+        sent.append(req)
+        chunks = replies[len(sent) - 1]
+        body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    g = proxy._Guarded(proxy.ProxyConfig(Policy.load(SPEC), "http://h/v1", on_forbidden, max_retries=1))
+    payload = json.dumps({"model": "m", "stream": True, "messages": HISTORY, "tools": TOOLS}).encode()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": payload, "more_body": False}
+
+    req = Request({"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
+                   "headers": [(b"authorization", b"Bearer k"), (b"content-type", b"application/json")]},
+                  receive)
+
+    async def run() -> list[dict[str, Any]]:
+        async with httpx.AsyncClient(base_url="http://h/v1/", transport=httpx.MockTransport(upstream)) as c:
+            g.client = c
+            resp = await g.chat_completions(req)
+            raw = b"".join([x if isinstance(x, bytes) else x.encode() async for x in resp.body_iterator])
+        return [json.loads(e[6:]) for e in raw.decode().split("\n\n") if e.startswith("data: {")]
+
+    return asyncio.run(run()), sent
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "u1", "object": "chat.completion.chunk", "created": 9, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+BOOK_ARGS = '{"user_id": "bob", "flight": "LH123"}'
+BOOK_CALL = {"tool_calls": [{"index": 0, "id": "b1", "type": "function",
+                             "function": {"name": "book", "arguments": BOOK_ARGS}}]}
+
+
+def test_a_streamed_reask_sends_the_client_s_headers_and_says_what_it_refused() -> None:
+    chunks, sent = _streamed("reask", [[_chunk({"role": "assistant"}), _chunk(BOOK_CALL, "tool_calls")],
+                                       [_chunk({"content": "Shall I book it?"}, "stop")]])
+    assert len(sent) == 2 and all(r.headers["authorization"] == "Bearer k" for r in sent)
+    end = chunks[-1]
+    assert end["choices"] == [{"index": 0, "delta": {}, "finish_reason": "stop"}]
+    assert end["ltlagent"]["attempts"] == 2 and [r["tool"] for r in end["ltlagent"]["refused"]] == ["book"]
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == \
+        "Shall I book it?"
+
+
+def test_a_streamed_refusal_ends_with_the_reason_it_stopped() -> None:
+    chunks, _ = _streamed("refuse", [[_chunk({"content": "Booking."}), _chunk(BOOK_CALL, "tool_calls")]])
+    end = chunks[-1]
+    assert end["choices"][0]["finish_reason"] == "stop" and end["choices"][0]["index"] == 0
+    assert end["ltlagent"]["attempts"] == 1 and [r["tool"] for r in end["ltlagent"]["refused"]] == ["book"]
+    allowed, _ = _streamed("refuse", [[_chunk({"content": "Hi."}, "stop")]])
+    assert allowed[-1]["choices"] == [{"index": 0, "delta": {}, "finish_reason": "stop"}]
+    assert "ltlagent" not in allowed[-1]
