@@ -329,3 +329,54 @@ def test_a_forwarded_call_that_cannot_reach_the_server_is_an_error_and_not_pendi
     with pytest.raises(RpcFailure) as e:
         asyncio.run(g._forward(_request({}), None, None))
     assert (e.value.status, e.value.message) == (503, "the proxy is not running")
+
+
+def _post(g: mcp._McpGuard, payload: bytes, upstream: Any, headers: dict[str, str]) -> Any:
+    from starlette.requests import Request
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": payload, "more_body": False}
+
+    req = Request({"type": "http", "method": "POST", "path": "/mcp", "query_string": b"",
+                   "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}, receive)
+
+    async def run() -> Any:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(upstream)) as client:
+            g.client = client
+            try:
+                return await g._post(req)
+            except RpcFailure as e:
+                return e
+
+    return asyncio.run(run())
+
+
+def test_a_listing_through_the_guard_names_the_session_s_tools(policy: Policy) -> None:
+    g = mcp._McpGuard(McpProxyConfig(policy, "http://h/mcp"))
+    g.sessions["s1"] = s = McpSession(policy.cursor())
+    answer = {"jsonrpc": "2.0", "id": 4, "result": {"tools": [{"name": "find_user"}]}}
+    r = _post(g, b'{"jsonrpc": "2.0", "id": 4, "method": "tools/list"}',
+              lambda req: httpx.Response(200, json=answer), {"Mcp-Session-Id": "s1"})
+    assert r.status_code == 200 and json.loads(bytes(r.body)) == answer and s.tools == {"find_user"}
+    # an answer that is not JSON is passed on as it came, with its status and headers
+    r = _post(g, b'{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}',
+              lambda req: httpx.Response(202, content=b"{oops", headers={"x-up": "1"}),
+              {"Mcp-Session-Id": "s1"})
+    assert (r.status_code, bytes(r.body), r.headers["x-up"]) == (202, b"{oops", "1")
+    # the answer to a call that is not JSON: an error, not a pass
+    s.tools = {"find_user"}
+    call = {"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+            "params": {"name": "find_user", "arguments": {"email": "bob@example.com"}}}
+    e = _post(g, json.dumps(call).encode(), lambda req: httpx.Response(200, content=b"{oops"),
+              {"Mcp-Session-Id": "s1"})
+    assert isinstance(e, RpcFailure) and (e.status, e.code, e.rid, e.message) == (
+        502, -32603, 6, "the MCP server's answer to the call is not JSON the guard can read")
+
+
+def test_a_request_body_at_the_limit_is_read_and_one_byte_more_is_not(policy: Policy) -> None:
+    g = mcp._McpGuard(McpProxyConfig(policy, "http://h/mcp"))
+    at = b'"' + b"x" * (mcp.MAX_BODY_BYTES - 2) + b'"'
+    r = _post(g, at, lambda req: httpx.Response(200, json={}), {})
+    assert isinstance(r, RpcFailure) and r.status == 400  # read whole: a string is no JSON-RPC message
+    e = _post(g, at + b" ", lambda req: httpx.Response(200, json={}), {})
+    assert (e.status, e.code, e.message) == (413, -32600, f"request body over {mcp.MAX_BODY_BYTES} bytes")
