@@ -208,7 +208,7 @@ def test_models_are_passed_through_with_their_type() -> None:
     assert "x-other" not in seen[0].headers
 
 
-def _streamed(on_forbidden: str, replies: list[list[dict[str, Any]]]) -> tuple[list[dict[str, Any]],
+def _streamed(on_forbidden: str, replies: list[list[Any]]) -> tuple[list[dict[str, Any]],
                                                                                   list[httpx.Request]]:
     """A streamed request through the proxy in-process (the upstream a mock answering ``replies``,
     one list of chunks per request): the chunks the client reads and the requests sent upstream."""
@@ -223,7 +223,8 @@ def _streamed(on_forbidden: str, replies: list[list[dict[str, Any]]]) -> tuple[l
     def upstream(req: httpx.Request) -> httpx.Response:
         sent.append(req)
         chunks = replies[len(sent) - 1]
-        body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        body = b"".join(b"data: " + (c if isinstance(c, bytes) else json.dumps(c).encode()) + b"\n\n"
+                        for c in chunks) + b"data: [DONE]\n\n"
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
     g = proxy._Guarded(proxy.ProxyConfig(Policy.load(SPEC), "http://h/v1", on_forbidden, max_retries=1))
@@ -275,3 +276,24 @@ def test_a_streamed_refusal_ends_with_the_reason_it_stopped() -> None:
     allowed, _ = _streamed("refuse", [[_chunk({"content": "Hi."}, "stop")]])
     assert allowed[-1]["choices"] == [{"index": 0, "delta": {}, "finish_reason": "stop"}]
     assert "ltlagent" not in allowed[-1]
+
+
+def test_a_stream_that_fails_midway_ends_with_the_error() -> None:
+    def error(message: str, code: str = "upstream_bad_reply") -> dict[str, Any]:
+        return {"error": {"message": message, "type": "upstream_error", "param": None, "code": code}}
+
+    chunks, _ = _streamed("refuse", [[_chunk({"content": "a"}), {"error": {"message": "overloaded"}}]])
+    assert chunks[-1] == error("the upstream failed mid-stream: overloaded", "upstream_stream_error")
+    chunks, _ = _streamed("refuse", [[_chunk({"content": "a"}), {"error": "plain"}]])
+    assert chunks[-1] == error("the upstream failed mid-stream: plain", "upstream_stream_error")
+    chunks, _ = _streamed("refuse", [[b"[1]"]])
+    assert chunks[-1] == error("the upstream reply cannot be judged: an event that is not an object")
+    chunks, _ = _streamed("refuse", [[b'{"a": "\xff"}']])
+    assert chunks[-1] == error("the upstream reply cannot be judged: 'utf-8' codec can't decode byte 0xff "
+                               "in position 7: invalid start byte")
+
+
+def test_done_completes_a_stream_whose_choices_gave_no_finish_reason() -> None:
+    chunks, _ = _streamed("refuse", [[_chunk({"content": "Hi."})]])
+    assert [c["choices"][0]["delta"].get("content") for c in chunks] == ["Hi.", None]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and "error" not in chunks[-1]
