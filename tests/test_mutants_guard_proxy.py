@@ -297,3 +297,39 @@ def test_done_completes_a_stream_whose_choices_gave_no_finish_reason() -> None:
     chunks, _ = _streamed("refuse", [[_chunk({"content": "Hi."})]])
     assert [c["choices"][0]["delta"].get("content") for c in chunks] == ["Hi.", None]
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and "error" not in chunks[-1]
+
+
+def test_a_plain_reply_that_keeps_an_allowed_call_still_finishes_with_tool_calls() -> None:
+    from starlette.requests import Request
+
+    from ltlagent.logic.policy import Policy
+    from tests.test_guard_shapes import HISTORY, TOOLS
+    from tests.test_mutants_guard import SPEC
+
+    calls = [{"id": "f1", "type": "function", "function": {"name": "find_user",
+                                                           "arguments": '{"email": "a@b.c"}'}},
+             {"id": "b1", "type": "function", "function": {"name": "book", "arguments": BOOK_ARGS}}]
+    reply = {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [
+        {"index": 0, "finish_reason": "tool_calls",
+         "message": {"role": "assistant", "content": None, "tool_calls": calls}}]}
+    g = proxy._Guarded(proxy.ProxyConfig(Policy.load(SPEC), "http://h/v1"))
+    payload = json.dumps({"model": "m", "messages": HISTORY, "tools": TOOLS}).encode()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": payload, "more_body": False}
+
+    req = Request({"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
+                   "headers": [(b"authorization", b"Bearer k")]}, receive)
+
+    async def run() -> Any:
+        upstream = httpx.MockTransport(lambda r: httpx.Response(200, json=reply))
+        async with httpx.AsyncClient(base_url="http://h/v1/", transport=upstream) as c:
+            g.client = c
+            return await g.chat_completions(req)
+
+    r = asyncio.run(run())
+    body = json.loads(bytes(r.body))
+    choice = body["choices"][0]
+    assert r.headers["x-ltlagent-guard"] == "refused" and choice["finish_reason"] == "tool_calls"
+    assert [c["function"]["name"] for c in choice["message"]["tool_calls"]] == ["find_user"]
+    assert [x["tool"] for x in body["ltlagent"]["refused"]] == ["book"] and body["ltlagent"]["attempts"] == 1
