@@ -219,6 +219,7 @@ def _streamed(on_forbidden: str, replies: list[list[Any]]) -> tuple[list[dict[st
     from tests.test_mutants_guard import SPEC
 
     sent: list[httpx.Request] = []
+    heads: list[dict[str, str]] = []
 
     def upstream(req: httpx.Request) -> httpx.Response:
         sent.append(req)
@@ -241,10 +242,14 @@ def _streamed(on_forbidden: str, replies: list[list[Any]]) -> tuple[list[dict[st
         async with httpx.AsyncClient(base_url="http://h/v1/", transport=httpx.MockTransport(upstream)) as c:
             g.client = c
             resp = await g.chat_completions(req)
+            heads.append(dict(resp.headers))
             raw = b"".join([x if isinstance(x, bytes) else x.encode() async for x in resp.body_iterator])
         return [json.loads(e[6:]) for e in raw.decode().split("\n\n") if e.startswith("data: {")]
 
-    return asyncio.run(run()), sent
+    chunks = asyncio.run(run())
+    assert heads[0]["content-type"].startswith("text/event-stream")
+    assert heads[0]["cache-control"] == "no-cache" and heads[0]["x-accel-buffering"] == "no"
+    return chunks, sent
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
