@@ -338,3 +338,29 @@ def test_a_plain_reply_that_keeps_an_allowed_call_still_finishes_with_tool_calls
     assert r.headers["x-ltlagent-guard"] == "refused" and choice["finish_reason"] == "tool_calls"
     assert [c["function"]["name"] for c in choice["message"]["tool_calls"]] == ["find_user"]
     assert [x["tool"] for x in body["ltlagent"]["refused"]] == ["book"] and body["ltlagent"]["attempts"] == 1
+
+
+def test_a_request_the_proxy_cannot_read_is_a_400_saying_why() -> None:
+    from starlette.requests import Request
+
+    from ltlagent.logic.policy import Policy
+    from tests.test_mutants_guard import SPEC
+
+    g = proxy._Guarded(proxy.ProxyConfig(Policy.load(SPEC), "http://h/v1"))
+
+    def read(payload: bytes) -> ApiError:
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": payload, "more_body": False}
+        req = Request({"type": "http", "method": "POST", "path": "/v1/chat/completions",
+                       "query_string": b"", "headers": []}, receive)
+        with pytest.raises(ApiError) as e:
+            asyncio.run(g._read(req))
+        return e.value
+
+    for bad in (b'{"messages": []}', b'{"messages": {"role": "user"}}', b"{}"):
+        e = read(bad)
+        assert (e.status, e.message, e.param, e.code) == (
+            400, "'messages' must be a non-empty list of messages", "messages", "invalid_messages")
+    e = read(b'{"messages": [{"role": "user", "content": "hi"}, {"role": 5}]}')
+    assert (e.status, e.param, e.code) == (400, "messages[1]", "malformed_message")
+    assert e.message.startswith("messages[1]: ")
