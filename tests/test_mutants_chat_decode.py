@@ -189,3 +189,25 @@ def test_a_value_table_names_its_tools_and_gives_way_to_the_limit() -> None:
     assert small.num_states < table.num_states
     with pytest.raises(UsageError, match="the hermes tool calls of book, values restricted needs more"):
         value_call_table(tools, "hermes", None, terms, limit=table.num_states // 2 + 10)
+
+
+def test_few_nodes_inside_a_string_end_where_their_bytes_lead() -> None:
+    """Inside a string most bytes loop; a level of few nodes is walked node by node, and a node
+    whose bytes below all loop ends with its whole subtree. Tokens of whole and of broken UTF-8
+    characters (their bit set read in the wrong byte order would look like looping ASCII)."""
+    e, c = "é".encode(), b"\xc3"
+    # many tokens below one node of few (the level is walked, not finished token by token)
+    # (only bytes C2 to DF and 80 to BF below that node: read backwards they would be ASCII that loops)
+    words = [e + e + chr(x).encode() for x in range(0xC0, 0x100) if x != 0xE4]
+    words += [e + e, e + c, e + e + c, e + e + e, e]
+    tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + words + [None]
+    eos = len(tokens) - 1
+    free = {"note": {"type": "object", "properties": {"text": {"type": "string"}}}}  # no count
+    lg = TurnLanguage.build(TurnRule(True, frozenset({"note"}), frozenset()), free)
+    idx = TurnIndex(lg, TokenBytes.of(vocab_from_bytes(tokens, eos_ids=[eos])))
+    text = '<tool_call>\n{"name": "note", "arguments": {"text": "'
+    for tail in ("", "x", "é", "aa"):
+        s = lg.initial
+        for b in (text + tail).encode():
+            s = int(lg.trans[s, b])
+        assert idx.ends(s).tolist()[:eos] == reference_ends(lg, s, tokens)[:eos], tail
