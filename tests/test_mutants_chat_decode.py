@@ -211,3 +211,30 @@ def test_few_nodes_inside_a_string_end_where_their_bytes_lead() -> None:
         for b in (text + tail).encode():
             s = int(lg.trans[s, b])
         assert idx.ends(s).tolist()[:eos] == reference_ends(lg, s, tokens)[:eos], tail
+
+
+@pytest.mark.parametrize("most", [24, 9])
+def test_counts_derived_from_lower_counts_over_a_list_of_strings(most: int) -> None:
+    """A string's character count (:class:`Period`) whose range a token can leave and come back
+    into (the next item of a list); long tokens and tokens that run past the highest count."""
+    tools = {"tag": {"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": most}}}, "required": ["tags"]}}
+    lg = TurnLanguage.build(TurnRule(False, frozenset({"tag"}), frozenset()), tools)
+    assert lg.checked_periods
+    rng = random.Random(most)
+    words = {b"a" * k for k in range(2, 30)} | {b'", "' + b"a" * k for k in range(0, 12)}
+    words |= {b"a" * k + b'", "' + b"b" * j for k in range(0, 8) for j in range(0, 8)}
+    words |= {b"a" * k + b'"]}' for k in range(0, 12)} | {"é".encode() * k for k in range(1, 8)}
+    words |= {bytes(rng.choice(b'ab", ]}') for _ in range(rng.randrange(2, 16))) for _ in range(300)}
+    tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + sorted(words) + [None]
+    eos = len(tokens) - 1
+    tb = TokenBytes.of(vocab_from_bytes(tokens, eos_ids=[eos]))
+    idx = TurnIndex(lg, tb, shift_min=1)
+    s = lg.initial
+    for b in b'<tool_call>\n{"name": "tag", "arguments": {"tags": ["':
+        s = int(lg.trans[s, b])
+    for ch in "a" * (most // 2) + "é" * (most - most // 2) + '", "' + "b" * most:
+        for b in ch.encode():
+            assert idx.ends(s).tolist()[:eos] == reference_ends(lg, s, tokens)[:eos], s
+            s = int(lg.trans[s, b])
+    assert idx.derived > 0
