@@ -199,7 +199,7 @@ def test_few_nodes_inside_a_string_end_where_their_bytes_lead() -> None:
     # many tokens below one node of few (the level is walked, not finished token by token)
     # (only bytes C2 to DF and 80 to BF below that node: read backwards they would be ASCII that loops)
     words = [e + e + chr(x).encode() for x in range(0xC0, 0x100) if x != 0xE4]
-    words += [e + e, e + c, e + e + c, e + e + e, e]
+    words += [e + e, e + c, e + e + c, e + e + e, e, e + b"\x01", e + e + b"\x01"]  # a control byte: dead
     tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + words + [None]
     eos = len(tokens) - 1
     free = {"note": {"type": "object", "properties": {"text": {"type": "string"}}}}  # no count
@@ -211,6 +211,10 @@ def test_few_nodes_inside_a_string_end_where_their_bytes_lead() -> None:
         for b in (text + tail).encode():
             s = int(lg.trans[s, b])
         assert idx.ends(s).tolist()[:eos] == reference_ends(lg, s, tokens)[:eos], tail
+
+    # a vocabulary whose every token loops on the string's state: nothing to write
+    loops = TurnIndex(lg, TokenBytes.of(vocab_from_bytes([b"a", b"bc", e, None], eos_ids=[3])))
+    assert loops.ends(s).tolist()[:3] == [s, s, s]
 
 
 @pytest.mark.parametrize("most", [24, 9])
@@ -238,3 +242,38 @@ def test_counts_derived_from_lower_counts_over_a_list_of_strings(most: int) -> N
             assert idx.ends(s).tolist()[:eos] == reference_ends(lg, s, tokens)[:eos], s
             s = int(lg.trans[s, b])
     assert idx.derived > 0
+
+
+def test_a_period_is_checked_on_the_rows() -> None:
+    """:meth:`Period.check` on a chain of states (1 → 2 → … on ``a``, entered from 0, state 6
+    going back to 1 on ``b``): the range it accepts and the steps it measures."""
+    from ltlagent.decode.chat import Period
+    from ltlagent.text.bytetable import row_edges
+    n = 8  # states 0 … 7, 8 dead
+    trans = np.full((n + 1, 256), n, dtype=np.int32)
+    for q in range(n):
+        trans[q, ord("a")] = q + 1
+    trans[6, ord("b")] = 1
+    acc = np.zeros(n + 1, dtype=bool)
+    acc[n - 1] = True
+    lg = TurnLanguage(trans, acc, (0, -1), TurnRule(False, frozenset(), frozenset()), "json")
+    src, dst = row_edges(np.where(trans[:-1] < n, trans[:-1], -1))
+    assert Period.check(lg, 1, 6, 1, src, dst) == Period(1, 6, 1, 1, 0, 1)
+    assert Period.check(lg, 0, 6, 1, src, dst) == Period(0, 6, 1, 1, 0, 1)
+    assert Period.check(lg, 1, 3, 1, src, dst) == Period(1, 3, 1, 1, 0, 1)
+    for a, b, k in ((1, 2, 1), (1, 10, 1), (-1, 6, 1), (1, 6, 0), (0, 9, 2)):
+        assert Period.check(lg, a, b, k, src, dst) is None, (a, b, k)
+    trans2 = trans.copy()
+    trans2[3, ord("c")] = 1  # a step back inside the range
+    lg2 = TurnLanguage(trans2, acc, (0, -1), lg.rule, "json")
+    src2, dst2 = row_edges(np.where(trans2[:-1] < n, trans2[:-1], -1))
+    assert Period.check(lg2, 1, 6, 1, src2, dst2) is None  # row 4 does not go back to 2
+
+
+def test_no_budget_is_every_allowed_token_even_where_the_turn_may_end() -> None:
+    lg = TurnLanguage.build(TurnRule(True, frozenset({"ping"}), frozenset()), SCHEMAS)
+    idx = TurnIndex(lg, TokenBytes.of(vocab_from_bytes(BYTES, eos_ids=[256])))
+    s = int(lg.trans[lg.initial, ord("H")])
+    assert lg.accepting[s] and idx.allowed(s).sum() > 1
+    for budget in (0, -3):
+        assert (idx.allowed_within(s, budget) == idx.allowed(s)).all()
