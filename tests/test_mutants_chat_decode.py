@@ -278,3 +278,29 @@ def test_no_budget_is_every_allowed_token_even_where_the_turn_may_end() -> None:
     assert lg.accepting[s] and idx.allowed(s).sum() > 1
     for budget in (0, -3):
         assert (idx.allowed_within(s, budget) == idx.allowed(s)).all()
+
+
+@pytest.mark.parametrize("single", [True, False])
+def test_a_narrowed_ascii_string_and_a_vocabulary_without_single_bytes(single: bool) -> None:
+    """A string narrowed to ASCII letters loops on many bytes but not on multi-byte characters
+    (not UTF-8-closed); without the single-byte tokens the trie's first child is not byte 0."""
+    tokens = vocabulary(4, 600)
+    if not single:
+        tokens = tokens[256:]
+    eos = len(tokens) - 1
+    free = {"note": {"type": "object", "properties": {"text": {"type": "string"}}}}
+    lg = TurnLanguage.build(TurnRule(True, frozenset({"note"}), frozenset()), free,
+                            fields={"note": {"text": "[a-zA-Z0-9 ]*"}})
+    idx = TurnIndex(lg, TokenBytes.of(vocab_from_bytes(tokens, eos_ids=[eos])))
+    s = lg.initial
+    for b in b'<tool_call>\n{"name": "note", "arguments": {"text": "ab':
+        assert idx.ends(s).tolist()[:eos] == reference_ends(lg, s, tokens)[:eos], s
+        s = int(lg.trans[s, b])
+    assert idx.ends(s).tolist()[:eos] == reference_ends(lg, s, tokens)[:eos], s
+
+
+def test_a_vocabulary_of_empty_tokens_writes_nothing() -> None:
+    lg = TurnLanguage.build(TurnRule(True, frozenset({"ping"}), frozenset()), SCHEMAS)
+    idx = TurnIndex(lg, TokenBytes.of(vocab_from_bytes([b"", None], eos_ids=[1])))
+    assert idx.ends(lg.initial).tolist() == [lg.dead, lg.dead]
+    assert idx.allowed(lg.initial).tolist() == [False, False]
