@@ -304,3 +304,27 @@ def test_a_vocabulary_of_empty_tokens_writes_nothing() -> None:
     idx = TurnIndex(lg, TokenBytes.of(vocab_from_bytes([b"", None], eos_ids=[1])))
     assert idx.ends(lg.initial).tolist() == [lg.dead, lg.dead]
     assert idx.allowed(lg.initial).tolist() == [False, False]
+
+
+def test_build_keeps_its_rule_and_utf8_and_refuses_text_after_a_call() -> None:
+    rule = TurnRule(True, frozenset({"ping"}), frozenset())
+    lg = TurnLanguage.build(rule, SCHEMAS)
+    assert lg.rule == rule and lg.format == "hermes"
+    s = lg.initial
+    for b in b"Hi \x80":  # UTF-8 unless told not to
+        s = int(lg.trans[s, b])
+    assert s == lg.dead
+    bad = TurnRule(False, frozenset({"ping"}), frozenset({"note"}), after_call=True)
+    with pytest.raises(ValueError, match=r"after_call needs text=False and no tools_after_text$"):
+        TurnLanguage.build(bad, SCHEMAS)
+
+
+def test_value_terms_of_other_tools_and_the_limit_without_terms() -> None:
+    from ltlagent.decode.chat import value_call_table
+    from ltlagent.errors import UsageError
+    from ltlagent.text.values import ValueEnum
+    terms = (("ghost", (("n", ValueEnum(("1",))),)),)  # a tool that is not offered: no terms
+    table, left = value_call_table({"ping": SCHEMAS["ping"]}, "hermes", None, terms)
+    assert left == () and "values restricted" not in table.source
+    with pytest.raises(UsageError):
+        value_call_table({"ping": SCHEMAS["ping"]}, "hermes", None, (), limit=5)
