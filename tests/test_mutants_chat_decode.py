@@ -328,3 +328,17 @@ def test_value_terms_of_other_tools_and_the_limit_without_terms() -> None:
     assert left == () and "values restricted" not in table.source
     with pytest.raises(UsageError):
         value_call_table({"ping": SCHEMAS["ping"]}, "hermes", None, (), limit=5)
+
+
+def test_a_character_of_text_leaves_no_marker_byte_pending() -> None:
+    lg = TurnLanguage.build(TurnRule(True, frozenset({"ping"}), frozenset({"note"})), SCHEMAS)
+
+    def run(text: str) -> int:
+        s = lg.initial
+        for b in text.encode():
+            s = int(lg.trans[s, b])
+        return s
+
+    for ch in ("é", "€", "😀", "a"):
+        assert not lg.in_call(run(f"Hi {ch}tool_call>\n")), ch  # only text: no '<' was written
+        assert lg.in_call(run(f"Hi {ch}<tool_call>\n")), ch
