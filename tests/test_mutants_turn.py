@@ -114,6 +114,7 @@ def test_in_call_and_the_states() -> None:
     lg = lang()
     assert lg.initial == 0 and lg.dead == lg.trans.shape[0] - 1 and not lg.accepting[lg.dead]
     assert (lg.trans[lg.dead] == lg.dead).all()
+    assert lg.trans.dtype == np.int32 and lg.accepting.dtype == bool  # as the fields say
     a, b = lg.call_start
     assert 0 < a < b < lg.dead
     assert not lg.in_call(run(lg, "Hi <tool_call"))
@@ -153,6 +154,7 @@ def test_a_table_alone_is_a_turn() -> None:
     assert not accepts(lg, "Hi") and not accepts(lg, '{"n": 1} ') and not accepts(lg, "")
     assert lg.call_start == (0, -1) and lg.format == "json" and lg.in_call(0)
     assert lg.trans.shape == (t.num_states + 1, 256) and (lg.trans[lg.dead] == lg.dead).all()
+    assert lg.trans.dtype == np.int32 and lg.accepting.dtype == bool  # as the fields say
 
 
 def test_an_unknown_format_is_refused() -> None:
