@@ -618,7 +618,7 @@ def _plain_string_table() -> ByteTable:
     """:func:`_string_table` of a string with no constraint: the opening quote, the plain template
     (every state live: each can finish its character and close), the closing quote; what the
     general construction gives when the count saturates at 0 (``tests/test_jsonschema.py``)."""
-    tgt, _inc = _plain_template()
+    tgt, _inc = _string_template(_PLAIN)  # cached: built once, not per string of a schema
     n_t = tgt.shape[0]
     final = n_t + 1
     trans = np.full((n_t + 2, 256), DEAD, dtype=np.int32)
