@@ -652,6 +652,7 @@ class TurnIndex:
         self._dead = lang.dead
         self._skips: dict[int, bytes] = {}  # per state, 1 at the bytes that leave it (``_finish``)
         self._closed: dict[int, bool] = {}  # per state, whether UTF-8 characters lead back to it
+        self._wides: dict[int, bytes] = {}  # per such state, 1 at the ASCII bytes that leave it (``_finish``)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
 
@@ -886,7 +887,7 @@ class TurnIndex:
         starts, stops = (offsets[toks] + (d + 1)).tolist(), offsets[toks + 1].tolist()
         skips = self._skips
         lo_w, hi_w, to_w = out.lo, out.hi, out.to
-        wide = (trans[wrap] != wrap).view(np.uint8).tobytes()[:128] + bytes(128) if wrap >= 0 else b""
+        wide = self._wide(wrap) if wrap >= 0 else b""
         for p, o, a, b in zip(idx.tolist(), owner.tolist(), starts, stops):
             rest = flat[a:b]
             q, k = cur[o], 0
@@ -911,6 +912,14 @@ class TurnIndex:
                 lo_w.append(p)
                 hi_w.append(p + 1)
                 to_w.append(q)
+
+    def _wide(self, t: int) -> bytes:
+        """1 at the ASCII bytes that leave ``t`` (0 at every other byte), for ``bytes.translate``:
+        :meth:`_finish`'s jump over whole characters in a UTF-8-closed state, built once per state."""
+        got = self._wides.get(t)
+        if got is None:
+            got = self._wides[t] = (self.lang.trans[t] != t).view(np.uint8).tobytes()[:128] + bytes(128)
+        return got
 
     def _children(self, d: int, nodes: np.ndarray | list[int], cur: np.ndarray | list[int],
                   usual: int) -> tuple[np.ndarray | list[int], np.ndarray | list[int]]:
