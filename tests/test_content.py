@@ -18,6 +18,7 @@ from ltlagent.text.content import (
     DEAD,
     MAX_DFA_STATES,
     MAX_REGEX_REPEAT,
+    ContentDFA,
     as_dfa,
     choices_dfa,
     intersect,
@@ -212,3 +213,73 @@ def test_a_bounded_repetition_counts_its_optional_rounds_only() -> None:
     assert regex_dfa("a{150,160}").matches(b"a" * 155)
     with pytest.raises(UsageError, match="repetition bound"):
         regex_dfa(f"a{{0,{MAX_REGEX_REPEAT + 1}}}")
+
+
+# --- the product, level by level (issue 30: compile time) -----------------------------------------
+
+
+def _product_reference(a: ContentDFA, b: ContentDFA) -> tuple[list[list[int]], set[int]]:
+    """The product by its definition: a queue of pairs, state by state and byte by byte."""
+    ids, order, trans, acc = {(0, 0): 0}, [(0, 0)], [], set()
+    i = 0
+    while i < len(order):
+        p, q = order[i]
+        if p in a.accepting and q in b.accepting:
+            acc.add(i)
+        row = [DEAD] * 256
+        for c in range(256):
+            p2, q2 = a.step(p, c), b.step(q, c)
+            if p2 >= 0 and q2 >= 0:
+                row[c] = ids.setdefault((p2, q2), len(order))
+                if row[c] == len(order):
+                    order.append((p2, q2))
+        trans.append(row)
+        i += 1
+    return trans, acc
+
+
+PRODUCT_PATTERNS = ["^[A-Z]{2}[0-9]{6}$", "a|b|c", r"^\S+$", "^[a-z]+@[a-z]+\\.com$", "^.{3,10}$",
+                    "x*y*z*", r"^\d{4}-\d{2}-\d{2}$", "é+", "[^a]{2,5}", "^$", "(ab|ba)*"]
+
+
+@pytest.mark.parametrize("p", PRODUCT_PATTERNS)
+def test_intersect_is_the_queue_product_state_for_state(p: str) -> None:
+    """The level-by-level product numbers its states as a queue would (same table, same accepting
+    states), for every pair of a battery that has dead, non-live and accepting states: an off-by-one
+    in a level's numbering, a pair code that mixes up the two sides or a lost non-live check would
+    differ here."""
+    from ltlagent.text.jsontype import pattern_language
+
+    a = pattern_language(p)
+    for q in PRODUCT_PATTERNS:
+        b = pattern_language(q)
+        got = intersect(a, b)
+        trans, acc = _product_reference(a, b)
+        assert [list(r) for r in got.trans] == trans, (p, q)
+        assert got.accepting == frozenset(acc), (p, q)
+
+
+def test_intersect_limit() -> None:
+    """Beyond ``limit`` states the product is refused with both sources named."""
+    from ltlagent.text.jsontype import pattern_language
+
+    a, b = pattern_language("^.{0,40}$"), pattern_language("^[a-z]*$")
+    assert len(intersect(a, b).trans) > 20
+    with pytest.raises(UsageError, match="needs more than 20 automaton states"):
+        intersect(a, b, limit=20)
+
+
+def test_intersect_leaves_out_states_that_cannot_accept() -> None:
+    """A state that cannot reach acceptance (not live) is dead in the product, as ``step`` has it."""
+    from ltlagent.text.jsontype import pattern_language
+
+    trap = [[DEAD] * 256 for _ in range(3)]
+    trap[0][ord("a")], trap[0][ord("b")] = 1, 2
+    trap[2] = [2] * 256  # loops forever, never accepts
+    d = as_dfa(trap, {1}, "a or a trap")
+    assert d.live == frozenset({0, 1})
+    for other in (pattern_language("^.*$"), d):
+        got = intersect(d, other)
+        trans, acc = _product_reference(d, other)
+        assert [list(r) for r in got.trans] == trans and len(trans) == 2
+        assert got.accepting == frozenset(acc)

@@ -693,3 +693,47 @@ def test_clear_caches_forgets_everything() -> None:
     assert all(c.cache_info().currsize for c in caches)
     clear_caches()
     assert not any(c.cache_info().currsize for c in caches)
+
+
+def test_enum_keeps_one_of_each_value_by_type() -> None:
+    """``enum`` duplicates are dropped by (type, value) in one pass (a set, not a scan per value:
+    a schema with thousands of constants read in quadratic time): ``True``/``1``, ``False``/``0``,
+    ``1.0``/``1`` as JSON types differ or agree, and a string ``"[1]"`` is not the array ``[1]``."""
+    t = parse_schema({"enum": [1, 1.0, True, 1, "1", True, False, 0, None, None, "[1]", [1], [1],
+                               {"a": 1}, {"a": 1}, 2.5, 2.5]})
+    assert isinstance(t, jsonschema_module.JsonConst)
+    assert t.values == (1, True, "1", False, 0, None, "[1]")
+    assert [type(v) for v in t.values] == [int, bool, str, bool, int, type(None), str]
+    assert t.texts == ("[1]", '{"a":1}', "2.5")
+    many = parse_schema({"enum": [f"v{i}" for i in range(3000)] * 2})
+    assert isinstance(many, jsonschema_module.JsonConst) and len(many.values) == 3000
+
+
+def test_compile_pauses_the_collector_and_restores_it() -> None:
+    """The cyclic collector is off while a schema compiles and as it was afterwards, on success and
+    on a refusal alike (never left off, never turned on by the compile)."""
+    import gc
+
+    seen: list[bool] = []
+    original = jsonschema_module._table
+
+    def spy(t: object, limit: int) -> object:
+        seen.append(gc.isenabled())
+        return original(t, limit)  # type: ignore[arg-type]
+
+    was = gc.isenabled()
+    try:
+        jsonschema_module._table = spy  # type: ignore[assignment]
+        gc.enable()
+        schema_table({"type": "integer"})
+        assert seen == [False] and gc.isenabled()
+        with pytest.raises(SchemaError):
+            schema_table({"type": "integer", "minimum": 5, "maximum": 1})
+        assert gc.isenabled()
+        gc.disable()
+        schema_table({"type": "string"})
+        assert not gc.isenabled()
+    finally:
+        jsonschema_module._table = original  # type: ignore[assignment]
+        if was:
+            gc.enable()

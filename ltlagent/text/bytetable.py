@@ -487,6 +487,17 @@ class Glue:
             chain[p] = got
             return got
 
+        def single_bytes(cur: frozenset[int]) -> dict[int, list[int]] | None:
+            """The targets of each byte, where every edge of every position is one byte (a
+            subset of keys' or constants' literals: no ranges to cut into classes); else None."""
+            by_byte: dict[int, list[int]] = {}
+            for p in cur:
+                for lo, hi, v in edges(p):
+                    if lo != hi:
+                        return None
+                    by_byte.setdefault(lo, []).append(v)
+            return by_byte
+
         closed(closure1(start))
         while todo:
             rid, cur = todo.pop()
@@ -519,6 +530,15 @@ class Glue:
             if len(cur) == 1:  # one position (a literal's byte, a block's accepting state)
                 es = edges(next(iter(cur)))
             else:
+                by_byte = single_bytes(cur)
+                if by_byte is not None:  # the classes are the bytes themselves (keys' tries)
+                    for b in sorted(by_byte):
+                        to = by_byte[b]
+                        r_id.append(rid)
+                        r_lo.append(b)
+                        r_hi.append(b)
+                        r_to.append(state_of1(to[0]) if len(to) == 1 else state_of(frozenset(to)))
+                    continue
                 es = sorted(e for p in cur for e in edges(p))
             if len(es) < 2 or disjoint(es):  # no classes needed
                 for lo, hi, v in es:

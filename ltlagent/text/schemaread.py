@@ -325,18 +325,22 @@ class _Reader:
             values = raw if isinstance(raw, list) else [raw]
             scalars: list[Scalar] = []
             texts: list[str] = []
+            seen: set[tuple[type, object]] = set()  # (type, value): True and 1 kept apart
+            seen_texts: set[str] = set()
             for i, v in enumerate(values):
-                where = _pointer(path, "enum") + f"/{i}" if key == "enum" else _pointer(path, "const")
                 try:
                     text = json_text(v)
                 except ValueError as e:
+                    where = _pointer(path, "enum") + f"/{i}" if key == "enum" else _pointer(path, "const")
                     raise self.refuse(where, str(e)) from None
                 if isinstance(v, float) and v.is_integer():
                     v = int(v)
                 if v is None or isinstance(v, str | int):
-                    if not any(type(w) is type(v) and w == v for w in scalars):
+                    if (type(v), v) not in seen:
+                        seen.add((type(v), v))
                         scalars.append(v)
-                elif text not in texts:
+                elif text not in seen_texts:
+                    seen_texts.add(text)
                     texts.append(text)
             out = self.meet(out, JsonConst(tuple(scalars), tuple(texts)), _pointer(path, key))
         return out
