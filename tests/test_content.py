@@ -18,6 +18,7 @@ from ltlagent.text.content import (
     DEAD,
     MAX_DFA_STATES,
     MAX_REGEX_REPEAT,
+    ODD_SPACES,
     ContentDFA,
     as_dfa,
     choices_dfa,
@@ -283,3 +284,19 @@ def test_intersect_leaves_out_states_that_cannot_accept() -> None:
         trans, acc = _product_reference(d, other)
         assert [list(r) for r in got.trans] == trans and len(trans) == 2
         assert got.accepting == frozenset(acc)
+
+
+@pytest.mark.parametrize("rx", [r"x[\x00-\x7f]y", r"x[\x1c\x1b]y", r"x[\x1a-\x1d]y", r"x[^a]y", r"x.y", r"x[\x20-\x7e]y",
+                                r"x[\x1f-\x21]y", "x(\x1f|a)y", r"x[\x80-\xff]y", r"x\sy", r"x[\x84-\x86]y"])
+def test_stripped_content_never_matches_odd_spaces(rx: str) -> None:
+    """In a :regex over stripped content no character of ODD_SPACES matches (U+001C–U+001F, NEL,
+    NBSP, …: ``str.strip`` removes them, so a text holding one between words could not be written
+    back the same), whatever the class; every other character matches as ``re.fullmatch`` says. The
+    shortcut that skips the subtraction for ASCII ranges past U+001F must not skip a range that
+    reaches U+001C–U+001F or past ASCII."""
+    d = regex_dfa(rx)
+    odd = [chr(c) for lo, hi in ODD_SPACES for c in range(lo, hi + 1)]
+    for c in [*odd, "a", "b", " ", "~", "\x1b", "\x20", "\x21", "\x7f", "\x80", "é", "\x84", "\x86"]:
+        word = f"x{c}y"
+        expect = bool(re.fullmatch(rx, word)) and c not in odd
+        assert d.matches(word.encode()) == expect, (rx, c)

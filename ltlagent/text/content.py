@@ -19,6 +19,7 @@ character (stricter than Python, never looser), so every generated content passe
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import warnings
@@ -85,6 +86,19 @@ class ContentDFA:
     @property
     def num_states(self) -> int:
         return len(self.trans)
+
+    @functools.cached_property
+    def live_table(self) -> np.ndarray:
+        """The transitions as ``int64 [n, 256]``, ``DEAD`` wherever :meth:`step` is (for
+        :func:`intersect`; built once per DFA: a pattern's DFA meets many others)."""
+        n = self.num_states
+        t = np.fromiter(itertools.chain.from_iterable(self.trans), dtype=np.int64, count=n * 256)
+        t = t.reshape(n, 256)
+        live = np.zeros(n + 1, dtype=bool)  # the last entry serves DEAD (-1)
+        live[list(self.live)] = True
+        out = np.where(live[t], t, DEAD)
+        out.setflags(write=False)
+        return out
 
     def step(self, s: int, b: int) -> int:
         if s < 0:
@@ -206,6 +220,9 @@ def _utf8_split(lo: int, hi: int) -> list[list[tuple[int, int]]]:
 
 
 def _utf8_ranges(ranges: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """Code point ranges as sequences of byte ranges (one per UTF-8 length and lead byte)."""
+    if len(ranges) == 1 and ranges[0][1] < 0x80:  # one ASCII range (a literal's character): itself
+        return [[ranges[0]]]
     out: list[list[tuple[int, int]]] = []
     for lo, hi in ranges:
         for a, b in ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xD7FF), (0xE000, 0xFFFF), (0x10000, _MAXCP)):
@@ -460,19 +477,11 @@ def as_dfa(trans: list[list[int]], acc: set[int], source: str) -> ContentDFA:
     return ContentDFA(tuple(tuple(r) for r in trans), frozenset(acc), coreachable(trans, acc), source)
 
 
-def _live_table(d: ContentDFA) -> np.ndarray:
-    """``d``'s transitions as ``int64 [n, 256]``, ``DEAD`` wherever :meth:`ContentDFA.step` is."""
-    t = np.array(d.trans, dtype=np.int64).reshape(d.num_states, 256)
-    live = np.zeros(d.num_states + 1, dtype=bool)  # the last entry serves DEAD (-1)
-    live[list(d.live)] = True
-    return np.where(live[t], t, DEAD)
-
-
 def intersect(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> ContentDFA:
     """The product DFA accepting what both accept: its reachable pairs breadth first, numbered in
     the order a queue would find them (state by state, byte by byte), one level at a time in numpy
     (a pair's row is one operation on both rows, not 256 Python steps)."""
-    ta, tb = _live_table(a), _live_table(b)
+    ta, tb = a.live_table, b.live_table
     nb = max(1, b.num_states)
     acc_a = np.zeros(a.num_states, dtype=bool)
     acc_a[list(a.accepting)] = True
@@ -592,7 +601,8 @@ class _RegexCompiler:
         return out
 
     def chars(self, ranges: list[tuple[int, int]], start: int, end: int) -> None:
-        if not self.exact:
+        if not self.exact and any(hi >= ODD_SPACES[0][0] and not (lo > ODD_SPACES[0][1] and hi < 0x80)
+                                  for lo, hi in ranges):  # may meet ODD_SPACES (ASCII past 0x1F: never)
             ranges = _complement(_complement(ranges) + list(ODD_SPACES))
         for seq in _utf8_ranges(ranges):
             s = start
