@@ -287,7 +287,8 @@ def test_intersect_leaves_out_states_that_cannot_accept() -> None:
 
 
 @pytest.mark.parametrize("rx", [r"x[\x00-\x7f]y", r"x[\x1c\x1b]y", r"x[\x1a-\x1d]y", r"x[^a]y", r"x.y",
-                                r"x[\x20-\x7e]y", r"x[\x1f-\x21]y", "x(\x1f|a)y", r"x[\x80-\xff]y", r"x\sy", r"x[\x84-\x86]y"])
+                                r"x[\x20-\x7e]y", r"x[\x1f-\x21]y", "x(\x1f|a)y", r"x[\x80-\xff]y", r"x\sy",
+                                r"x[\x84-\x86]y"])
 def test_stripped_content_never_matches_odd_spaces(rx: str) -> None:
     """In a :regex over stripped content no character of ODD_SPACES matches (U+001C–U+001F, NEL,
     NBSP, …: ``str.strip`` removes them, so a text holding one between words could not be written
