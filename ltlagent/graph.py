@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-__all__ = ["coreachable", "reachable"]
+import numpy as np
+
+__all__ = ["coreachable", "coreachable_table", "reachable"]
 
 
 def coreachable(delta: Sequence[Sequence[int]], targets: Iterable[int]) -> frozenset[int]:
@@ -36,4 +38,25 @@ def reachable(delta: Sequence[Sequence[int]], start: int) -> frozenset[int]:
             if r >= 0 and r not in seen:
                 seen.add(r)
                 todo.append(r)
+    return frozenset(seen)
+
+
+def coreachable_table(trans: np.ndarray, targets: Iterable[int]) -> frozenset[int]:
+    """:func:`coreachable` of a numpy table (``int [n, k]``): its edges deduplicated in numpy first
+    (a row of 256 bytes has a few distinct successors), then searched backward in Python."""
+    n = int(trans.shape[0])
+    src = np.repeat(np.arange(n, dtype=np.int64), trans.shape[1])
+    dst = trans.reshape(-1).astype(np.int64)
+    ok = dst >= 0
+    pairs = np.unique(dst[ok] * n + src[ok])  # by successor, then predecessor
+    ptr = np.searchsorted(pairs, np.arange(n + 1, dtype=np.int64) * n).tolist()
+    pred = (pairs % n).tolist() if n else []
+    seen = set(targets)
+    todo = list(seen)
+    while todo:
+        r = todo.pop()
+        for q in pred[ptr[r]:ptr[r + 1]]:
+            if q not in seen:
+                seen.add(q)
+                todo.append(q)
     return frozenset(seen)

@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ltlagent.errors import UsageError
-from ltlagent.graph import coreachable
+from ltlagent.graph import coreachable, coreachable_table
 
 __all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "pattern_dfa", "content_dfa",
            "DEAD", "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "intersect", "as_dfa",
@@ -511,9 +511,10 @@ def intersect(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> Cont
         pairs_p.append(ps)
         pairs_q.append(qs)
     all_p, all_q = np.concatenate(pairs_p), np.concatenate(pairs_q)
-    acc = np.flatnonzero(acc_a[all_p] & acc_b[all_q])
-    trans = np.concatenate(rows).tolist() if rows else []
-    return as_dfa(trans, set(acc.tolist()), f"({a.source}) & ({b.source})")
+    acc = np.flatnonzero(acc_a[all_p] & acc_b[all_q]).tolist()
+    table = np.concatenate(rows)
+    return ContentDFA(tuple(map(tuple, table.tolist())), frozenset(acc), coreachable_table(table, acc),
+                      f"({a.source}) & ({b.source})")
 
 
 class _RegexCompiler:
