@@ -152,3 +152,40 @@ def test_glue_closures_with_epsilon_cycles(graph: tuple[list[tuple[int, int]],
     fast = glue.determinize(0, n - 1, 10_000, "glue", "")
     trans, acc = plain.determinize(0, n - 1, 10_000, "glue", "")
     assert _equivalent(fast.content, as_dfa(trans, acc, "copied"))
+
+
+def _reachable_from_start(t: np.ndarray) -> np.ndarray:
+    """Plain breadth-first search over a table's rows (the definition the trim relies on)."""
+    seen = np.zeros(t.shape[0], dtype=bool)
+    seen[0] = True
+    todo = [0]
+    while todo:
+        for r in set(t[todo.pop()].tolist()):
+            if r >= 0 and not seen[r]:
+                seen[r] = True
+                todo.append(r)
+    return seen
+
+
+def test_unsealed_block_states_reached_only_through_a_built_row_are_left_out() -> None:
+    """A block whose accepting state goes on (not sealed: ``ab`` where ``a`` alone also ends it)
+    followed by glue that reads the same byte: after ``a`` the row is built in Python (the block's
+    accepting state with the glue after it), and its ``b`` leads to a mixed subset, so the block's
+    own state after ``b`` is reached by no row. The search must not follow the block's edge out of a
+    row built in Python: every state of the result is reachable, none is removed twice."""
+    from ltlagent.text.bytetable import ByteTable
+
+    t = np.full((3, 256), -1, dtype=np.int32)
+    t[0, ord("a")], t[1, ord("b")] = 1, 2
+    block = ByteTable(t, np.array([False, True, True]))
+    assert not block.sealed
+    glue = Glue()
+    start, mid, final = glue.new(), glue.new(), glue.new()
+    glue.table(block, start, mid)
+    glue.nfa.literal(b"b", mid, final)
+    glue.nfa.eps[mid].append(final)
+    got = glue.determinize(start, final, 100, "test", "")
+    assert _reachable_from_start(got.trans).all()
+    d = got.content
+    assert [w for w in (b"", b"a", b"ab", b"abb", b"b", b"aab") if d.matches(w)] == [b"a", b"ab", b"abb"]
+    assert got.num_states == 4  # start, after a, after ab (block's end and glue's b met), after abb

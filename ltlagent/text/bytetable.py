@@ -64,6 +64,16 @@ class ByteTable:
         return not bool((self.trans == 0).any() or (self.trans[self.accepting] >= 0).any())
 
     @functools.cached_property
+    def successors(self) -> tuple[np.ndarray, np.ndarray]:
+        """The table's edges as (source, target) arrays, one per run of equal successors in a row
+        (:func:`row_edges`), computed once: a block's, for the searches of every table it is
+        copied into."""
+        src, dst = row_edges(self.trans)
+        src.setflags(write=False)
+        dst.setflags(write=False)
+        return src, dst
+
+    @functools.cached_property
     def content(self) -> ContentDFA:
         """The same DFA as a :class:`ContentDFA` (tuples), for the byte-at-a-time users."""
         live = frozenset() if self.empty else frozenset(range(self.num_states))
@@ -560,24 +570,30 @@ class Glue:
             return np.where(a >= virt, a - virt + gen, a)
 
         # every subset holds a live position; a block's rows come whole, and its start's row is
-        # left out where it is known unreachable (:meth:`_reached`); else a forward search trims
+        # left out where it is known unreachable (:meth:`_reached`); else a forward search over the
+        # rows built here and the blocks' own edges (each block's, computed once per table)
         targets = place(r_to)
-        keep = self._reached(base, gen, total, targets)
-        searched = keep is None
-        if keep is None:
-            keep = np.ones(total, dtype=bool)
-        new = np.cumsum(keep) - 1  # the new number of each kept state
-        # every row is written below: a block's rows whole, the rows computed here set dead first
-        trans = np.empty((int(new[-1]) + 1, 256), dtype=np.int32)
-        for k, b0 in base.items():  # the blocks' own rows, moved to their place at once
-            t = blocks[k][0].trans
-            first = 0 if keep[gen + b0] else 1  # a start left out has no edges into it
-            lo = int(new[gen + b0 + first])
-            rows_k, dst = t[first:], trans[lo:lo + t.shape[0] - first]
-            np.add(rows_k, lo - first, out=dst)  # in place: a block's table may be tens of MB
-            if lo != first:
-                dst[rows_k < 0] = DEAD
         rows = place(done)
+        keep = self._reached(base, gen, total, targets)
+        if keep is None:
+            keep = self._searched(base, gen, total, rows, place(r_id), targets)
+        new = np.cumsum(keep) - 1  # the new number of each kept state
+        # every row is written below: a block's kept rows, each target renumbered by one lookup
+        # (dead stays dead: the lookup's last entry), then the rows computed here
+        trans = np.empty((int(new[-1]) + 1, 256), dtype=np.int32)
+        for k, b0 in base.items():
+            t = blocks[k][0].trans
+            lo, hi = gen + b0, gen + b0 + t.shape[0]
+            local = np.flatnonzero(keep[lo:hi])
+            if not local.size:
+                continue
+            lookup = np.empty(hi - lo + 1, dtype=np.int32)
+            lookup[:-1] = new[lo:hi]
+            lookup[-1] = DEAD  # a block row's -1 reads the last entry
+            a = int(new[lo + local[0]])
+            first, last = int(local[0]), int(local[-1])
+            src_rows = t[first:last + 1] if last - first + 1 == local.size else t[local]  # a slice: no copy
+            np.take(lookup, src_rows, out=trans[a:a + local.size])
         trans[new[rows[keep[rows]]]] = DEAD  # rows computed here replace the blocks'
         if r_id:
             src = place(r_id)
@@ -593,9 +609,25 @@ class Glue:
         periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
                         for j, b0 in base.items() for a, b, k in blocks[j][0].periods
                         if keep[a + gen + b0:b + gen + b0].all())
-        if searched:
-            return ByteTable.build(trans, acc, what, periods, live=True)
         return ByteTable(trans, acc, what, periods)
+
+    def _searched(self, base: dict[int, int], gen: int, total: int, rows: np.ndarray,
+                  src: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """The states reachable from the start in a determinised table, by a forward search over
+        its edges without building it: the rows computed in Python (``rows``; their edges
+        ``src`` → ``targets``) and, for every other state of a block copied whole at
+        ``gen + base[k]``, the block's own edges (:attr:`ByteTable.successors`, once per block)."""
+        built = np.zeros(total, dtype=bool)
+        built[rows] = True
+        srcs, dsts = [src], [targets]
+        for k, b0 in base.items():
+            lo = gen + b0
+            b_src, b_dst = self.blocks[k][0].successors
+            own = ~built[b_src + lo]  # a row built here replaces the block's
+            srcs.append(b_src[own] + lo)
+            dsts.append(b_dst[own] + lo)
+        ptr, adj = _csr(np.concatenate(srcs), np.concatenate(dsts), total)
+        return _levels(ptr, adj, np.zeros(1, dtype=np.int64)) >= 0
 
     def _reached(self, base: dict[int, int], gen: int, total: int, targets: np.ndarray
                  ) -> np.ndarray | None:
