@@ -189,3 +189,27 @@ def test_unsealed_block_states_reached_only_through_a_built_row_are_left_out() -
     d = got.content
     assert [w for w in (b"", b"a", b"ab", b"abb", b"b", b"aab") if d.matches(w)] == [b"a", b"ab", b"abb"]
     assert got.num_states == 4  # start, after a, after ab (block's end and glue's b met), after abb
+
+
+def test_block_with_states_left_out_inside_is_renumbered() -> None:
+    """A block whose start is never a state of its own (entered beside the glue's ``x``) and whose
+    state after ``ab`` is reached only through a row built in Python: the states kept inside it
+    (after ``a`` and after ``c``) are not one run, so its rows are renumbered one by one; dead stays dead
+    and every target is a kept state's new number."""
+    from ltlagent.text.bytetable import ByteTable
+
+    t = np.full((4, 256), -1, dtype=np.int32)
+    t[0, ord("a")], t[1, ord("b")], t[0, ord("c")], t[3, ord("e")] = 1, 2, 3, 1
+    block = ByteTable(t, np.array([False, True, True, False]))
+    glue = Glue()
+    start, mid, final = glue.new(), glue.new(), glue.new()
+    glue.table(block, start, mid)
+    glue.nfa.literal(b"x", start, final)  # the start's subset mixes the glue and the block
+    glue.nfa.literal(b"b", mid, final)
+    glue.nfa.eps[mid].append(final)
+    got = glue.determinize(start, final, 100, "test", "")
+    assert _reachable_from_start(got.trans).all()
+    assert ((got.trans >= -1) & (got.trans < got.num_states)).all()
+    words = [b"a", b"ab", b"abb", b"x", b"ce", b"ceb", b"cebb",
+             b"c", b"b", b"xb", b"abbb", b"cea", b"cxx", b"cax"]
+    assert [w for w in words if got.content.matches(w)] == [b"a", b"ab", b"abb", b"x", b"ce", b"ceb", b"cebb"]

@@ -587,13 +587,20 @@ class Glue:
             local = np.flatnonzero(keep[lo:hi])
             if not local.size:
                 continue
-            lookup = np.empty(hi - lo + 1, dtype=np.int32)
-            lookup[:-1] = new[lo:hi]
-            lookup[-1] = DEAD  # a block row's -1 reads the last entry
             a = int(new[lo + local[0]])
             first, last = int(local[0]), int(local[-1])
-            src_rows = t[first:last + 1] if last - first + 1 == local.size else t[local]  # a slice: no copy
-            np.take(lookup, src_rows, out=trans[a:a + local.size])
+            dst = trans[a:a + local.size]
+            if last - first + 1 == local.size:  # kept whole but maybe its start: moved by one shift
+                # (a kept row's own targets are kept; rows built in Python are rewritten below)
+                rows_k = t[first:last + 1]
+                np.add(rows_k, a - first, out=dst)  # in place: a block's table may be tens of MB
+                if a != first:
+                    dst[rows_k < 0] = DEAD
+                continue
+            lookup = np.empty(hi - lo + 1, dtype=np.int32)  # states left out inside: renumbered
+            lookup[:-1] = new[lo:hi]
+            lookup[-1] = DEAD  # a row's -1 reads the last entry
+            np.take(lookup, t[local], out=dst, mode="wrap")  # unbuffered; -1 wraps to the end
         trans[new[rows[keep[rows]]]] = DEAD  # rows computed here replace the blocks'
         if r_id:
             src = place(r_id)
