@@ -508,115 +508,126 @@ class Glue:
                     by_byte.setdefault(lo, []).append(v)
             return by_byte
 
-        closed(closure1(start))
-        while todo:
-            rid, cur = todo.pop()
-            # a run of literal bytes to states not built yet: each row is one byte to the next, in
-            # the order the stack would give (the next one would be pushed and popped at once)
-            while len(cur) == 1:
-                p = next(iter(cur))
-                link = chain_of(p)
-                if link is None:
-                    break
-                b, v = link
-                key = frozenset((v,))
-                if v in single or key in ids:
-                    break
-                j = ids[key] = single[v] = n_gen[0]
-                closures[v] = key
-                n_gen[0] += 1
-                grow(1)
+        try:
+            closed(closure1(start))
+            while todo:
+                rid, cur = todo.pop()
+                # a run of literal bytes to states not built yet: each row is one byte to the next, in
+                # the order the stack would give (the next one would be pushed and popped at once)
+                while len(cur) == 1:
+                    p = next(iter(cur))
+                    link = chain_of(p)
+                    if link is None:
+                        break
+                    b, v = link
+                    key = frozenset((v,))
+                    if v in single or key in ids:
+                        break
+                    j = ids[key] = single[v] = n_gen[0]
+                    closures[v] = key
+                    n_gen[0] += 1
+                    grow(1)
+                    done.append(rid)
+                    if p == final:
+                        accepting.append(rid)
+                    r_id.append(rid)
+                    r_lo.append(b)
+                    r_hi.append(b)
+                    r_to.append(j)
+                    rid, cur = j, key
                 done.append(rid)
-                if p == final:
+                if final in cur:
                     accepting.append(rid)
-                r_id.append(rid)
-                r_lo.append(b)
-                r_hi.append(b)
-                r_to.append(j)
-                rid, cur = j, key
-            done.append(rid)
-            if final in cur:
-                accepting.append(rid)
-            if len(cur) == 1:  # one position (a literal's byte, a block's accepting state)
-                es = edges(next(iter(cur)))
-            else:
-                by_byte = single_bytes(cur)
-                if by_byte is not None:  # the classes are the bytes themselves (keys' tries)
-                    for b in sorted(by_byte):
-                        to = by_byte[b]
+                if len(cur) == 1:  # one position (a literal's byte, a block's accepting state)
+                    es = edges(next(iter(cur)))
+                else:
+                    by_byte = single_bytes(cur)
+                    if by_byte is not None:  # the classes are the bytes themselves (keys' tries)
+                        for b in sorted(by_byte):
+                            to = by_byte[b]
+                            r_id.append(rid)
+                            r_lo.append(b)
+                            r_hi.append(b)
+                            r_to.append(state_of1(to[0]) if len(to) == 1 else state_of(frozenset(to)))
+                        continue
+                    es = sorted(e for p in cur for e in edges(p))
+                if len(es) < 2 or disjoint(es):  # no classes needed
+                    for lo, hi, v in es:
                         r_id.append(rid)
-                        r_lo.append(b)
-                        r_hi.append(b)
-                        r_to.append(state_of1(to[0]) if len(to) == 1 else state_of(frozenset(to)))
+                        r_lo.append(lo)
+                        r_hi.append(hi)
+                        r_to.append(state_of1(v))
+                else:
+                    for lo, hi, vs in _classes(es):
+                        r_id.append(rid)
+                        r_lo.append(lo)
+                        r_hi.append(hi)
+                        r_to.append(state_of(vs))
+            gen = n_gen[0]
+            total = size[0]
+
+            def place(ids_: list[int]) -> np.ndarray:
+                a = np.array(ids_, dtype=np.int64)
+                return np.where(a >= virt, a - virt + gen, a)
+
+            # every subset holds a live position; a block's rows come whole, and its start's row is
+            # left out where it is known unreachable (:meth:`_reached`); else a forward search over the
+            # rows built here and the blocks' own edges (each block's, computed once per table)
+            targets = place(r_to)
+            rows = place(done)
+            keep = self._reached(base, gen, total, targets)
+            if keep is None:
+                keep = self._searched(base, gen, total, rows, place(r_id), targets)
+            new = np.cumsum(keep) - 1  # the new number of each kept state
+            # every row is written below: a block's kept rows, each target renumbered by one lookup
+            # (dead stays dead: the lookup's last entry), then the rows computed here
+            trans = np.empty((int(new[-1]) + 1, 256), dtype=np.int32)
+            for k, b0 in base.items():
+                t = blocks[k][0].trans
+                lo, hi = gen + b0, gen + b0 + t.shape[0]
+                local = np.flatnonzero(keep[lo:hi])
+                if not local.size:
                     continue
-                es = sorted(e for p in cur for e in edges(p))
-            if len(es) < 2 or disjoint(es):  # no classes needed
-                for lo, hi, v in es:
-                    r_id.append(rid)
-                    r_lo.append(lo)
-                    r_hi.append(hi)
-                    r_to.append(state_of1(v))
-            else:
-                for lo, hi, vs in _classes(es):
-                    r_id.append(rid)
-                    r_lo.append(lo)
-                    r_hi.append(hi)
-                    r_to.append(state_of(vs))
-        gen = n_gen[0]
-        total = size[0]
-
-        def place(ids_: list[int]) -> np.ndarray:
-            a = np.array(ids_, dtype=np.int64)
-            return np.where(a >= virt, a - virt + gen, a)
-
-        # every subset holds a live position; a block's rows come whole, and its start's row is
-        # left out where it is known unreachable (:meth:`_reached`); else a forward search over the
-        # rows built here and the blocks' own edges (each block's, computed once per table)
-        targets = place(r_to)
-        rows = place(done)
-        keep = self._reached(base, gen, total, targets)
-        if keep is None:
-            keep = self._searched(base, gen, total, rows, place(r_id), targets)
-        new = np.cumsum(keep) - 1  # the new number of each kept state
-        # every row is written below: a block's kept rows, each target renumbered by one lookup
-        # (dead stays dead: the lookup's last entry), then the rows computed here
-        trans = np.empty((int(new[-1]) + 1, 256), dtype=np.int32)
-        for k, b0 in base.items():
-            t = blocks[k][0].trans
-            lo, hi = gen + b0, gen + b0 + t.shape[0]
-            local = np.flatnonzero(keep[lo:hi])
-            if not local.size:
-                continue
-            a = int(new[lo + local[0]])
-            first, last = int(local[0]), int(local[-1])
-            dst = trans[a:a + local.size]
-            if last - first + 1 == local.size:  # kept whole but maybe its start: moved by one shift
-                # (a kept row's own targets are kept; rows built in Python are rewritten below)
-                rows_k = t[first:last + 1]
-                np.add(rows_k, a - first, out=dst)  # in place: a block's table may be tens of MB
-                if a != first:
-                    dst[rows_k < 0] = DEAD
-                continue
-            lookup = np.empty(hi - lo + 1, dtype=np.int32)  # states left out inside: renumbered
-            lookup[:-1] = new[lo:hi]
-            lookup[-1] = DEAD  # a row's -1 reads the last entry
-            np.take(lookup, t[local], out=dst, mode="wrap")  # unbuffered; -1 wraps to the end
-        trans[new[rows[keep[rows]]]] = DEAD  # rows computed here replace the blocks'
-        if r_id:
-            src = place(r_id)
-            ok = keep[src]
-            lo_a = np.array(r_lo, dtype=np.int64)[ok]
-            lens = np.array(r_hi, dtype=np.int64)[ok] - lo_a + 1
-            starts = new[src[ok]] * 256 + lo_a
-            at = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
-            trans.reshape(-1)[at] = np.repeat(new[targets[ok]], lens)
-        acc = np.zeros(trans.shape[0], dtype=bool)
-        fin = place(accepting)
-        acc[new[fin[keep[fin]]]] = True
-        periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
-                        for j, b0 in base.items() for a, b, k in blocks[j][0].periods
-                        if keep[a + gen + b0:b + gen + b0].all())
-        return ByteTable(trans, acc, what, periods)
+                a = int(new[lo + local[0]])
+                first, last = int(local[0]), int(local[-1])
+                dst = trans[a:a + local.size]
+                if last - first + 1 == local.size:  # kept whole but maybe its start: moved by one shift
+                    # (a kept row's own targets are kept; rows built in Python are rewritten below)
+                    rows_k = t[first:last + 1]
+                    np.add(rows_k, a - first, out=dst)  # in place: a block's table may be tens of MB
+                    if a != first:
+                        dst[rows_k < 0] = DEAD
+                    continue
+                lookup = np.empty(hi - lo + 1, dtype=np.int32)  # states left out inside: renumbered
+                lookup[:-1] = new[lo:hi]
+                lookup[-1] = DEAD  # a row's -1 reads the last entry
+                np.take(lookup, t[local], out=dst, mode="wrap")  # unbuffered; -1 wraps to the end
+            trans[new[rows[keep[rows]]]] = DEAD  # rows computed here replace the blocks'
+            if r_id:
+                src = place(r_id)
+                ok = keep[src]
+                lo_a = np.array(r_lo, dtype=np.int64)[ok]
+                lens = np.array(r_hi, dtype=np.int64)[ok] - lo_a + 1
+                starts = new[src[ok]] * 256 + lo_a
+                at = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+                trans.reshape(-1)[at] = np.repeat(new[targets[ok]], lens)
+            acc = np.zeros(trans.shape[0], dtype=bool)
+            fin = place(accepting)
+            acc[new[fin[keep[fin]]]] = True
+            periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
+                            for j, b0 in base.items() for a, b, k in blocks[j][0].periods
+                            if keep[a + gen + b0:b + gen + b0].all())
+            return ByteTable(trans, acc, what, periods)
+        finally:
+            # the nested functions above refer to one another (closure1 to itself): a reference
+            # cycle that would keep every container they close over (subsets, closures, edges:
+            # hundreds of thousands of objects) alive until the cyclic collector ran
+            for memo in (closures, ids, raw, single, out_edges, block_runs, chain, asked):
+                memo.clear()
+            todo.clear()
+            # and the cycle itself, which holds the glue's NFA (its lists, one per node) as well
+            where = accepting_in = closure1 = succ = walk = closure = grow = closed = None  # type: ignore[assignment]
+            state_of1 = state_of = edges = disjoint = chain_of = single_bytes = None  # type: ignore[assignment]
 
     def _searched(self, base: dict[int, int], gen: int, total: int, rows: np.ndarray,
                   src: np.ndarray, targets: np.ndarray) -> np.ndarray:
