@@ -222,7 +222,8 @@ def test_determinize_leaves_no_garbage_cycles() -> None:
     an object with 40 optional properties, almost nothing is left for the collector."""
     import gc
 
-    schema = {"type": "object", "properties": {f"key{i}": {"type": ["integer", "null"]} for i in range(40)}}
+    schema = {"type": "object", "properties": {f"key{i}": {"type": ["integer", "null"]} for i in range(40)}
+              | {"kind": {"enum": [f"k{i}" for i in range(300)]}}}  # each constant checked as JSON
     was = gc.isenabled()
     gc.collect()
     gc.disable()

@@ -580,27 +580,30 @@ def _forbid_required(a: JsonType, other: JsonType) -> JsonType | None:
     return meet(a, JsonObject((JsonProperty(min(needed), NEVER, False),)))
 
 
+def _check_json(x: object) -> None:
+    """``ValueError`` if ``x`` holds what JSON cannot hold or the generation language cannot write
+    (:func:`json_text`; a module function: a nested recursive one is a reference cycle per call)."""
+    if isinstance(x, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in x):
+        raise ValueError("a string with a lone surrogate cannot be written")
+    if isinstance(x, float) and not math.isfinite(x):
+        raise ValueError(f"the value {x!r} is not JSON")
+    if isinstance(x, list):
+        for y in x:
+            _check_json(y)
+    elif isinstance(x, dict):
+        for k, y in x.items():
+            _check_json(k)
+            _check_json(y)
+    elif not (x is None or isinstance(x, str | int | float | list | dict)):
+        raise ValueError(f"the value {x!r} is not JSON")
+
+
 def json_text(v: object) -> str:
     """The compact JSON text a constant is written as (``ValueError`` for what JSON cannot hold or
     the generation language cannot write: NaN, lone surrogates)."""
     import json
 
-    def check(x: object) -> None:
-        if isinstance(x, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in x):
-            raise ValueError("a string with a lone surrogate cannot be written")
-        if isinstance(x, float) and not math.isfinite(x):
-            raise ValueError(f"the value {x!r} is not JSON")
-        if isinstance(x, list):
-            for y in x:
-                check(y)
-        elif isinstance(x, dict):
-            for k, y in x.items():
-                check(k)
-                check(y)
-        elif not (x is None or isinstance(x, str | int | float | list | dict)):
-            raise ValueError(f"the value {x!r} is not JSON")
-
-    check(v)
+    _check_json(v)
     return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
 
 
