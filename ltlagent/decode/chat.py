@@ -24,6 +24,7 @@ where the turn may end. :class:`TurnCursor` is the per-turn runtime.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -481,6 +482,7 @@ class TokenBytes:
         tb.token_nodes  # noqa: B018 - the trie built now, with the vocabulary, not on a decoding step
         tb.preference  # noqa: B018 - likewise the byte order of budget witnesses (TurnIndex.need)
         tb.silent  # noqa: B018
+        tb.content  # noqa: B018 - likewise the string-content classes of the tokens (TurnIndex._chain)
         return tb
 
     @functools.cached_property
@@ -495,10 +497,90 @@ class TokenBytes:
         return byte_preference(self.vocab)
 
     @functools.cached_property
+    def flat(self) -> np.ndarray:
+        """``Vocab.flat`` as an array of bytes."""
+        return np.frombuffer(self.vocab.flat, dtype=np.uint8)
+
+    @functools.cached_property
+    def content(self) -> ContentTokens:
+        """Which tokens are JSON-string content and how many characters each has (once per
+        vocabulary: :meth:`TurnIndex._chain`)."""
+        return ContentTokens.of(self.vocab)
+
+    @functools.cached_property
     def token_nodes(self) -> tuple[np.ndarray, ...]:
         """Per trie level, the node each of its tokens ends at (in the order of ``tokens``)."""
         return tuple(np.repeat(np.arange(lv.parent.size), lv.tok_hi - lv.tok_lo) for lv in self.trie.levels)
 
+
+#: The ASCII bytes a JSON string holds as themselves: printable, DEL, not ``"`` nor ``\\``.
+CONTENT_ASCII = np.array([b for b in range(0x20, 0x80) if b not in (0x22, 0x5C)], dtype=np.int64)
+CONTENT_ASCII.flags.writeable = False
+#: One content character: such an ASCII byte or a whole multi-byte UTF-8 character.
+_CONTENT_CHAR = (rb"[\x20\x21\x23-\x5b\x5d-\x7f]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]"
+                 rb"|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]"
+                 rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}")
+_CONTENT_RUN = re.compile(rb"(?:" + _CONTENT_CHAR + rb")*")
+#: The most characters a token is counted by (:attr:`ContentTokens.chars`; 255 marks the others).
+MOST_CHARS = 254
+
+
+@dataclass(frozen=True, eq=False)
+class ContentTokens:
+    """A vocabulary's tokens as JSON-string content, for first visits along a chain of states
+    that every content character moves the same way (:meth:`TurnIndex._chain`): a *pure* token is
+    content characters only (bytes of :data:`CONTENT_ASCII`, whole multi-byte UTF-8 characters);
+    every other text token has a pure prefix and then a byte that is a control byte (< 0x20: a
+    JSON string refuses it), or something else (a quote, a backslash, a partial or invalid
+    character: walked from the prefix's end). Built once per vocabulary."""
+
+    #: per token, a pure token's characters (1 … MOST_CHARS); 255 for every other token
+    chars: np.ndarray = field(repr=False)  # uint8 [size]
+    #: the text tokens to walk from the end of their pure prefix, by the prefix's characters
+    walk: np.ndarray = field(repr=False)  # int64
+    walk_chars: np.ndarray = field(repr=False)  # int64, ascending
+    #: where in ``Vocab.flat`` each walked token goes on after its prefix, and where it ends
+    walk_at: np.ndarray = field(repr=False)  # int64
+    walk_end: np.ndarray = field(repr=False)  # int64
+    #: the most characters any token reads as content (pure tokens, prefixes): the chain's rows
+    longest: int
+    #: the same over tokens with a multi-byte character there: the rows checked for UTF-8
+    wide: int
+
+    @staticmethod
+    def of(vocab: Vocab) -> ContentTokens:
+        flat, off, text = vocab.flat, vocab.offsets.tolist(), vocab.is_text.tolist()
+        chars = np.full(vocab.size, 255, dtype=np.uint8)
+        walk: list[tuple[int, int, int, int]] = []  # (prefix characters, id, at, end)
+        longest = wide = 0
+        match = _CONTENT_RUN.match
+        for i in range(vocab.size):
+            a, b = off[i], off[i + 1]
+            if not text[i] or a == b:
+                continue
+            e = match(flat, a, b).end()  # type: ignore[union-attr] # a run of none matches too
+            n = e - a
+            ascii_ = flat[a:e].isascii()
+            if not ascii_:
+                n = len(flat[a:e].decode("utf-8"))
+            if n > MOST_CHARS:  # walked whole from the state
+                walk.append((0, i, a, b))
+                continue
+            longest = max(longest, n)
+            if not ascii_:
+                wide = max(wide, n)
+            if e == b:
+                chars[i] = n
+            elif flat[e] >= 0x20:
+                walk.append((n, i, e, b))
+        walk.sort()
+        cols = np.array(walk, dtype=np.int64).reshape(-1, 4).T
+        return ContentTokens(chars, cols[1].copy(), cols[0].copy(), cols[2].copy(), cols[3].copy(),
+                             longest, wide)
+
+
+#: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
+CONTENT_CHAINS = True
 
 #: A state with at least this many bytes that loop back to it is walked as dense: tokens are
 #: written where they do not end at the state (:meth:`TurnIndex._walk`).
@@ -556,10 +638,42 @@ class _Few:
         ends[self.ids] = self.to
         return ends
 
+    def mask(self, size: int) -> np.ndarray:
+        mask = np.zeros(size, dtype=bool)
+        mask[self.ids] = True
+        return mask
+
     def get(self, token: int, dead: int) -> int:
         if self._map is None:
             self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
         return self._map.get(token, dead)
+
+
+class _Chain:
+    """The end states of a first visit along a content chain (:meth:`TurnIndex._chain`): a pure
+    token of ``c`` characters ends at ``ext[c]`` (``ext[c]`` is dead past the last live count
+    ``most`` and at 255, every other token's mark), the walked tokens at ``to``."""
+
+    def __init__(self, chars: np.ndarray, ext: np.ndarray, most: int, ids: np.ndarray, to: np.ndarray,
+                 dead: int) -> None:
+        self.chars, self.ext, self.most, self.ids, self.to, self.dead = chars, ext, most, ids, to, dead
+        self._map: dict[int, int] | None = None
+
+    def mask(self, size: int) -> np.ndarray:
+        mask = self.chars <= self.most
+        mask[self.ids[self.to != self.dead]] = True
+        return mask
+
+    def dense(self, size: int, dead: int) -> np.ndarray:
+        ends = self.ext[self.chars]
+        ends[self.ids] = self.to
+        return ends
+
+    def get(self, token: int, dead: int) -> int:
+        if self._map is None:
+            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
+        got = self._map.get(token)
+        return int(self.ext[self.chars[token]]) if got is None else got
 
 
 class _Writes:
@@ -646,13 +760,16 @@ class TurnIndex:
         self.shift_min = shift_min
         self._eos = tokens.eos
         self._masks: dict[int, np.ndarray] = {}
-        self._ends: dict[int, np.ndarray | _Few] = {}
+        self._ends: dict[int, np.ndarray | _Few | _Chain] = {}
         self._worst: dict[int, int] = {}
         self.derived = 0  # first visits answered from a lower count (for benchmarks and tests)
         self._dead = lang.dead
         self._skips: dict[int, bytes] = {}  # per state, 1 at the bytes that leave it (``_finish``)
         self._closed: dict[int, bool] = {}  # per state, whether UTF-8 characters lead back to it
         self._wides: dict[int, bytes] = {}  # per such state, 1 at the ASCII bytes that leave it (``_finish``)
+        self._step: dict[int, int] = {}  # per state, where its content bytes lead (-1: apart; ``_chain``)
+        self._step8: dict[int, bool] = {}  # per state, whether every multi-byte character leads there too
+        self.chained = 0  # first visits along a content chain (for benchmarks and tests)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
 
@@ -663,19 +780,25 @@ class TurnIndex:
     def ends(self, s: int) -> np.ndarray:
         """The state after each token from ``s`` (``dead`` where it dies), computed once."""
         e = self._found(s)
-        if isinstance(e, _Few):
+        if not isinstance(e, np.ndarray):
             e = self._ends[s] = e.dense(self.vocab.size, self._dead)
         return e
 
-    def _found(self, s: int) -> np.ndarray | _Few:
+    def _found(self, s: int) -> np.ndarray | _Few | _Chain:
         """:meth:`ends` of ``s`` as first computed: all tokens, or the few that live."""
         e = self._ends.get(s)
         if e is None:
             e = self._ends[s] = self._derive(s)
         return e
 
-    def _derive(self, s: int) -> np.ndarray | _Few:
-        """:meth:`ends` of a state not seen before: from a lower count when a period allows."""
+    def _derive(self, s: int) -> np.ndarray | _Few | _Chain:
+        """:meth:`ends` of a state not seen before: along a content chain where every content
+        character moves it alike, else from a lower count when a period allows, else walked."""
+        if CONTENT_CHAINS:
+            chain = self._chain(s)
+            if chain is not None:
+                self.chained += 1
+                return chain
         for p in self.periods:
             if not p.a < s < p.b:
                 continue
@@ -687,6 +810,124 @@ class TurnIndex:
                         return self._shifted(s, base, n, p)
                     break
         return self._walk(s)
+
+    def _chain(self, s: int) -> _Chain | None:
+        """:meth:`ends` of ``s`` along its content chain, or None where the chain does not hold.
+
+        The chain: ``g[0] = s``, ``g[j + 1]`` where ``a`` leads from ``g[j]``, until a state loops
+        on ``a`` (a free string), ``dead`` (the last count of a ``maxLength``) or
+        :attr:`ContentTokens.longest` rows. It holds when every row ``g[j]`` sends every byte of
+        :data:`CONTENT_ASCII` to ``g[j + 1]``, every control byte to ``dead`` and, for ``j <
+        ContentTokens.wide``, every multi-byte UTF-8 character to ``g[j + 1]`` too (checked once
+        per state, rows at once: :meth:`_steps`). Then a pure token of ``c`` characters ends at
+        ``g[c]`` (one array operation over the vocabulary), a token with a control byte after a
+        pure prefix dies, and the rest (a quote, a backslash, a partial character after the
+        prefix: a small share) are walked from ``g[prefix]`` (:meth:`_run`). A free string's
+        state, its first character's, a character count's (``maxLength``, a fixed length of
+        free characters) and the inside of a multi-byte character (whose chain is ``s, dead``)
+        have one; a state whose content bytes part ways (a key, a literal, ``[a-z]``) fails
+        the first probes and is walked."""
+        trans, dead = self.lang.trans, self._dead
+        if s == dead:
+            return None
+        a = trans.item(s, 0x61)
+        if a == dead:  # no content: only the inside of a character, where continuation bytes live
+            if trans.item(s, 0x80) == dead or trans.item(s, 0xBF) == dead:
+                return None
+        elif trans.item(s, 0x20) != a or trans.item(s, 0x7E) != a or trans.item(s, 0x30) != a \
+                or trans.item(s, 0x5A) != a:
+            return None
+        ct = self.tokens.content
+        g = [s]
+        loop = False
+        while True:
+            q = g[-1]
+            if q == dead or len(g) > ct.longest:
+                rows = g[:-1]
+                break
+            n = trans.item(q, 0x61)
+            if n == q:
+                rows, loop = g, True
+                break
+            g.append(n)
+        if not self._steps(rows, ct.wide):
+            return None
+        ext = np.full(256, dead, dtype=np.int32)
+        if loop:
+            most = MOST_CHARS
+            ext[:len(g)] = g
+            ext[len(g):MOST_CHARS + 1] = g[-1]
+        else:
+            most = len(g) - 1 if g[-1] != dead else len(g) - 2
+            ext[:most + 1] = g[:most + 1]
+        hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
+        ids = ct.walk[:hi]
+        to = self._run(ext[ct.walk_chars[:hi]], ct.walk_at[:hi], ct.walk_end[:hi])
+        return _Chain(ct.chars, ext, most, ids, to, dead)
+
+    def _steps(self, rows: list[int], wide: int) -> bool:
+        """Whether every state of ``rows`` sends the content bytes (:data:`CONTENT_ASCII`) where
+        ``a`` leads and the control bytes to ``dead``, and the first ``wide`` rows every multi-byte
+        character there too; each state checked once (all new ones at once), kept."""
+        step, step8 = self._step, self._step8
+        new = [q for q in dict.fromkeys(rows) if q not in step]
+        if new:
+            trans, dead = self.lang.trans, self._dead
+            t = trans[new]
+            to = t[:, 0x61]
+            ok = (t[:, CONTENT_ASCII] == to[:, None]).all(axis=1) & (t[:, :0x20] == dead).all(axis=1)
+            for q, good, n in zip(new, ok.tolist(), to.tolist()):
+                step[q] = n if good else -1
+        if any(step[q] < 0 for q in rows):
+            return False
+        new = [q for q in dict.fromkeys(rows[:wide]) if q not in step8]
+        if new:
+            for q, good in zip(new, self._utf8_to(new).tolist()):
+                step8[q] = good
+        return all(step8[q] for q in rows[:wide])
+
+    def _utf8_to(self, qs: list[int]) -> np.ndarray:
+        """Whether every multi-byte UTF-8 character leads each state of ``qs`` where its content
+        bytes do (``_step``): per character range, the states after each byte are one state per
+        row (all rows at once)."""
+        trans = self.lang.trans
+        t = trans[qs]
+        to = np.array([self._step[q] for q in qs], dtype=t.dtype)
+        ok = np.ones(len(qs), dtype=bool)
+        for leads, rest in _UTF8_SEQUENCES:
+            got = t[:, list(leads)]
+            p = got[:, 0]
+            ok &= (got == p[:, None]).all(axis=1)
+            for r in rest:
+                got = trans[p, r.start:r.stop]
+                p = got[:, 0]
+                ok &= (got == p[:, None]).all(axis=1)
+            ok &= p == to
+        return ok
+
+    def _run(self, cur: np.ndarray, at: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """The states after the bytes ``Vocab.flat[at[i]:end[i]]`` from ``cur[i]``, each: byte
+        columns at once while many live, then token by token."""
+        trans, dead = self.lang.trans, self._dead
+        cur, at = cur.copy(), at.copy()
+        flat = self.tokens.flat
+        live = np.flatnonzero(cur != dead)
+        while live.size > SMALL_LEVEL:
+            pos = at[live]
+            q = trans[cur[live], flat[pos]]
+            cur[live] = q
+            at[live] = pos + 1
+            live = live[(q != dead) & (pos + 1 < end[live])]
+        if live.size:
+            data = self.vocab.flat
+            for i, p, e in zip(live.tolist(), at[live].tolist(), end[live].tolist()):
+                q = cur.item(i)
+                for x in data[p:e]:
+                    q = trans.item(q, x)
+                    if q == dead:
+                        break
+                cur[i] = q
+        return cur
 
     def _shifted(self, s: int, base: int, n: int, p: Period) -> np.ndarray:
         low = self.ends(base)
@@ -707,7 +948,7 @@ class TurnIndex:
         self.derived += 1
         return e
 
-    def _walk(self, s: int) -> np.ndarray | _Few:
+    def _walk(self, s: int) -> np.ndarray | _Few | _Chain:
         """The DFA state after each token from ``s`` (``dead`` where it dies), by walking the
         vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`). A node leaves the walk
         with its whole subtree when its byte is rejected (every token below dies: in a JSON call
@@ -1006,11 +1247,7 @@ class TurnIndex:
         mask = self._masks.get(s)
         if mask is None:
             e = self._found(s)
-            if isinstance(e, _Few):
-                mask = np.zeros(self.vocab.size, dtype=bool)
-                mask[e.ids] = True
-            else:
-                mask = e != self._dead
+            mask = e != self._dead if isinstance(e, np.ndarray) else e.mask(self.vocab.size)
             if self.lang.accepting.item(s) and self._eos.size:
                 mask[self._eos] = True
             self._masks[s] = mask
@@ -1050,7 +1287,7 @@ class TurnIndex:
         if token in self.vocab.eos_ids:
             return s if self.lang.accepting[s] else self.lang.dead
         e = self._found(s)
-        return e.get(token, self._dead) if isinstance(e, _Few) else int(e[token])
+        return int(e[token]) if isinstance(e, np.ndarray) else e.get(token, self._dead)
 
     @property
     def states_visited(self) -> int:
