@@ -200,7 +200,11 @@ def _plain(tok: bytes) -> tuple[str, int, int]:
 def test_content_classes(name: str) -> None:
     tokens = vocabulary(name)
     vocab, ct = tokens.vocab, tokens.content
-    walk = dict(zip(ct.walk.tolist(), zip(ct.walk_chars.tolist(), ct.walk_at.tolist(), ct.walk_end.tolist())))
+    at, end = ct.row_at[ct.walk_row], ct.row_end[ct.walk_row]
+    rows = zip(ct.walk.tolist(), ct.walk_chars.tolist(), at.tolist(), end.tolist())
+    walk = {i: (c, vocab.flat[a:b]) for i, c, a, b in rows}  # the row's bytes after the prefix
+    assert np.array_equal(ct.row_chars[ct.walk_row], ct.walk_chars)
+    assert ct.row_chars.tolist() == sorted(ct.row_chars.tolist())
     assert ct.walk_chars.tolist() == sorted(ct.walk_chars.tolist())
     longest = wide = 0
     for i in range(vocab.size):
@@ -209,9 +213,8 @@ def test_content_classes(name: str) -> None:
             assert ct.chars[i] == 255 and i not in walk
             continue
         kind, chars, at = _plain(tok)
-        start = int(vocab.offsets[i])
         if chars > MOST_CHARS:
-            assert ct.chars[i] == 255 and walk[i] == (0, start, start + len(tok))
+            assert ct.chars[i] == 255 and walk[i] == (0, tok)
             continue
         longest = max(longest, chars)
         if not tok[:at].isascii():
@@ -221,6 +224,6 @@ def test_content_classes(name: str) -> None:
         elif kind == "control":
             assert ct.chars[i] == 255 and i not in walk, tok
         else:
-            assert ct.chars[i] == 255 and walk[i] == (chars, start + at, start + len(tok)), tok
+            assert ct.chars[i] == 255 and walk[i] == (chars, tok[at:]), tok
     assert (ct.longest, ct.wide) == (longest, wide)
     assert isinstance(ContentTokens.of(vocab), ContentTokens)

@@ -483,6 +483,7 @@ class TokenBytes:
         tb.preference  # noqa: B018 - likewise the byte order of budget witnesses (TurnIndex.need)
         tb.silent  # noqa: B018
         tb.content  # noqa: B018 - likewise the string-content classes of the tokens (TurnIndex._chain)
+        tb.level_bytes  # noqa: B018
         return tb
 
     @functools.cached_property
@@ -495,6 +496,12 @@ class TokenBytes:
         """The bytes in the order budget witnesses prefer them
         (:func:`ltlagent.decode.budget.byte_preference`), once per vocabulary."""
         return byte_preference(self.vocab)
+
+    @functools.cached_property
+    def level_bytes(self) -> tuple[bytes, ...]:
+        """Per trie level, its nodes' bytes as one ``bytes`` (children of a node are found in it
+        with ``bytes.find``: :meth:`TurnIndex._live_children`)."""
+        return tuple(lv.byte.astype(np.uint8).tobytes() for lv in self.trie.levels)
 
     @functools.cached_property
     def flat(self) -> np.ndarray:
@@ -539,9 +546,14 @@ class ContentTokens:
     #: the text tokens to walk from the end of their pure prefix, by the prefix's characters
     walk: np.ndarray = field(repr=False)  # int64
     walk_chars: np.ndarray = field(repr=False)  # int64, ascending
-    #: where in ``Vocab.flat`` each walked token goes on after its prefix, and where it ends
-    walk_at: np.ndarray = field(repr=False)  # int64
-    walk_end: np.ndarray = field(repr=False)  # int64
+    #: each walked token's row: tokens with the same prefix characters and the same bytes after
+    #: the prefix share one walk
+    walk_row: np.ndarray = field(repr=False)  # int64
+    #: per row, the prefix characters (ascending), and where in ``Vocab.flat`` its bytes after the
+    #: prefix begin and end
+    row_chars: np.ndarray = field(repr=False)  # int64
+    row_at: np.ndarray = field(repr=False)  # int64
+    row_end: np.ndarray = field(repr=False)  # int64
     #: the most characters any token reads as content (pure tokens, prefixes): the chain's rows
     longest: int
     #: the same over tokens with a multi-byte character there: the rows checked for UTF-8
@@ -574,9 +586,13 @@ class ContentTokens:
             elif flat[e] >= 0x20:
                 walk.append((n, i, e, b))
         walk.sort()
+        rows: dict[tuple[int, bytes], int] = {}  # one walk per (prefix characters, bytes after it)
+        row = [rows.setdefault((n, flat[e:b]), len(rows)) for n, _i, e, b in walk]
+        firsts = sorted({r: k for k, r in reversed(list(enumerate(row)))}.items())
         cols = np.array(walk, dtype=np.int64).reshape(-1, 4).T
-        return ContentTokens(chars, cols[1].copy(), cols[0].copy(), cols[2].copy(), cols[3].copy(),
-                             longest, wide)
+        pick = np.array([k for _r, k in firsts], dtype=np.int64)
+        return ContentTokens(chars, cols[1].copy(), cols[0].copy(), np.array(row, dtype=np.int64),
+                             cols[0][pick], cols[2][pick], cols[3][pick], longest, wide)
 
 
 #: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
@@ -592,6 +608,9 @@ SMALL_LEVEL = 12
 FINISH_TOKENS = 12
 #: ... and at most this many in all (tokens that die at their next bytes cost less by levels).
 FINISH_MOST = 256
+#: In a sparse walk, a node's children are found in Python, by the state's live bytes or by
+#: stepping each child, when either is at most this many (:meth:`TurnIndex._live_children`).
+LIVE_LOOKUPS = 24
 
 
 _ASCII = (1 << 128) - 1  # the bytes below 0x80 in a 256-bit set (``byte_bits``) read as an int
@@ -607,6 +626,41 @@ _UTF8_SEQUENCES: tuple[tuple[tuple[int, ...], tuple[range, ...]], ...] = (
     ((0xF1, 0xF2, 0xF3), (_CONT, _CONT, _CONT)),
     ((0xF4,), (range(0x80, 0x90), _CONT, _CONT)),
 )
+
+
+@dataclass(frozen=True)
+class _Utf8Steps:
+    """:data:`_UTF8_SEQUENCES` as arrays for stepping every range at once: the lead bytes, per
+    lead the column of its range's first lead, per range its first lead's column; then per
+    continuation step (2nd, 3rd, 4th byte) which of the 64 continuation bytes each range takes
+    (``valid`` [groups, 64]), the first of them, and which ranges have that many bytes."""
+
+    leads: np.ndarray
+    lead_first: np.ndarray
+    group_first: np.ndarray
+    cont: np.ndarray
+    steps: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
+
+    @staticmethod
+    def of(seqs: tuple[tuple[tuple[int, ...], tuple[range, ...]], ...]) -> _Utf8Steps:
+        leads = [b for lead, _rest in seqs for b in lead]
+        starts = np.cumsum([0] + [len(lead) for lead, _rest in seqs[:-1]])
+        lead_first = np.repeat(starts, [len(lead) for lead, _rest in seqs])
+        steps = []
+        for k in range(max(len(rest) for _lead, rest in seqs)):
+            valid = np.zeros((len(seqs), 64), dtype=bool)
+            grows = np.zeros(len(seqs), dtype=bool)
+            for g, (_lead, rest) in enumerate(seqs):
+                r = rest[min(k, len(rest) - 1)]  # a range done stays put: its last range again, unused
+                valid[g, r.start - 0x80:r.stop - 0x80] = k < len(rest)
+                grows[g] = k < len(rest)
+            first = np.array([int(np.argmax(v)) if v.any() else 0 for v in valid], dtype=np.int64)
+            steps.append((valid, first, grows))
+        return _Utf8Steps(np.array(leads, dtype=np.int64), lead_first.astype(np.int64), starts.astype(np.int64),
+                          np.arange(0x80, 0xC0, dtype=np.int64), tuple(steps))
+
+
+_UTF8_STEPS = _Utf8Steps.of(_UTF8_SEQUENCES)
 
 
 def _whole(b: bytes) -> bool:
@@ -770,6 +824,7 @@ class TurnIndex:
         self._step: dict[int, int] = {}  # per state, where its content bytes lead (-1: apart; ``_chain``)
         self._step8: dict[int, bool] = {}  # per state, whether every multi-byte character leads there too
         self.chained = 0  # first visits along a content chain (for benchmarks and tests)
+        self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
 
@@ -861,9 +916,9 @@ class TurnIndex:
             most = len(g) - 1 if g[-1] != dead else len(g) - 2
             ext[:most + 1] = g[:most + 1]
         hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
-        ids = ct.walk[:hi]
-        to = self._run(ext[ct.walk_chars[:hi]], ct.walk_at[:hi], ct.walk_end[:hi])
-        return _Chain(ct.chars, ext, most, ids, to, dead)
+        rows = int(np.searchsorted(ct.row_chars, most, side="right"))
+        to = self._run(ext[ct.row_chars[:rows]], ct.row_at[:rows], ct.row_end[:rows])
+        return _Chain(ct.chars, ext, most, ct.walk[:hi], to[ct.walk_row[:hi]], dead)
 
     def _steps(self, rows: list[int], wide: int) -> bool:
         """Whether every state of ``rows`` sends the content bytes (:data:`CONTENT_ASCII`) where
@@ -888,46 +943,44 @@ class TurnIndex:
 
     def _utf8_to(self, qs: list[int]) -> np.ndarray:
         """Whether every multi-byte UTF-8 character leads each state of ``qs`` where its content
-        bytes do (``_step``): per character range, the states after each byte are one state per
-        row (all rows at once)."""
+        bytes do (``_step``): the character ranges of :data:`_UTF8_SEQUENCES` stepped all at once
+        (:class:`_Utf8Steps`), each byte's states one per row and range."""
+        u = _UTF8_STEPS
         trans = self.lang.trans
-        t = trans[qs]
-        to = np.array([self._step[q] for q in qs], dtype=t.dtype)
-        ok = np.ones(len(qs), dtype=bool)
-        for leads, rest in _UTF8_SEQUENCES:
-            got = t[:, list(leads)]
-            p = got[:, 0]
-            ok &= (got == p[:, None]).all(axis=1)
-            for r in rest:
-                got = trans[p, r.start:r.stop]
-                p = got[:, 0]
-                ok &= (got == p[:, None]).all(axis=1)
-            ok &= p == to
-        return ok
+        to = np.array([self._step[q] for q in qs], dtype=np.int64)
+        got = trans[qs][:, u.leads]  # [rows, leads]
+        ok = (got == got[:, u.lead_first]).all(axis=1)
+        p = got[:, u.group_first]  # [rows, groups]: the state after each range's lead
+        for valid, first, grows in u.steps:
+            got = trans[p[:, :, None], u.cont]  # [rows, groups, 64]
+            q = got[:, np.arange(first.size), first]  # [rows, groups]
+            ok &= ((got == q[:, :, None]) | ~valid).all(axis=(1, 2))
+            p = np.where(grows, q, p)
+        return ok & (p == to[:, None]).all(axis=1)
 
     def _run(self, cur: np.ndarray, at: np.ndarray, end: np.ndarray) -> np.ndarray:
         """The states after the bytes ``Vocab.flat[at[i]:end[i]]`` from ``cur[i]``, each: byte
         columns at once while many live, then token by token."""
         trans, dead = self.lang.trans, self._dead
-        cur, at = cur.copy(), at.copy()
         flat = self.tokens.flat
+        out = np.full(cur.size, dead, dtype=np.int32)
         live = np.flatnonzero(cur != dead)
-        while live.size > SMALL_LEVEL:
-            pos = at[live]
-            q = trans[cur[live], flat[pos]]
-            cur[live] = q
-            at[live] = pos + 1
-            live = live[(q != dead) & (pos + 1 < end[live])]
-        if live.size:
+        walk = np.stack([live, cur[live], at[live], end[live]])  # the live rows: id, state, next byte, end
+        while walk.shape[1] > SMALL_LEVEL:
+            q = walk[1] = trans[walk[1], flat[walk[2]]]
+            walk[2] += 1
+            done = walk[2] == walk[3]
+            out[walk[0, done]] = q[done]
+            walk = walk[:, (q != dead) & ~done]
+        if walk.size:
             data = self.vocab.flat
-            for i, p, e in zip(live.tolist(), at[live].tolist(), end[live].tolist()):
-                q = cur.item(i)
+            for i, q, p, e in walk.T.tolist():
                 for x in data[p:e]:
                     q = trans.item(q, x)
                     if q == dead:
                         break
-                cur[i] = q
-        return cur
+                out[i] = q
+        return out
 
     def _shifted(self, s: int, base: int, n: int, p: Period) -> np.ndarray:
         low = self.ends(base)
@@ -1171,6 +1224,8 @@ class TurnIndex:
         if isinstance(nodes, np.ndarray):
             kids, owner = ranges(lv.child_lo[nodes], lv.child_hi[nodes])
             states = trans[np.asarray(cur)[owner], nxt.byte[kids]]
+        elif usual == dead:
+            return self._live_children(d, nodes, cur)
         elif sum(lv.child_hi.item(i) - lv.child_lo.item(i) for i in nodes) <= SMALL_LEVEL:
             few: list[int] = []
             few_states: list[int] = []
@@ -1195,6 +1250,44 @@ class TurnIndex:
             keep = states != dead
             kids, states = kids[keep], states[keep]
         return kids, states
+
+    def _live_children(self, d: int, nodes: list[int], cur: list[int]) -> tuple[list[int], list[int]]:
+        """:meth:`_children` of few nodes where only the live ones count (a sparse state: keys,
+        literals), in Python: per node, the state's live bytes looked up among its children
+        (``bytes.find`` in the level's bytes: a node's children are sorted by byte) or its children
+        stepped, whichever are fewer; a node with many of both at once in numpy."""
+        trans, dead = self.lang.trans, self._dead
+        lv = self.tokens.trie.levels[d]
+        below = self.tokens.level_bytes[d + 1]
+        child_lo, child_hi = lv.child_lo, lv.child_hi
+        lives = self._lives
+        few: list[int] = []
+        few_states: list[int] = []
+        for i, t in zip(nodes, cur):
+            a, b = child_lo.item(i), child_hi.item(i)
+            if a == b:
+                continue
+            live = lives.get(t)
+            if live is None:
+                live = lives[t] = np.flatnonzero(trans[t] != dead).astype(np.uint8).tobytes()
+            if len(live) < b - a and len(live) <= LIVE_LOOKUPS:
+                for x in live:
+                    c = below.find(x, a, b)
+                    if c >= 0:
+                        few.append(c)
+                        few_states.append(trans.item(t, x))
+            elif b - a <= LIVE_LOOKUPS:
+                for c in range(a, b):
+                    q = trans.item(t, below[c])
+                    if q != dead:
+                        few.append(c)
+                        few_states.append(q)
+            else:
+                states = trans[t, self.tokens.trie.levels[d + 1].byte[a:b]]
+                keep = np.flatnonzero(states != dead)
+                few += (keep + a).tolist()
+                few_states += states[keep].tolist()
+        return few, few_states
 
     def _walk_levels(self, s: int) -> np.ndarray:
         """:meth:`_walk` where many bytes live and no subtree loops (a string's character count):
