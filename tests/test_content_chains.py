@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.decode import chat
-from ltlagent.decode.chat import MOST_CHARS, ContentTokens, TokenBytes, TurnIndex, TurnLanguage
+from ltlagent.decode.chat import MOST_CHARS, MOST_WIDE, ContentTokens, TokenBytes, TurnIndex, TurnLanguage
 from ltlagent.decode.vocab import vocab_from_bytes, vocab_from_tokenizer
 from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text.jsonschema import schema_table
@@ -40,7 +40,8 @@ def piece_tokens(seed: int, size: int) -> TokenBytes:
     toks: list[bytes | None] = [bytes([b]) for b in range(256)]
     for _ in range(size):
         toks.append(b"".join(rng.choice(PIECES) for _ in range(rng.randint(1, 12))))
-    toks += [b"ab" * k for k in (3, 9, 20)] + [b"x" * (MOST_CHARS + 3), "é".encode() * 30 + b'"']
+    toks += [b"ab" * k for k in (3, 9, 20)] + [b"x" * (MOST_CHARS + 3), "é".encode() * 30 + b'"',
+                                                b"y" * 20 + "é".encode() + b"z" * 5, "€".encode() * 14]
     toks += [None, None]
     return TokenBytes.of(vocab_from_bytes(toks, eos_ids=[len(toks) - 1]))
 
@@ -142,11 +143,12 @@ def test_every_count_of_a_string_is_chained(name: str) -> None:
     assert index.chained >= 2  # a free key and a free value
 
 
-@pytest.mark.parametrize("cell", ["ascii", "control", "continuation", "lead"])
-def test_a_row_off_the_chain_is_walked(cell: str) -> None:
+@pytest.mark.parametrize("rows", [0, 10**6])
+@pytest.mark.parametrize("cell", ["ascii", "control", "continuation", "lead", "last"])
+def test_a_row_off_the_chain_is_walked(cell: str, rows: int) -> None:
     """A count whose row breaks the chain in one byte (a content byte, a control byte, a byte
     inside a multi-byte character) makes every lower count fall back to the walk, and the ends
-    stay those of the walk."""
+    stay those of the walk; UTF-8 checked all rows at once and row by row (``UTF8_ROWS``)."""
     tokens = vocabulary("pieces1")
     lang, counts = _count_language(12)
     trans = lang.trans.copy()
@@ -159,11 +161,15 @@ def test_a_row_off_the_chain_is_walked(cell: str) -> None:
         lead = int(trans[q, 0xC3])
         if cell == "continuation":
             trans[lead, 0xA9] = counts[2]
-        else:
+        elif cell == "lead":
             trans[q, 0xC3] = trans[q, 0xE2]
+        else:  # every 4-byte character's last byte to another count
+            third = int(trans[int(trans[int(trans[q, 0xF1]), 0x80]), 0x80])
+            trans[third, 0x80:0xC0] = counts[2]
     broken = TurnLanguage(trans, lang.accepting, lang.call_start, lang.rule, lang.format)
-    index = TurnIndex(broken, tokens)
-    same_as_walk(index, counts)
+    with mock.patch.object(chat, "UTF8_ROWS", rows):
+        index = TurnIndex(broken, tokens)
+        same_as_walk(index, counts)
     assert index.chained == len(counts) - 7  # counts 6… but the last: their chains do not reach row 5
 
 
@@ -177,10 +183,14 @@ def test_off_is_the_walk() -> None:
     assert index.chained == 0
 
 
-def _plain(tok: bytes) -> tuple[str, int, int]:
+def _plain(tok: bytes) -> tuple[str, int, int, int]:
     """The class of ``tok`` by its characters one by one: ("pure", characters, length),
-    ("control", prefix characters, prefix bytes) or ("walk", prefix characters, prefix bytes)."""
-    chars = at = 0
+    ("control", prefix characters, prefix bytes) or ("walk", prefix characters, prefix bytes),
+    and one past the last multi-byte character read (one at or past :data:`MOST_WIDE` ends the
+    prefix there, unless the run is longer than :data:`MOST_CHARS`)."""
+    chars = at = wide = 0
+    cut = None
+    kind = "walk"  # a partial or invalid character
     while at < len(tok):
         for width in (1, 2, 3, 4):
             try:
@@ -189,11 +199,21 @@ def _plain(tok: bytes) -> tuple[str, int, int]:
                 continue
             break
         else:
-            return "walk", chars, at
+            break
         if c in '"\\' or ord(c) < 0x20:
-            return ("control" if ord(c) < 0x20 else "walk"), chars, at
+            kind = "control" if ord(c) < 0x20 else "walk"
+            break
+        if ord(c) >= 0x80:
+            if chars >= MOST_WIDE and cut is None:
+                cut = (chars, at, wide)
+            if cut is None:
+                wide = chars + 1
         chars, at = chars + 1, at + width
-    return "pure", chars, at
+    else:
+        kind = "pure"
+    if cut is not None and chars <= MOST_CHARS:
+        return "walk", *cut
+    return kind, chars, at, wide
 
 
 @pytest.mark.parametrize("name", VOCABULARIES)
@@ -212,13 +232,11 @@ def test_content_classes(name: str) -> None:
         if not tokens.text[i]:
             assert ct.chars[i] == 255 and i not in walk
             continue
-        kind, chars, at = _plain(tok)
+        kind, chars, at, last = _plain(tok)
         if chars > MOST_CHARS:
             assert ct.chars[i] == 255 and walk[i] == (0, tok)
             continue
-        longest = max(longest, chars)
-        if not tok[:at].isascii():
-            wide = max(wide, chars)
+        longest, wide = max(longest, chars), max(wide, last)
         if kind == "pure":
             assert ct.chars[i] == chars and i not in walk, tok
         elif kind == "control":

@@ -530,6 +530,9 @@ _CONTENT_CHAR = (rb"[\x20\x21\x23-\x5b\x5d-\x7f]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa
 _CONTENT_RUN = re.compile(rb"(?:" + _CONTENT_CHAR + rb")*")
 #: The most characters a token is counted by (:attr:`ContentTokens.chars`; 255 marks the others).
 MOST_CHARS = 254
+#: The chain is checked for multi-byte characters over its first this many rows only: a token with
+#: such a character further in goes along the chain up to it and is walked from there.
+MOST_WIDE = 12
 
 
 @dataclass(frozen=True, eq=False)
@@ -556,7 +559,8 @@ class ContentTokens:
     row_end: np.ndarray = field(repr=False)  # int64
     #: the most characters any token reads as content (pure tokens, prefixes): the chain's rows
     longest: int
-    #: the same over tokens with a multi-byte character there: the rows checked for UTF-8
+    #: the rows checked for multi-byte characters: one past the furthest such character a token
+    #: reads along the chain (at most :data:`MOST_WIDE`)
     wide: int
 
     @staticmethod
@@ -572,15 +576,22 @@ class ContentTokens:
                 continue
             e = match(flat, a, b).end()  # type: ignore[union-attr] # a run of none matches too
             n = e - a
-            ascii_ = flat[a:e].isascii()
-            if not ascii_:
-                n = len(flat[a:e].decode("utf-8"))
+            if not flat[a:e].isascii():
+                run = flat[a:e].decode("utf-8")
+                n = len(run)
+                wides = [k for k, c in enumerate(run) if c >= "\x80"]
+                late = [k for k in wides if k >= MOST_WIDE]
+                if late and n <= MOST_CHARS:  # the chain up to the first late character, then walked
+                    n, e = late[0], a + len(run[:late[0]].encode("utf-8"))
+                    wides = [k for k in wides if k < n]
+            else:
+                wides = []
             if n > MOST_CHARS:  # walked whole from the state
                 walk.append((0, i, a, b))
                 continue
+            if wides:
+                wide = max(wide, wides[-1] + 1)
             longest = max(longest, n)
-            if not ascii_:
-                wide = max(wide, n)
             if e == b:
                 chars[i] = n
             elif flat[e] >= 0x20:
@@ -628,6 +639,17 @@ _UTF8_SEQUENCES: tuple[tuple[tuple[int, ...], tuple[range, ...]], ...] = (
 )
 
 
+def _runs(xs: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Sorted integers as runs of consecutive ones, ``(first, last)``."""
+    out: list[tuple[int, int]] = []
+    for x in xs:
+        if out and out[-1][1] + 1 == x:
+            out[-1] = (out[-1][0], x)
+        else:
+            out.append((x, x))
+    return out
+
+
 @dataclass(frozen=True)
 class _Utf8Steps:
     """:data:`_UTF8_SEQUENCES` as arrays for stepping every range at once: the lead bytes, per
@@ -656,11 +678,16 @@ class _Utf8Steps:
                 grows[g] = k < len(rest)
             first = np.array([int(np.argmax(v)) if v.any() else 0 for v in valid], dtype=np.int64)
             steps.append((valid, first, grows))
-        return _Utf8Steps(np.array(leads, dtype=np.int64), lead_first.astype(np.int64), starts.astype(np.int64),
-                          np.arange(0x80, 0xC0, dtype=np.int64), tuple(steps))
+        return _Utf8Steps(np.array(leads, dtype=np.int64), lead_first.astype(np.int64),
+                          starts.astype(np.int64), np.arange(0x80, 0xC0, dtype=np.int64), tuple(steps))
 
 
 _UTF8_STEPS = _Utf8Steps.of(_UTF8_SEQUENCES)
+#: :data:`_UTF8_SEQUENCES` with the lead bytes as runs ``[a, b)``.
+_UTF8_SPANS: tuple[tuple[tuple[tuple[int, int], ...], tuple[range, ...]], ...] = tuple(
+    (tuple((a, b + 1) for a, b in _runs(leads)), rest) for leads, rest in _UTF8_SEQUENCES)
+#: Up to this many states are checked for UTF-8 row by row (:meth:`TurnIndex._utf8_row`), more at once.
+UTF8_ROWS = 3
 
 
 def _whole(b: bytes) -> bool:
@@ -916,8 +943,8 @@ class TurnIndex:
             most = len(g) - 1 if g[-1] != dead else len(g) - 2
             ext[:most + 1] = g[:most + 1]
         hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
-        rows = int(np.searchsorted(ct.row_chars, most, side="right"))
-        to = self._run(ext[ct.row_chars[:rows]], ct.row_at[:rows], ct.row_end[:rows])
+        n = int(np.searchsorted(ct.row_chars, most, side="right"))
+        to = self._run(ext[ct.row_chars[:n]], ct.row_at[:n], ct.row_end[:n])
         return _Chain(ct.chars, ext, most, ct.walk[:hi], to[ct.walk_row[:hi]], dead)
 
     def _steps(self, rows: list[int], wide: int) -> bool:
@@ -947,6 +974,8 @@ class TurnIndex:
         (:class:`_Utf8Steps`), each byte's states one per row and range."""
         u = _UTF8_STEPS
         trans = self.lang.trans
+        if len(qs) <= UTF8_ROWS:  # few rows (a free string's): row by row, slices of their bytes
+            return np.array([self._utf8_row(q, self._step[q]) for q in qs], dtype=bool)
         to = np.array([self._step[q] for q in qs], dtype=np.int64)
         got = trans[qs][:, u.leads]  # [rows, leads]
         ok = (got == got[:, u.lead_first]).all(axis=1)
@@ -957,6 +986,33 @@ class TurnIndex:
             ok &= ((got == q[:, :, None]) | ~valid).all(axis=(1, 2))
             p = np.where(grows, q, p)
         return ok & (p == to[:, None]).all(axis=1)
+
+    def _utf8_row(self, q: int, to: int) -> bool:
+        """:meth:`_utf8_to` of one state: each range's bytes compared as one slice of the row's
+        bytes against its first state repeated."""
+        trans = self.lang.trans
+        w = trans.itemsize
+        rows: dict[int, bytes] = {}
+        for spans, rest in _UTF8_SPANS:
+            row = rows.get(q)
+            if row is None:
+                row = rows[q] = trans[q].tobytes()
+            lo = spans[0][0]
+            one = row[w * lo:w * lo + w]
+            if any(row[w * a:w * b] != one * (b - a) for a, b in spans):
+                return False
+            p = trans.item(q, lo)
+            for r in rest:
+                row = rows.get(p)
+                if row is None:
+                    row = rows[p] = trans[p].tobytes()
+                one = row[w * r.start:w * r.start + w]
+                if row[w * r.start:w * r.stop] != one * len(r):
+                    return False
+                p = trans.item(p, r.start)
+            if p != to:
+                return False
+        return True
 
     def _run(self, cur: np.ndarray, at: np.ndarray, end: np.ndarray) -> np.ndarray:
         """The states after the bytes ``Vocab.flat[at[i]:end[i]]`` from ``cur[i]``, each: byte
@@ -972,13 +1028,22 @@ class TurnIndex:
             done = walk[2] == walk[3]
             out[walk[0, done]] = q[done]
             walk = walk[:, (q != dead) & ~done]
-        if walk.size:
-            data = self.vocab.flat
+        if walk.size:  # token by token, over the runs of bytes that loop on a state at once
+            data, count, skips = self.vocab.flat, self.lang.loop_count, self._skips
             for i, q, p, e in walk.T.tolist():
-                for x in data[p:e]:
-                    q = trans.item(q, x)
+                while p < e:
+                    if count.item(q) >= DENSE_LOOPS:
+                        skip = skips.get(q)
+                        if skip is None:  # 1 at the bytes that leave q
+                            skip = skips[q] = (trans[q] != q).view(np.uint8).tobytes()
+                        k = data[p:e].translate(skip).find(1)
+                        if k < 0:
+                            break
+                        p += k
+                    q = trans.item(q, data[p])
                     if q == dead:
                         break
+                    p += 1
                 out[i] = q
         return out
 
@@ -1225,7 +1290,7 @@ class TurnIndex:
             kids, owner = ranges(lv.child_lo[nodes], lv.child_hi[nodes])
             states = trans[np.asarray(cur)[owner], nxt.byte[kids]]
         elif usual == dead:
-            return self._live_children(d, nodes, cur)
+            return self._live_children(d, nodes, _ints(cur))
         elif sum(lv.child_hi.item(i) - lv.child_lo.item(i) for i in nodes) <= SMALL_LEVEL:
             few: list[int] = []
             few_states: list[int] = []
