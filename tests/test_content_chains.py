@@ -173,6 +173,20 @@ def test_a_row_off_the_chain_is_walked(cell: str, rows: int) -> None:
     assert index.chained == len(counts) - 7  # counts 6… but the last: their chains do not reach row 5
 
 
+def test_what_follows_the_string_is_walked() -> None:
+    """The string's end takes any byte here (NUL included, which walks of one-byte rows must not
+    read): the chain holds, and tokens that close the string end where the walk does."""
+    tokens = vocabulary("pieces1")
+    lang, counts = _count_language(6)
+    trans = lang.trans.copy()
+    close = int(trans[counts[0], ord('"')])
+    trans[close] = counts[1]
+    changed = TurnLanguage(trans, lang.accepting, lang.call_start, lang.rule, lang.format)
+    index = TurnIndex(changed, tokens)
+    same_as_walk(index, counts)
+    assert index.chained == len(counts) - 1
+
+
 def test_off_is_the_walk() -> None:
     """With chains off every visit walks the trie, and the ends are the same."""
     tokens = vocabulary("pieces2")
@@ -244,4 +258,17 @@ def test_content_classes(name: str) -> None:
         else:
             assert ct.chars[i] == 255 and walk[i] == (chars, tok[at:]), tok
     assert (ct.longest, ct.wide) == (longest, wide)
+    # the rows' first bytes: pairs and triples, each triple's rows contiguous, every row in one
+    suffix = [vocab.flat[a:b] for a, b in zip(ct.row_at.tolist(), ct.row_end.tolist())]
+    keys = list(zip(ct.row_chars.tolist(), suffix))
+    assert keys == sorted(set(keys))
+    assert list(zip(ct.pair_chars.tolist(), ct.pair_byte.tolist())) == sorted({(n, x[0]) for n, x in keys})
+    covered: list[int] = []
+    for n, p, y, lo, hi in zip(ct.tri_chars.tolist(), ct.tri_pair.tolist(), ct.tri_byte.tolist(),
+                               ct.tri_lo.tolist(), ct.tri_hi.tolist()):
+        covered += range(lo, hi)
+        for r in range(lo, hi):
+            assert keys[r][0] == n == ct.pair_chars[p] and keys[r][1][0] == ct.pair_byte[p]
+            assert (keys[r][1][1] if len(keys[r][1]) > 1 else -1) == y
+    assert covered == list(range(len(keys)))
     assert isinstance(ContentTokens.of(vocab), ContentTokens)

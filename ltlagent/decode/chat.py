@@ -557,6 +557,16 @@ class ContentTokens:
     row_chars: np.ndarray = field(repr=False)  # int64
     row_at: np.ndarray = field(repr=False)  # int64
     row_end: np.ndarray = field(repr=False)  # int64
+    #: the rows' distinct (prefix characters, first byte) pairs, ascending
+    pair_chars: np.ndarray = field(repr=False)  # int64
+    pair_byte: np.ndarray = field(repr=False)  # int64
+    #: the rows' distinct (prefix characters, first byte, second byte or -1) triples, ascending: the
+    #: pair of each, its second byte, its rows ``tri_lo … tri_hi-1`` (contiguous)
+    tri_chars: np.ndarray = field(repr=False)  # int64
+    tri_pair: np.ndarray = field(repr=False)  # int64
+    tri_byte: np.ndarray = field(repr=False)  # int64
+    tri_lo: np.ndarray = field(repr=False)  # int64
+    tri_hi: np.ndarray = field(repr=False)  # int64
     #: the most characters any token reads as content (pure tokens, prefixes): the chain's rows
     longest: int
     #: the rows checked for multi-byte characters: one past the furthest such character a token
@@ -597,13 +607,29 @@ class ContentTokens:
             elif flat[e] >= 0x20:
                 walk.append((n, i, e, b))
         walk.sort()
-        rows: dict[tuple[int, bytes], int] = {}  # one walk per (prefix characters, bytes after it)
-        row = [rows.setdefault((n, flat[e:b]), len(rows)) for n, _i, e, b in walk]
-        firsts = sorted({r: k for k, r in reversed(list(enumerate(row)))}.items())
+        where: dict[tuple[int, bytes], tuple[int, int]] = {}  # one walk per (prefix characters, bytes after)
+        for n, _i, e, b in walk:
+            where.setdefault((n, flat[e:b]), (e, b))
+        keys = sorted(where)  # by prefix characters, then bytes: shared first bytes are contiguous
+        number = {k: r for r, k in enumerate(keys)}
+        row = np.array([number[n, flat[e:b]] for n, _i, e, b in walk], dtype=np.int64)
         cols = np.array(walk, dtype=np.int64).reshape(-1, 4).T
-        pick = np.array([k for _r, k in firsts], dtype=np.int64)
-        return ContentTokens(chars, cols[1].copy(), cols[0].copy(), np.array(row, dtype=np.int64),
-                             cols[0][pick], cols[2][pick], cols[3][pick], longest, wide)
+        spans = np.array([where[k] for k in keys], dtype=np.int64).reshape(-1, 2)
+        pairs = sorted({(n, x[0]) for n, x in keys})
+        pair_of = {k: j for j, k in enumerate(pairs)}
+        firsts: dict[tuple[int, int, int], list[int]] = {}  # (prefix characters, 1st, 2nd byte or -1): rows
+        for r, (n, x) in enumerate(keys):
+            firsts.setdefault((n, x[0], x[1] if len(x) > 1 else -1), []).append(r)
+        tri = sorted(firsts.items())
+        return ContentTokens(
+            chars, cols[1].copy(), cols[0].copy(), row, np.array([n for n, _x in keys], dtype=np.int64),
+            spans[:, 0].copy(), spans[:, 1].copy(),
+            np.array([n for n, _x in pairs], dtype=np.int64), np.array([x for _n, x in pairs], dtype=np.int64),
+            np.array([n for (n, _x, _y), _r in tri], dtype=np.int64),
+            np.array([pair_of[n, x] for (n, x, _y), _r in tri], dtype=np.int64),
+            np.array([y for (_n, _x, y), _r in tri], dtype=np.int64),
+            np.array([r[0] for _k, r in tri], dtype=np.int64), np.array([r[-1] + 1 for _k, r in tri], dtype=np.int64),
+            longest, wide)
 
 
 #: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
@@ -943,9 +969,31 @@ class TurnIndex:
             most = len(g) - 1 if g[-1] != dead else len(g) - 2
             ext[:most + 1] = g[:most + 1]
         hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
+        return _Chain(ct.chars, ext, most, ct.walk[:hi], self._rows(ext, most)[ct.walk_row[:hi]], dead)
+
+    def _rows(self, ext: np.ndarray, most: int) -> np.ndarray:
+        """The end of each walked row of :class:`ContentTokens` whose prefix has at most ``most``
+        characters, from ``ext[prefix characters]``: the first two bytes by the rows' distinct
+        (characters, first byte) pairs and (…, second byte) triples, the rest of the rows whose
+        triple lives (:meth:`_run`)."""
+        ct = self.tokens.content
+        trans, dead = self.lang.trans, self._dead
         n = int(np.searchsorted(ct.row_chars, most, side="right"))
-        to = self._run(ext[ct.row_chars[:n]], ct.row_at[:n], ct.row_end[:n])
-        return _Chain(ct.chars, ext, most, ct.walk[:hi], to[ct.walk_row[:hi]], dead)
+        out = np.full(n, dead, dtype=np.int32)
+        p = int(np.searchsorted(ct.pair_chars, most, side="right"))
+        one = trans[ext[ct.pair_chars[:p]], ct.pair_byte[:p]]  # after each pair's first byte
+        t = int(np.searchsorted(ct.tri_chars, most, side="right"))
+        q1 = one[ct.tri_pair[:t]]
+        second = ct.tri_byte[:t]
+        short = second < 0  # a row of one byte: its own triple
+        rows = ct.tri_lo[:t]
+        out[rows[short]] = q1[short]
+        q2 = trans[q1, np.maximum(second, 0)]
+        live = np.flatnonzero((q2 != dead) & ~short)
+        if live.size:
+            ids, owner = ranges(ct.tri_lo[live], ct.tri_hi[live])
+            self._run(ids, q2[live][owner], ct.row_at[ids] + 2, ct.row_end[ids], out)
+        return out
 
     def _steps(self, rows: list[int], wide: int) -> bool:
         """Whether every state of ``rows`` sends the content bytes (:data:`CONTENT_ASCII`) where
@@ -1014,14 +1062,15 @@ class TurnIndex:
                 return False
         return True
 
-    def _run(self, cur: np.ndarray, at: np.ndarray, end: np.ndarray) -> np.ndarray:
-        """The states after the bytes ``Vocab.flat[at[i]:end[i]]`` from ``cur[i]``, each: byte
-        columns at once while many live, then token by token."""
+    def _run(self, ids: np.ndarray, cur: np.ndarray, at: np.ndarray, end: np.ndarray, out: np.ndarray) -> None:
+        """``out[ids[i]]``: the state after the bytes ``Vocab.flat[at[i]:end[i]]`` from ``cur[i]``
+        (``at[i] <= end[i]``), each: byte columns at once while many live, then token by token."""
         trans, dead = self.lang.trans, self._dead
         flat = self.tokens.flat
-        out = np.full(cur.size, dead, dtype=np.int32)
-        live = np.flatnonzero(cur != dead)
-        walk = np.stack([live, cur[live], at[live], end[live]])  # the live rows: id, state, next byte, end
+        done = at >= end
+        out[ids[done]] = cur[done]
+        live = np.flatnonzero(~done)
+        walk = np.stack([ids[live], cur[live], at[live], end[live]])  # the live rows: id, state, next byte, end
         while walk.shape[1] > SMALL_LEVEL:
             q = walk[1] = trans[walk[1], flat[walk[2]]]
             walk[2] += 1
@@ -1045,7 +1094,6 @@ class TurnIndex:
                         break
                     p += 1
                 out[i] = q
-        return out
 
     def _shifted(self, s: int, base: int, n: int, p: Period) -> np.ndarray:
         low = self.ends(base)
