@@ -621,14 +621,13 @@ class ContentTokens:
         for r, (n, x) in enumerate(keys):
             firsts.setdefault((n, x[0], x[1] if len(x) > 1 else -1), []).append(r)
         tri = sorted(firsts.items())
+        ints = functools.partial(np.array, dtype=np.int64)
         return ContentTokens(
-            chars, cols[1].copy(), cols[0].copy(), row, np.array([n for n, _x in keys], dtype=np.int64),
+            chars, cols[1].copy(), cols[0].copy(), row, ints([n for n, _x in keys]),
             spans[:, 0].copy(), spans[:, 1].copy(),
-            np.array([n for n, _x in pairs], dtype=np.int64), np.array([x for _n, x in pairs], dtype=np.int64),
-            np.array([n for (n, _x, _y), _r in tri], dtype=np.int64),
-            np.array([pair_of[n, x] for (n, x, _y), _r in tri], dtype=np.int64),
-            np.array([y for (_n, _x, y), _r in tri], dtype=np.int64),
-            np.array([r[0] for _k, r in tri], dtype=np.int64), np.array([r[-1] + 1 for _k, r in tri], dtype=np.int64),
+            ints([n for n, _x in pairs]), ints([x for _n, x in pairs]),
+            ints([n for (n, _x, _y), _r in tri]), ints([pair_of[n, x] for (n, x, _y), _r in tri]),
+            ints([y for (_n, _x, y), _r in tri]), ints([r[0] for _k, r in tri]), ints([r[-1] + 1 for _k, r in tri]),
             longest, wide)
 
 
@@ -1062,7 +1061,8 @@ class TurnIndex:
                 return False
         return True
 
-    def _run(self, ids: np.ndarray, cur: np.ndarray, at: np.ndarray, end: np.ndarray, out: np.ndarray) -> None:
+    def _run(self, ids: np.ndarray, cur: np.ndarray, at: np.ndarray, end: np.ndarray,
+             out: np.ndarray) -> None:
         """``out[ids[i]]``: the state after the bytes ``Vocab.flat[at[i]:end[i]]`` from ``cur[i]``
         (``at[i] <= end[i]``), each: byte columns at once while many live, then token by token."""
         trans, dead = self.lang.trans, self._dead
@@ -1070,7 +1070,7 @@ class TurnIndex:
         done = at >= end
         out[ids[done]] = cur[done]
         live = np.flatnonzero(~done)
-        walk = np.stack([ids[live], cur[live], at[live], end[live]])  # the live rows: id, state, next byte, end
+        walk = np.stack([ids[live], cur[live], at[live], end[live]])  # live rows: id, state, next byte, end
         while walk.shape[1] > SMALL_LEVEL:
             q = walk[1] = trans[walk[1], flat[walk[2]]]
             walk[2] += 1
