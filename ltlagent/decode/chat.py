@@ -627,7 +627,8 @@ class ContentTokens:
             spans[:, 0].copy(), spans[:, 1].copy(),
             ints([n for n, _x in pairs]), ints([x for _n, x in pairs]),
             ints([n for (n, _x, _y), _r in tri]), ints([pair_of[n, x] for (n, x, _y), _r in tri]),
-            ints([y for (_n, _x, y), _r in tri]), ints([r[0] for _k, r in tri]), ints([r[-1] + 1 for _k, r in tri]),
+            ints([y for (_n, _x, y), _r in tri]), ints([r[0] for _k, r in tri]),
+            ints([r[-1] + 1 for _k, r in tri]),
             longest, wide)
 
 
