@@ -756,6 +756,39 @@ class _Few:
         return self._map.get(token, dead)
 
 
+class _Spans:
+    """:class:`_Few` as spans of the trie's token order, each with its end state (a sparse walk
+    that wrote only whole spans): the mask from the slices, the token arrays only when asked."""
+
+    def __init__(self, order: np.ndarray, lo: list[int], hi: list[int], to: list[int]) -> None:
+        self.order, self.lo, self.hi, self.to = order, lo, hi, to
+        self._map: dict[int, int] | None = None
+
+    def _ids(self) -> np.ndarray:
+        order = self.order
+        if len(self.lo) == 1:
+            return order[self.lo[0]:self.hi[0]]
+        if not self.lo:
+            return order[:0]
+        return np.concatenate([order[a:b] for a, b in zip(self.lo, self.hi)])
+
+    def dense(self, size: int, dead: int) -> np.ndarray:
+        ends = np.full(size, dead, dtype=np.int32)
+        for a, b, t in zip(self.lo, self.hi, self.to):
+            ends[self.order[a:b]] = t
+        return ends
+
+    def mask(self, size: int) -> np.ndarray:
+        mask = np.zeros(size, dtype=bool)
+        mask[self._ids()] = True
+        return mask
+
+    def get(self, token: int, dead: int) -> int:
+        if self._map is None:
+            self._map = {i: t for a, b, t in zip(self.lo, self.hi, self.to) for i in self.order[a:b].tolist()}
+        return self._map.get(token, dead)
+
+
 class _Chain:
     """The end states of a first visit along a content chain (:meth:`TurnIndex._chain`): a pure
     token of ``c`` characters ends at ``ext[c]`` (``ext[c]`` is dead past the last live count
@@ -867,7 +900,7 @@ class TurnIndex:
         self.shift_min = shift_min
         self._eos = tokens.eos
         self._masks: dict[int, np.ndarray] = {}
-        self._ends: dict[int, np.ndarray | _Few | _Chain] = {}
+        self._ends: dict[int, np.ndarray | _Few | _Spans | _Chain] = {}
         self._worst: dict[int, int] = {}
         self.derived = 0  # first visits answered from a lower count (for benchmarks and tests)
         self._dead = lang.dead
@@ -892,14 +925,14 @@ class TurnIndex:
             e = self._ends[s] = e.dense(self.vocab.size, self._dead)
         return e
 
-    def _found(self, s: int) -> np.ndarray | _Few | _Chain:
+    def _found(self, s: int) -> np.ndarray | _Few | _Spans | _Chain:
         """:meth:`ends` of ``s`` as first computed: all tokens, or the few that live."""
         e = self._ends.get(s)
         if e is None:
             e = self._ends[s] = self._derive(s)
         return e
 
-    def _derive(self, s: int) -> np.ndarray | _Few | _Chain:
+    def _derive(self, s: int) -> np.ndarray | _Few | _Spans | _Chain:
         """:meth:`ends` of a state not seen before: along a content chain where every content
         character moves it alike, else from a lower count when a period allows, else walked."""
         if CONTENT_CHAINS:
@@ -1115,7 +1148,7 @@ class TurnIndex:
         self.derived += 1
         return e
 
-    def _walk(self, s: int) -> np.ndarray | _Few | _Chain:
+    def _walk(self, s: int) -> np.ndarray | _Few | _Spans | _Chain:
         """The DFA state after each token from ``s`` (``dead`` where it dies), by walking the
         vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`). A node leaves the walk
         with its whole subtree when its byte is rejected (every token below dies: in a JSON call
@@ -1162,15 +1195,8 @@ class TurnIndex:
                 self._finish(d, _ints(nodes), _ints(states), usual, wrap, out)
                 break
             kids, cur = self._children(d, nodes, states, usual)
-        if usual == dead and not out.arrays_:  # a few spans: their slices, no index arithmetic
-            order = trie.order
-            if len(out.lo) == 1:
-                ids = order[out.lo[0]:out.hi[0]]
-                return _Few(ids, np.full(ids.size, out.to[0], dtype=np.int32))
-            if not out.lo:
-                return _Few(order[:0], np.zeros(0, dtype=np.int32))
-            ids = np.concatenate([order[a:b] for a, b in zip(out.lo, out.hi)])
-            return _Few(ids, np.repeat(np.array(out.to, dtype=np.int32), np.subtract(out.hi, out.lo)))
+        if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
+            return _Spans(trie.order, out.lo, out.hi, out.to)
         lo, hi, to = out.arrays()
         if usual == dead:  # the few live tokens, without an array over the vocabulary
             idx, owner = ranges(lo, hi)
@@ -1228,7 +1254,8 @@ class TurnIndex:
         lang = self.lang
         dead, loops = self._dead, lang.loops
         lv = self.tokens.trie.levels[d]
-        span_lo, span_hi, own_hi, below = lv.span_lo, lv.span_hi, lv.own_hi, lv.below
+        span_lo, span_hi, own_hi, below, height = lv.span_lo, lv.span_hi, lv.own_hi, lv.below, lv.height
+        count = lang.loop_count
         lo_w, hi_w, to_w = out.lo, out.hi, out.to
         walk: list[int] = []
         walk_states: list[int] = []
@@ -1239,9 +1266,12 @@ class TurnIndex:
                     hi_w.append(span_hi.item(i))
                     to_w.append(dead)
                 continue
-            left = int.from_bytes(below[i].tobytes(), "little") \
-                & ~int.from_bytes(loops[t].tobytes(), "little")
-            covered = not left or (t == wrap and not left & _ASCII and lv.whole.item(i))
+            if not count.item(t):  # nothing loops (a key, a literal): only a leaf is settled here
+                covered = not height.item(i)
+            else:
+                left = int.from_bytes(below[i].tobytes(), "little") \
+                    & ~int.from_bytes(loops[t].tobytes(), "little")
+                covered = not left or (t == wrap and not left & _ASCII and lv.whole.item(i))
             if t != usual:
                 lo_w.append(span_lo.item(i))
                 hi_w.append((span_hi if covered else own_hi).item(i))
