@@ -16,9 +16,11 @@ tool may be called is impossible, so is a call to a tool the policy forbids now,
 arguments outside the tool's schema; by default the text stays valid UTF-8.
 
 :class:`TurnIndex` compiles a language for a vocabulary: per DFA state (lazily, cached) the tokens
-whose bytes keep the DFA alive, found by walking the vocabulary's byte trie from the state (or, in
-a string's character count, from the same position at a lower count: :class:`Period`), and EOS
-where the turn may end. :class:`TurnCursor` is the per-turn runtime.
+whose bytes keep the DFA alive, and EOS where the turn may end. Inside a JSON string whose content
+characters all move the state alike (a free string, a character count) they follow from the chain
+of states and each token's character count (:class:`ContentTokens`, :meth:`TurnIndex._chain`);
+elsewhere they are found by walking the vocabulary's byte trie from the state (or, in a string's
+character count, from the same position at a lower count: :class:`Period`). :class:`TurnCursor` is the per-turn runtime.
 """
 
 from __future__ import annotations
