@@ -187,6 +187,29 @@ def test_what_follows_the_string_is_walked() -> None:
     assert index.chained == len(counts) - 1
 
 
+@pytest.mark.parametrize("name", ["pieces1", "pieces2", "byte-level-2k", "straddle"])
+def test_string_openers_of_a_sparse_state_go_along_the_chain(name: str) -> None:
+    """Where a value may begin (after ``:``, ``[`` or ``,``: sparse), the tokens that open a string
+    (``"…``, `` "…``) are settled along the string's chain (:attr:`TokenBytes.quoted`), the rest
+    walked; ends, masks and every opener token's ``advance`` equal the walk."""
+    tokens = vocabulary(name)
+    assert tokens.quoted and tokens.quoted[0][0] == b'"'
+    schema = {"type": "object", "properties": {
+        "s": {"type": "string"}, "n": {"type": "string", "maxLength": 3},
+        "u": {"type": ["string", "integer"]}, "a": {"type": "array", "items": {"type": "string"}}}}
+    lang = TurnLanguage.of_table(schema_table(schema))
+    opened = 0
+    openers = [i for i in range(tokens.vocab.size) if tokens.vocab.token_bytes(i)[:2] in (b'" ', b' "')
+               or tokens.vocab.token_bytes(i)[:1] == b'"']
+    for s in range(lang.dead):
+        index = TurnIndex(lang, tokens)
+        want = index.walk_tokens(s)
+        assert all(index.advance(s, t) == want[t] for t in openers), s  # first: answered before the mask
+        same_as_walk(index, [s])
+        opened += index.opened
+    assert opened >= 4
+
+
 def test_off_is_the_walk() -> None:
     """With chains off every visit walks the trie, and the ends are the same."""
     tokens = vocabulary("pieces2")

@@ -20,7 +20,8 @@ whose bytes keep the DFA alive, and EOS where the turn may end. Inside a JSON st
 characters all move the state alike (a free string, a character count) they follow from the chain
 of states and each token's character count (:class:`ContentTokens`, :meth:`TurnIndex._chain`);
 elsewhere they are found by walking the vocabulary's byte trie from the state (or, in a string's
-character count, from the same position at a lower count: :class:`Period`). :class:`TurnCursor` is the per-turn runtime.
+character count, from the same position at a lower count: :class:`Period`). :class:`TurnCursor`
+is the per-turn runtime.
 """
 
 from __future__ import annotations
@@ -486,6 +487,7 @@ class TokenBytes:
         tb.silent  # noqa: B018
         tb.content  # noqa: B018 - likewise the string-content classes of the tokens (TurnIndex._chain)
         tb.level_bytes  # noqa: B018
+        tb.quoted  # noqa: B018
         return tb
 
     @functools.cached_property
@@ -509,6 +511,26 @@ class TokenBytes:
     def flat(self) -> np.ndarray:
         """``Vocab.flat`` as an array of bytes."""
         return np.frombuffer(self.vocab.flat, dtype=np.uint8)
+
+    @functools.cached_property
+    def quoted(self) -> tuple[tuple[bytes, ContentTokens, int, int], ...]:
+        """Per prefix that opens a JSON string (:data:`STRING_OPENERS`) that some token begins
+        with: the classes of those tokens by what follows it, and the prefix's trie node (level,
+        node), once per vocabulary (a sparse state's first visit settles that subtree along the
+        string's chain: :meth:`TurnIndex._walk`)."""
+        out = []
+        trie, levels = self.trie, self.level_bytes
+        for after in STRING_OPENERS:
+            node = trie.root.item(after[0])
+            for d in range(1, len(after)):
+                if node < 0 or d >= len(levels):
+                    node = -1
+                    break
+                lv = trie.levels[d - 1]
+                node = levels[d].find(after[d], lv.child_lo.item(node), lv.child_hi.item(node))
+            if node >= 0:
+                out.append((after, ContentTokens.of(self.vocab, after), len(after) - 1, node))
+        return tuple(out)
 
     @functools.cached_property
     def content(self) -> ContentTokens:
@@ -574,18 +596,33 @@ class ContentTokens:
     #: the rows checked for multi-byte characters: one past the furthest such character a token
     #: reads along the chain (at most :data:`MOST_WIDE`)
     wide: int
+    #: with a prefix (``of(vocab, after)``): the ids of the tokens that begin with it; None: all
+    members: np.ndarray | None = field(default=None, repr=False)
 
     @staticmethod
-    def of(vocab: Vocab) -> ContentTokens:
+    def of(vocab: Vocab, after: bytes = b"") -> ContentTokens:
+        """The classes of ``vocab``'s tokens; with ``after``, of the tokens that begin with those
+        bytes, by what follows them (the token ``after`` itself: pure, no character), the others
+        marked 255 and not walked (:attr:`members`)."""
         flat, off, text = vocab.flat, vocab.offsets.tolist(), vocab.is_text.tolist()
         chars = np.full(vocab.size, 255, dtype=np.uint8)
         walk: list[tuple[int, int, int, int]] = []  # (prefix characters, id, at, end)
         longest = wide = 0
         match = _CONTENT_RUN.match
+        skip = len(after)
+        members: list[int] = []
         for i in range(vocab.size):
             a, b = off[i], off[i + 1]
             if not text[i] or a == b:
                 continue
+            if skip:
+                if not flat.startswith(after, a, b):
+                    continue
+                members.append(i)
+                a += skip
+                if a == b:
+                    chars[i] = 0
+                    continue
             e = match(flat, a, b).end()  # type: ignore[union-attr] # a run of none matches too
             n = e - a
             if not flat[a:e].isascii():
@@ -631,8 +668,12 @@ class ContentTokens:
             ints([n for (n, _x, _y), _r in tri]), ints([pair_of[n, x] for (n, x, _y), _r in tri]),
             ints([y for (_n, _x, y), _r in tri]), ints([r[0] for _k, r in tri]),
             ints([r[-1] + 1 for _k, r in tri]),
-            longest, wide)
+            longest, wide, ints(members) if skip else None)
 
+
+#: Prefixes that open a JSON string, whose tokens a sparse first visit settles along the string's
+#: chain (:attr:`TokenBytes.quoted`): a quote, and a space and a quote.
+STRING_OPENERS = (b'"', b' "')
 
 #: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
 CONTENT_CHAINS = True
@@ -797,14 +838,31 @@ class _Chain:
     ``most`` and at 255, every other token's mark), the walked tokens at ``to``."""
 
     def __init__(self, chars: np.ndarray, ext: np.ndarray, most: int, ids: np.ndarray, to: np.ndarray,
-                 dead: int) -> None:
+                 dead: int, members: np.ndarray | None = None) -> None:
         self.chars, self.ext, self.most, self.ids, self.to, self.dead = chars, ext, most, ids, to, dead
+        self.members = members  # the tokens with the class's prefix (None: all)
         self._map: dict[int, int] | None = None
 
     def mask(self, size: int) -> np.ndarray:
+        if self.members is not None:
+            mask = np.zeros(size, dtype=bool)
+            self.mark(mask)
+            return mask
         mask = self.chars <= self.most
         mask[self.ids[self.to != self.dead]] = True
         return mask
+
+    def mark(self, mask: np.ndarray) -> None:
+        """Set the tokens that live to True in ``mask`` (those of a prefix: :class:`_Joined`)."""
+        m = self.members if self.members is not None else np.arange(self.chars.size)
+        mask[m[self.chars[m] <= self.most]] = True
+        mask[self.ids[self.to != self.dead]] = True
+
+    def fill(self, ends: np.ndarray) -> None:
+        """Write the ends of this part's tokens into ``ends`` (dead there before)."""
+        m = self.members if self.members is not None else np.arange(self.chars.size)
+        ends[m] = self.ext[self.chars[m]]
+        ends[self.ids] = self.to
 
     def dense(self, size: int, dead: int) -> np.ndarray:
         ends = self.ext[self.chars]
@@ -816,6 +874,34 @@ class _Chain:
             self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
         got = self._map.get(token)
         return int(self.ext[self.chars[token]]) if got is None else got
+
+
+class _Joined:
+    """A sparse walk's few live tokens and the subtrees it left to string chains (``parts``, the
+    tokens that begin with a string opener: :attr:`TokenBytes.quoted`); no token is in two."""
+
+    def __init__(self, base: _Few | _Spans, parts: list[_Chain]) -> None:
+        self.base, self.parts = base, parts
+
+    def mask(self, size: int) -> np.ndarray:
+        mask = self.base.mask(size)
+        for p in self.parts:
+            p.mark(mask)
+        return mask
+
+    def dense(self, size: int, dead: int) -> np.ndarray:
+        ends = self.base.dense(size, dead)
+        for p in self.parts:
+            p.fill(ends)
+        return ends
+
+    def get(self, token: int, dead: int) -> int:
+        got = self.base.get(token, dead)
+        for p in self.parts:
+            if got != dead:
+                break
+            got = p.get(token, dead)
+        return got
 
 
 class _Writes:
@@ -902,7 +988,7 @@ class TurnIndex:
         self.shift_min = shift_min
         self._eos = tokens.eos
         self._masks: dict[int, np.ndarray] = {}
-        self._ends: dict[int, np.ndarray | _Few | _Spans | _Chain] = {}
+        self._ends: dict[int, np.ndarray | _Few | _Spans | _Chain | _Joined] = {}
         self._worst: dict[int, int] = {}
         self.derived = 0  # first visits answered from a lower count (for benchmarks and tests)
         self._dead = lang.dead
@@ -912,6 +998,7 @@ class TurnIndex:
         self._step: dict[int, int] = {}  # per state, where its content bytes lead (-1: apart; ``_chain``)
         self._step8: dict[int, bool] = {}  # per state, whether every multi-byte character leads there too
         self.chained = 0  # first visits along a content chain (for benchmarks and tests)
+        self.opened = 0  # string openers' subtrees settled along a chain in sparse visits (likewise)
         self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
@@ -927,14 +1014,14 @@ class TurnIndex:
             e = self._ends[s] = e.dense(self.vocab.size, self._dead)
         return e
 
-    def _found(self, s: int) -> np.ndarray | _Few | _Spans | _Chain:
+    def _found(self, s: int) -> np.ndarray | _Few | _Spans | _Chain | _Joined:
         """:meth:`ends` of ``s`` as first computed: all tokens, or the few that live."""
         e = self._ends.get(s)
         if e is None:
             e = self._ends[s] = self._derive(s)
         return e
 
-    def _derive(self, s: int) -> np.ndarray | _Few | _Spans | _Chain:
+    def _derive(self, s: int) -> np.ndarray | _Few | _Spans | _Chain | _Joined:
         """:meth:`ends` of a state not seen before: along a content chain where every content
         character moves it alike, else from a lower count when a period allows, else walked."""
         if CONTENT_CHAINS:
@@ -954,7 +1041,7 @@ class TurnIndex:
                     break
         return self._walk(s)
 
-    def _chain(self, s: int) -> _Chain | None:
+    def _chain(self, s: int, ct: ContentTokens | None = None) -> _Chain | None:
         """:meth:`ends` of ``s`` along its content chain, or None where the chain does not hold.
 
         The chain: ``g[0] = s``, ``g[j + 1]`` where ``a`` leads from ``g[j]``, until a state loops
@@ -980,7 +1067,8 @@ class TurnIndex:
         elif trans.item(s, 0x20) != a or trans.item(s, 0x7E) != a or trans.item(s, 0x30) != a \
                 or trans.item(s, 0x5A) != a:
             return None
-        ct = self.tokens.content
+        if ct is None:
+            ct = self.tokens.content
         g = [s]
         loop = False
         while True:
@@ -1004,14 +1092,14 @@ class TurnIndex:
             most = len(g) - 1 if g[-1] != dead else len(g) - 2
             ext[:most + 1] = g[:most + 1]
         hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
-        return _Chain(ct.chars, ext, most, ct.walk[:hi], self._rows(ext, most)[ct.walk_row[:hi]], dead)
+        return _Chain(ct.chars, ext, most, ct.walk[:hi], self._rows(ext, most, ct)[ct.walk_row[:hi]], dead,
+                      ct.members)
 
-    def _rows(self, ext: np.ndarray, most: int) -> np.ndarray:
+    def _rows(self, ext: np.ndarray, most: int, ct: ContentTokens) -> np.ndarray:
         """The end of each walked row of :class:`ContentTokens` whose prefix has at most ``most``
         characters, from ``ext[prefix characters]``: the first two bytes by the rows' distinct
         (characters, first byte) pairs and (…, second byte) triples, the rest of the rows whose
         triple lives (:meth:`_run`)."""
-        ct = self.tokens.content
         trans, dead = self.lang.trans, self._dead
         n = int(np.searchsorted(ct.row_chars, most, side="right"))
         out = np.full(n, dead, dtype=np.int32)
@@ -1150,7 +1238,7 @@ class TurnIndex:
         self.derived += 1
         return e
 
-    def _walk(self, s: int) -> np.ndarray | _Few | _Spans | _Chain:
+    def _walk(self, s: int) -> np.ndarray | _Few | _Spans | _Chain | _Joined:
         """The DFA state after each token from ``s`` (``dead`` where it dies), by walking the
         vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`). A node leaves the walk
         with its whole subtree when its byte is rejected (every token below dies: in a JSON call
@@ -1183,6 +1271,25 @@ class TurnIndex:
                 if i >= 0:
                     kids.append(i)
                     cur.append(row.item(b))
+        parts: list[_Chain] = []  # subtrees that open a string, settled along its chain
+        skip = -1  # such a subtree's node at level 1
+        if usual == dead and CONTENT_CHAINS:
+            for after, ct, level, node in self.tokens.quoted:
+                q = s
+                for x in after:
+                    q = trans.item(q, x)
+                    if q == dead:
+                        break
+                chain = self._chain(q, ct) if q != dead else None
+                if chain is None:
+                    continue
+                parts.append(chain)
+                if level:
+                    skip = node
+                else:
+                    cur = [t for i, t in zip(kids, cur) if i != node]
+                    kids = [i for i in kids if i != node]
+            self.opened += len(parts)
         out = _Writes()
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
         for d in range(len(levels)):
@@ -1197,12 +1304,21 @@ class TurnIndex:
                 self._finish(d, _ints(nodes), _ints(states), usual, wrap, out)
                 break
             kids, cur = self._children(d, nodes, states, usual)
+            if not d and skip >= 0:
+                if isinstance(kids, np.ndarray):
+                    keep = kids != skip
+                    kids, cur = kids[keep], np.asarray(cur)[keep]
+                else:
+                    cur = [t for i, t in zip(kids, _ints(cur)) if i != skip]
+                    kids = [i for i in kids if i != skip]
         if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
-            return _Spans(trie.order, out.lo, out.hi, out.to)
+            few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to)
+            return _Joined(few, parts) if parts else few
         lo, hi, to = out.arrays()
         if usual == dead:  # the few live tokens, without an array over the vocabulary
             idx, owner = ranges(lo, hi)
-            return _Few(trie.order[idx], to[owner])
+            few = _Few(trie.order[idx], to[owner])
+            return _Joined(few, parts) if parts else few
         if lo.size:
             idx, owner = ranges(lo, hi)
             ends[trie.order[idx]] = to[owner]
