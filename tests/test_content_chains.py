@@ -30,7 +30,7 @@ from . import tiny
 #: pieces of string content and of what ends or escapes it
 PIECES = [b"a", b"b", b"Z", b"0", b" ", b"~", b"\x7f", b'"', b"\\", b"\\n", b"\\u00e9", b'\\"', b"\n", b"\t",
           "é".encode(), "€".encode(), "😀".encode(), b"\xc3", b"\xa9", b"\x80", b"\xe2\x82", b"\xff", b",",
-          b":", b"}", b"]", b"-", b"@", b"."]
+          b":", b"}", b"]", b"-", b"@", b".", b"1", b"9", b"12", b"2024", b"e", b"E+"]
 
 
 def piece_tokens(seed: int, size: int) -> TokenBytes:
@@ -190,24 +190,29 @@ def test_what_follows_the_string_is_walked() -> None:
 @pytest.mark.parametrize("name", ["pieces1", "pieces2", "byte-level-2k", "straddle"])
 def test_string_openers_of_a_sparse_state_go_along_the_chain(name: str) -> None:
     """Where a value may begin (after ``:``, ``[`` or ``,``: sparse), the tokens that open a string
-    (``"…``, `` "…``) are settled along the string's chain (:attr:`TokenBytes.quoted`), the rest
-    walked; ends, masks and every opener token's ``advance`` equal the walk."""
+    (``"…``, `` "…``) are settled along the string's chain (:attr:`TokenBytes.quoted`) and those
+    that begin with a digit along the number's or the date's digits (:attr:`TokenBytes.numbers`),
+    the rest walked; ends, masks and every such token's ``advance`` equal the walk."""
     tokens = vocabulary(name)
     assert tokens.quoted and tokens.quoted[0][0] == b'"'
     schema = {"type": "object", "properties": {
         "s": {"type": "string"}, "n": {"type": "string", "maxLength": 3},
-        "u": {"type": ["string", "integer"]}, "a": {"type": "array", "items": {"type": "string"}}}}
+        "u": {"type": ["string", "integer"]}, "a": {"type": "array", "items": {"type": "string"}},
+        "i": {"type": "integer"}, "x": {"type": "number"}, "d": {"type": "string", "format": "date-time"},
+        "p": {"type": "string", "pattern": "^[0-9][0-57-9][0-9]$"}}}  # a 6 parts ways in the 2nd row
     lang = TurnLanguage.of_table(schema_table(schema))
-    opened = 0
-    openers = [i for i in range(tokens.vocab.size) if tokens.vocab.token_bytes(i)[:2] in (b'" ', b' "')
-               or tokens.vocab.token_bytes(i)[:1] == b'"']
+    opened = digits = 0
+    openers = [i for i in range(tokens.vocab.size) if tokens.vocab.token_bytes(i)[:2] == b' "'
+               or tokens.vocab.token_bytes(i)[:1] in (b'"', *(bytes([d]) for d in b"0123456789"))]
     for s in range(lang.dead):
         index = TurnIndex(lang, tokens)
         want = index.walk_tokens(s)
         assert all(index.advance(s, t) == want[t] for t in openers), s  # first: answered before the mask
+        digits += any(c.chars is tokens.numbers[k][1].chars for c in getattr(index._found(s), "parts", [])
+                      for k in range(2))
         same_as_walk(index, [s])
         opened += index.opened
-    assert opened >= 4
+    assert opened >= 8 and digits >= 3
 
 
 def test_off_is_the_walk() -> None:
@@ -295,3 +300,42 @@ def test_content_classes(name: str) -> None:
             assert (keys[r][1][1] if len(keys[r][1]) > 1 else -1) == y
     assert covered == list(range(len(keys)))
     assert isinstance(ContentTokens.of(vocab), ContentTokens)
+
+
+@pytest.mark.parametrize("name", VOCABULARIES)
+def test_prefix_classes(name: str) -> None:
+    """The classes of tokens after a string opener (``"``, `` "``) and after a first digit, by a
+    plain definition: members are the tokens with the prefix; what follows it is pure (content
+    characters; digits), or a pure run then a walked rest (for content: unless a control byte)."""
+    tokens = vocabulary(name)
+    vocab = tokens.vocab
+    classes = [(after, ct, False) for after, ct, _level, _node in tokens.quoted]
+    classes += [(first, ct, True) for first, ct in tokens.numbers]
+    assert [c[0] for c in classes[-2:]] == [b"0123456789", b"123456789"]
+    for prefix, ct, digits in classes:
+        assert ct.digits == digits
+        rows = {i: (c, vocab.flat[ct.row_at[r]:ct.row_end[r]])
+                for i, c, r in zip(ct.walk.tolist(), ct.walk_chars.tolist(), ct.walk_row.tolist())}
+        members = []
+        for i in range(vocab.size):
+            tok = vocab.token_bytes(i)
+            has = tokens.text[i] and (tok[:1] != b"" and tok[0] in prefix if digits
+                                      else tok.startswith(prefix))
+            if not has:
+                assert ct.chars[i] == 255 and i not in rows
+                continue
+            members.append(i)
+            rest = tok[1:] if digits else tok[len(prefix):]
+            if digits:
+                run = len(rest) - len(rest.lstrip(b"0123456789"))
+                kind = "pure" if run == len(rest) else "walk"
+                chars, at = run, run
+            else:
+                kind, chars, at, _last = _plain(rest)
+            if kind == "pure":
+                assert ct.chars[i] == chars and i not in rows, tok
+            elif kind == "control":
+                assert ct.chars[i] == 255 and i not in rows, tok
+            else:
+                assert ct.chars[i] == 255 and rows[i] == (chars, rest[at:]), tok
+        assert ct.members is not None and ct.members.tolist() == members

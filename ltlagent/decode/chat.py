@@ -488,6 +488,7 @@ class TokenBytes:
         tb.content  # noqa: B018 - likewise the string-content classes of the tokens (TurnIndex._chain)
         tb.level_bytes  # noqa: B018
         tb.quoted  # noqa: B018
+        tb.numbers  # noqa: B018
         return tb
 
     @functools.cached_property
@@ -533,6 +534,14 @@ class TokenBytes:
         return tuple(out)
 
     @functools.cached_property
+    def numbers(self) -> tuple[tuple[bytes, ContentTokens], ...]:
+        """Per set of first digits (:data:`NUMBER_STARTS`: any digit; 1–9, where a JSON number's
+        leading zero parts ways), the classes of the tokens that begin with one of them by the
+        digits that follow, once per vocabulary (:meth:`TurnIndex._walk`)."""
+        return tuple((first, ContentTokens.of(self.vocab, first=first, digits=True))
+                     for first in NUMBER_STARTS)
+
+    @functools.cached_property
     def content(self) -> ContentTokens:
         """Which tokens are JSON-string content and how many characters each has (once per
         vocabulary: :meth:`TurnIndex._chain`)."""
@@ -552,6 +561,8 @@ _CONTENT_CHAR = (rb"[\x20\x21\x23-\x5b\x5d-\x7f]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa
                  rb"|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]"
                  rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}")
 _CONTENT_RUN = re.compile(rb"(?:" + _CONTENT_CHAR + rb")*")
+_DIGIT_RUN = re.compile(rb"[0-9]*")
+_DIGITS = np.arange(0x30, 0x3A, dtype=np.int64)
 #: The most characters a token is counted by (:attr:`ContentTokens.chars`; 255 marks the others).
 MOST_CHARS = 254
 #: The chain is checked for multi-byte characters over its first this many rows only: a token with
@@ -598,25 +609,28 @@ class ContentTokens:
     wide: int
     #: with a prefix (``of(vocab, after)``): the ids of the tokens that begin with it; None: all
     members: np.ndarray | None = field(default=None, repr=False)
+    #: the class of digits (a number's), not of JSON-string content
+    digits: bool = False
 
     @staticmethod
-    def of(vocab: Vocab, after: bytes = b"") -> ContentTokens:
-        """The classes of ``vocab``'s tokens; with ``after``, of the tokens that begin with those
-        bytes, by what follows them (the token ``after`` itself: pure, no character), the others
-        marked 255 and not walked (:attr:`members`)."""
+    def of(vocab: Vocab, after: bytes = b"", first: bytes = b"", digits: bool = False) -> ContentTokens:
+        """The classes of ``vocab``'s tokens; with ``after`` (or ``first``), of the tokens that
+        begin with those bytes (with one of those bytes), by what follows (the prefix alone: pure,
+        no character), the others marked 255 and not walked (:attr:`members`). With ``digits`` the
+        characters are the digits 0–9 and every other byte is walked (a number's digits)."""
         flat, off, text = vocab.flat, vocab.offsets.tolist(), vocab.is_text.tolist()
         chars = np.full(vocab.size, 255, dtype=np.uint8)
         walk: list[tuple[int, int, int, int]] = []  # (prefix characters, id, at, end)
         longest = wide = 0
-        match = _CONTENT_RUN.match
-        skip = len(after)
+        match = (_DIGIT_RUN if digits else _CONTENT_RUN).match
+        skip = len(after) or (1 if first else 0)
         members: list[int] = []
         for i in range(vocab.size):
             a, b = off[i], off[i + 1]
             if not text[i] or a == b:
                 continue
             if skip:
-                if not flat.startswith(after, a, b):
+                if not (flat.startswith(after, a, b) if after else flat[a] in first):
                     continue
                 members.append(i)
                 a += skip
@@ -643,7 +657,7 @@ class ContentTokens:
             longest = max(longest, n)
             if e == b:
                 chars[i] = n
-            elif flat[e] >= 0x20:
+            elif digits or flat[e] >= 0x20:
                 walk.append((n, i, e, b))
         walk.sort()
         where: dict[tuple[int, bytes], tuple[int, int]] = {}  # one walk per (prefix characters, bytes after)
@@ -668,12 +682,16 @@ class ContentTokens:
             ints([n for (n, _x, _y), _r in tri]), ints([pair_of[n, x] for (n, x, _y), _r in tri]),
             ints([y for (_n, _x, y), _r in tri]), ints([r[0] for _k, r in tri]),
             ints([r[-1] + 1 for _k, r in tri]),
-            longest, wide, ints(members) if skip else None)
+            longest, wide, ints(members) if skip else None, digits)
 
 
 #: Prefixes that open a JSON string, whose tokens a sparse first visit settles along the string's
 #: chain (:attr:`TokenBytes.quoted`): a quote, and a space and a quote.
 STRING_OPENERS = (b'"', b' "')
+
+#: Sets of first bytes whose tokens a sparse first visit settles along a chain of digits
+#: (:attr:`TokenBytes.numbers`): any digit (a date's, a fraction's), and 1–9 (a number's first).
+NUMBER_STARTS = (b"0123456789", b"123456789")
 
 #: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
 CONTENT_CHAINS = True
@@ -997,6 +1015,7 @@ class TurnIndex:
         self._wides: dict[int, bytes] = {}  # per such state, 1 at the ASCII bytes that leave it (``_finish``)
         self._step: dict[int, int] = {}  # per state, where its content bytes lead (-1: apart; ``_chain``)
         self._step8: dict[int, bool] = {}  # per state, whether every multi-byte character leads there too
+        self._digit_step: dict[int, bool] = {}  # per state, whether the ten digits lead alike
         self.chained = 0  # first visits along a content chain (for benchmarks and tests)
         self.opened = 0  # string openers' subtrees settled along a chain in sparse visits (likewise)
         self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
@@ -1060,15 +1079,20 @@ class TurnIndex:
         trans, dead = self.lang.trans, self._dead
         if s == dead:
             return None
-        a = trans.item(s, 0x61)
-        if a == dead:  # no content: only the inside of a character, where continuation bytes live
-            if trans.item(s, 0x80) == dead or trans.item(s, 0xBF) == dead:
-                return None
-        elif trans.item(s, 0x20) != a or trans.item(s, 0x7E) != a or trans.item(s, 0x30) != a \
-                or trans.item(s, 0x5A) != a:
-            return None
         if ct is None:
             ct = self.tokens.content
+        if ct.digits:
+            guess = 0x30
+            if trans.item(s, 0x35) != trans.item(s, 0x30) or trans.item(s, 0x39) != trans.item(s, 0x30):
+                return None
+        else:
+            guess, a = 0x61, trans.item(s, 0x61)
+            if a == dead:  # no content: only the inside of a character, where continuation bytes live
+                if trans.item(s, 0x80) == dead or trans.item(s, 0xBF) == dead:
+                    return None
+            elif trans.item(s, 0x20) != a or trans.item(s, 0x7E) != a or trans.item(s, 0x30) != a \
+                    or trans.item(s, 0x5A) != a:
+                return None
         g = [s]
         loop = False
         while True:
@@ -1076,12 +1100,12 @@ class TurnIndex:
             if q == dead or len(g) > ct.longest:
                 rows = g[:-1]
                 break
-            n = trans.item(q, 0x61)
+            n = trans.item(q, guess)
             if n == q:
                 rows, loop = g, True
                 break
             g.append(n)
-        if not self._steps(rows, ct.wide):
+        if not (self._digit_steps(rows) if ct.digits else self._steps(rows, ct.wide)):
             return None
         ext = np.full(256, dead, dtype=np.int32)
         if loop:
@@ -1117,6 +1141,17 @@ class TurnIndex:
             ids, owner = ranges(ct.tri_lo[live], ct.tri_hi[live])
             self._run(ids, q2[live][owner], ct.row_at[ids] + 2, ct.row_end[ids], out)
         return out
+
+    def _digit_steps(self, rows: list[int]) -> bool:
+        """Whether every state of ``rows`` sends the ten digits where ``0`` leads (:meth:`_steps`
+        for the class of digits); each state checked once, kept."""
+        step = self._digit_step
+        new = [q for q in dict.fromkeys(rows) if q not in step]
+        if new:
+            t = self.lang.trans[new][:, _DIGITS]
+            for q, good in zip(new, (t == t[:, :1]).all(axis=1).tolist()):
+                step[q] = good
+        return all(step[q] for q in rows)
 
     def _steps(self, rows: list[int], wide: int) -> bool:
         """Whether every state of ``rows`` sends the content bytes (:data:`CONTENT_ASCII`) where
@@ -1289,6 +1324,17 @@ class TurnIndex:
                 else:
                     cur = [t for i, t in zip(kids, cur) if i != node]
                     kids = [i for i in kids if i != node]
+            for first, ct in self.tokens.numbers:  # a number's digits, or a date's
+                q = trans.item(s, first[0])
+                if q == dead or any(trans.item(s, x) != q for x in first):
+                    continue
+                chain = self._chain(q, ct)
+                if chain is None:
+                    continue
+                parts.append(chain)
+                cur = [t for i, t in zip(kids, cur) if self.tokens.level_bytes[0][i] not in first]
+                kids = [i for i in kids if self.tokens.level_bytes[0][i] not in first]
+                break
             self.opened += len(parts)
         out = _Writes()
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
