@@ -98,8 +98,10 @@ def same_as_walk(index: TurnIndex, states: list[int]) -> None:
 
 @settings(max_examples=50, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
-@given(schema=SCHEMAS, name=st.sampled_from(VOCABULARIES), seed=st.integers(0, 2**20))
-def test_chains_equal_the_token_walk_on_random_schemas(schema: Any, name: str, seed: int) -> None:
+@given(schema=SCHEMAS, name=st.sampled_from(VOCABULARIES), seed=st.integers(0, 2**20),
+       lookups=st.sampled_from([chat.LIVE_LOOKUPS, 0, 2, 10**6]))
+def test_chains_equal_the_token_walk_on_random_schemas(schema: Any, name: str, seed: int,
+                                                      lookups: int) -> None:
     try:
         table = schema_table(schema)
     except (SchemaError, UsageError):
@@ -109,8 +111,9 @@ def test_chains_equal_the_token_walk_on_random_schemas(schema: Any, name: str, s
     tokens = vocabulary(name)
     rng = random.Random(seed)
     states = sorted(rng.sample(range(lang.dead + 1), min(lang.dead + 1, 40)))
-    index = TurnIndex(lang, tokens)
-    same_as_walk(index, states)
+    with mock.patch.object(chat, "LIVE_LOOKUPS", lookups):  # sparse children: numpy, lookups, steps
+        index = TurnIndex(lang, tokens)
+        same_as_walk(index, states)
 
 
 def _count_language(max_length: int) -> tuple[TurnLanguage, list[int]]:

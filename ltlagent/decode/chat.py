@@ -1561,9 +1561,9 @@ class TurnIndex:
 
     def _live_children(self, d: int, nodes: list[int], cur: list[int]) -> tuple[list[int], list[int]]:
         """:meth:`_children` of few nodes where only the live ones count (a sparse state: keys,
-        literals), in Python: per node, the state's live bytes looked up among its children
-        (``bytes.find`` in the level's bytes: a node's children are sorted by byte) or its children
-        stepped, whichever are fewer; a node with many of both at once in numpy."""
+        literals), in Python: per node, its children stepped where they are few, else the state's
+        live bytes looked up among them (``bytes.find`` in the level's bytes: a node's children
+        are sorted by byte) where those are few; a node with many of both at once in numpy."""
         trans, dead = self.lang.trans, self._dead
         lv = self.tokens.trie.levels[d]
         below = self.tokens.level_bytes[d + 1]
@@ -1575,21 +1575,22 @@ class TurnIndex:
             a, b = child_lo.item(i), child_hi.item(i)
             if a == b:
                 continue
-            live = lives.get(t)
-            if live is None:
-                live = lives[t] = np.flatnonzero(trans[t] != dead).astype(np.uint8).tobytes()
-            if len(live) < b - a and len(live) <= LIVE_LOOKUPS:
-                for x in live:
-                    c = below.find(x, a, b)
-                    if c >= 0:
-                        few.append(c)
-                        few_states.append(trans.item(t, x))
-            elif b - a <= LIVE_LOOKUPS:
+            if b - a <= LIVE_LOOKUPS:  # few children: each stepped
                 for c in range(a, b):
                     q = trans.item(t, below[c])
                     if q != dead:
                         few.append(c)
                         few_states.append(q)
+                continue
+            live = lives.get(t)
+            if live is None:
+                live = lives[t] = np.flatnonzero(trans[t] != dead).astype(np.uint8).tobytes()
+            if len(live) <= LIVE_LOOKUPS:  # few live bytes: each looked up among the children
+                for x in live:
+                    c = below.find(x, a, b)
+                    if c >= 0:
+                        few.append(c)
+                        few_states.append(trans.item(t, x))
             else:
                 states = trans[t, self.tokens.trie.levels[d + 1].byte[a:b]]
                 keep = np.flatnonzero(states != dead)
