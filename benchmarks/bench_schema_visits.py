@@ -2,7 +2,7 @@
 written from a fresh index, ours against llguidance's, on JSONSchemaBench schemas both compile.
 
 Usage: python benchmarks/bench_schema_visits.py [--schemas 40] [--texts 2] [--vocab 49k 128k]
-[--clock wall|cpu]
+[--clock wall|cpu] [--check]
 
 Schemas: a seeded sample of ``../shared/data/jsonschemabench/schemas.jsonl``, kept where ours
 compiles it (``schema_table``, within ``--timeout`` seconds) and llguidance does
@@ -116,6 +116,25 @@ def ours_visits(table: ByteTable, tokens: Any, ids: list[int],
     return out
 
 
+def check_visits(table: ByteTable, tokens: Any, ids: list[int]) -> int:
+    """Compare the mask of every state along ``ids`` (each from a fresh index: a first visit) with
+    the reference walk of every token's bytes (``TurnIndex.walk_tokens``); the states checked."""
+    from ltlagent.decode.chat import TurnCursor, TurnIndex, TurnLanguage
+
+    lang = TurnLanguage.of_table(table)
+    cur = TurnCursor(TurnIndex(lang, tokens))
+    for i in ids:
+        fresh = TurnIndex(lang, tokens)
+        want = fresh.walk_tokens(cur.state)
+        expect = want != lang.dead
+        if lang.accepting[cur.state]:
+            expect[tokens.eos] = True
+        if not np.array_equal(fresh.allowed(cur.state), expect) or fresh.advance(cur.state, i) != want[i]:
+            raise SystemExit(f"mask differs from the reference walk in state {cur.state}")
+        cur.advance(i)
+    return len(ids)
+
+
 def llg_visits(lltok: Any, grammar: str, ids: list[int],
                clock: Any = time.perf_counter) -> list[float] | None:
     """Seconds of ``unsafe_compute_mask_ptr`` before each token, from a fresh matcher."""
@@ -160,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="time steps by the wall clock or by this thread's CPU time")
+    ap.add_argument("--check", action="store_true",
+                    help="also compare every mask with the reference walk of every token (untimed, slow)")
     args = ap.parse_args(argv)
     clock = time.perf_counter if args.clock == "wall" else time.thread_time
 
@@ -201,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         ours: list[float] = []
         theirs: list[float] = []
         per_text: list[tuple[float, float]] = []
-        skipped = 0
+        skipped = checked = 0
         for _sid, _schema, table, grammar, texts in jobs:
             for text in texts:
                 ids = tok.encode(text, add_special_tokens=False)
@@ -213,8 +234,11 @@ def main(argv: list[str] | None = None) -> int:
                 ours += a
                 theirs += b
                 per_text.append((sum(a), sum(b)))
+                checked += check_visits(table, tokens, ids) if args.check else 0
         print(f"\nvocabulary {name} ({len(tok):,} tokens): {len(per_text)} texts, {len(ours)} tokens "
               f"({skipped} texts skipped: a token refused by either engine)")
+        if args.check:
+            print(f"{checked} masks equal the reference walk")
         print("| engine | median | p90 | p99 | max | per text, median total |")
         print("|---|---|---|---|---|---|")
         for label, xs, col in (("ours", ours, 0), ("llguidance", theirs, 1)):

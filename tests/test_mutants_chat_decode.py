@@ -7,10 +7,12 @@ tokenizer, no model), for the mutation run of issue 31 (docs/mutation.md, "decod
 from __future__ import annotations
 
 import random
+from unittest import mock
 
 import numpy as np
 import pytest
 
+from ltlagent.decode import chat
 from ltlagent.decode.chat import TokenBytes, TurnCursor, TurnIndex, TurnLanguage, TurnRule
 from ltlagent.decode.vocab import vocab_from_bytes
 
@@ -70,22 +72,25 @@ def reference_ends(lg: TurnLanguage, s: int, tokens: list[bytes | None]) -> list
     return out
 
 
+@pytest.mark.parametrize("chains", [False, True])
 @pytest.mark.parametrize("fmt,shift_min", [("hermes", 16), ("hermes", 1), ("json", 1)])
-def test_every_token_ends_where_its_bytes_lead(fmt: str, shift_min: int) -> None:
+def test_every_token_ends_where_its_bytes_lead(fmt: str, shift_min: int, chains: bool) -> None:
     tokens = vocabulary()
     eos = len(tokens) - 1
     lg = TurnLanguage.build(TurnRule(True, frozenset({"ping", "note"}), frozenset({"note"})), SCHEMAS, fmt)
-    idx = TurnIndex(lg, TokenBytes.of(vocab_from_bytes(tokens, eos_ids=[eos])), shift_min=shift_min)
-    seen = states(lg, 7)
-    for s in seen:  # first visits in the order of a turn: counts derived from lower counts
-        want = reference_ends(lg, s, tokens)
-        ends = idx.ends(s)
-        assert ends.tolist()[:eos] == want[:eos], s
-        mask = idx.allowed(s)
-        assert (mask[:eos] == (np.array(want[:eos]) != lg.dead)).all(), s
-        assert bool(mask[eos]) == bool(lg.accepting[s]), s
-    if shift_min == 1 and fmt == "hermes":
+    with mock.patch.object(chat, "CONTENT_CHAINS", chains):
+        idx = TurnIndex(lg, TokenBytes.of(vocab_from_bytes(tokens, eos_ids=[eos])), shift_min=shift_min)
+        seen = states(lg, 7)
+        for s in seen:  # first visits in the order of a turn: counts derived from lower counts
+            want = reference_ends(lg, s, tokens)
+            ends = idx.ends(s)
+            assert ends.tolist()[:eos] == want[:eos], s
+            mask = idx.allowed(s)
+            assert (mask[:eos] == (np.array(want[:eos]) != lg.dead)).all(), s
+            assert bool(mask[eos]) == bool(lg.accepting[s]), s
+    if shift_min == 1 and fmt == "hermes" and not chains:
         assert idx.derived > 0
+    assert bool(idx.chained) == chains  # counts and free strings go along their chains
 
 
 def test_advance_and_masks_agree_on_a_first_visit() -> None:
@@ -218,8 +223,9 @@ def test_few_nodes_inside_a_string_end_where_their_bytes_lead() -> None:
     assert loops.ends(s).tolist()[:2] == [s, s]
 
 
+@pytest.mark.parametrize("chains", [False, True])
 @pytest.mark.parametrize("most", [24, 9])
-def test_counts_derived_from_lower_counts_over_a_list_of_strings(most: int) -> None:
+def test_counts_derived_from_lower_counts_over_a_list_of_strings(most: int, chains: bool) -> None:
     """A string's character count (:class:`Period`) whose range a token can leave and come back
     into (the next item of a list); long tokens and tokens that run past the highest count."""
     tools = {"tag": {"type": "object", "properties": {
@@ -234,15 +240,16 @@ def test_counts_derived_from_lower_counts_over_a_list_of_strings(most: int) -> N
     tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + sorted(words) + [None]
     eos = len(tokens) - 1
     tb = TokenBytes.of(vocab_from_bytes(tokens, eos_ids=[eos]))
-    idx = TurnIndex(lg, tb, shift_min=1)
-    s = lg.initial
-    for b in b'<tool_call>\n{"name": "tag", "arguments": {"tags": ["':
-        s = int(lg.trans[s, b])
-    for ch in "a" * (most // 2) + "é" * (most - most // 2) + '", "' + "b" * most:
-        for b in ch.encode():
-            assert idx.ends(s).tolist()[:eos] == reference_ends(lg, s, tokens)[:eos], s
+    with mock.patch.object(chat, "CONTENT_CHAINS", chains):  # off: from lower counts; on: along chains
+        idx = TurnIndex(lg, tb, shift_min=1)
+        s = lg.initial
+        for b in b'<tool_call>\n{"name": "tag", "arguments": {"tags": ["':
             s = int(lg.trans[s, b])
-    assert idx.derived > 0
+        for ch in "a" * (most // 2) + "é" * (most - most // 2) + '", "' + "b" * most:
+            for b in ch.encode():
+                assert idx.ends(s).tolist()[:eos] == reference_ends(lg, s, tokens)[:eos], s
+                s = int(lg.trans[s, b])
+    assert (idx.chained if chains else idx.derived) > 0
 
 
 def test_a_period_is_checked_on_the_rows() -> None:

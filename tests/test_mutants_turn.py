@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from unittest import mock
 
 import numpy as np
 import pytest
 
+from ltlagent.decode import chat
 from ltlagent.decode.chat import TokenBytes, TurnCursor, TurnIndex, TurnLanguage, TurnRule
 from ltlagent.decode.vocab import vocab_from_bytes
 from ltlagent.text.jsonschema import schema_table
@@ -239,25 +241,29 @@ def test_masks_are_the_reference_walk(fmt: str) -> None:
     assert idx.allowed(0)[EOS + 1] == False  # noqa: E712 - an empty token is never text
 
 
-def test_a_string_count_is_derived_from_a_lower_count() -> None:
+@pytest.mark.parametrize("chains", [False, True])
+def test_a_string_count_is_derived_from_a_lower_count(chains: bool) -> None:
+    """Counts follow from a lower count (``Period``) with content chains off, go along the chain
+    with them on; both equal the reference walk."""
     rule = TurnRule(False, frozenset({"note"}), frozenset())
     long = {"note": {"type": "object", "properties": {"text": {"type": "string", "maxLength": 60}}}}
     lg = TurnLanguage.build(rule, long)
     assert lg.periods and lg.checked_periods
     tb = token_bytes()
-    idx = TurnIndex(lg, tb, shift_min=1)
-    s = run(lg, '<tool_call>\n{"name": "note", "arguments": {"text": "')
-    for k in range(30):
-        want = reference(lg, s)
-        assert (idx.allowed(s) == want).all(), k
-        s = run_from(lg, s, b"a")
-    assert idx.derived > 0
-    slow = TurnIndex(lg, tb, shift_min=10 ** 6)
-    s = run(lg, '<tool_call>\n{"name": "note", "arguments": {"text": "')
-    for _ in range(30):
-        assert (slow.allowed(s) == idx.allowed(s)).all()
-        s = run_from(lg, s, b"a")
-    assert slow.derived == 0
+    with mock.patch.object(chat, "CONTENT_CHAINS", chains):
+        idx = TurnIndex(lg, tb, shift_min=1)
+        s = run(lg, '<tool_call>\n{"name": "note", "arguments": {"text": "')
+        for k in range(30):
+            want = reference(lg, s)
+            assert (idx.allowed(s) == want).all(), k
+            s = run_from(lg, s, b"a")
+        assert (idx.chained >= 30) if chains else (idx.derived > 0 and not idx.chained)
+        slow = TurnIndex(lg, tb, shift_min=10 ** 6)
+        s = run(lg, '<tool_call>\n{"name": "note", "arguments": {"text": "')
+        for _ in range(30):
+            assert (slow.allowed(s) == idx.allowed(s)).all()
+            s = run_from(lg, s, b"a")
+        assert slow.derived == 0
 
 
 def test_budget_keeps_the_turn_completable() -> None:

@@ -9,10 +9,12 @@ import random
 import sys
 from collections import deque
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 
+from ltlagent.decode import chat
 from ltlagent.decode.chat import Period, TokenBytes, TurnCursor, TurnIndex, TurnLanguage, TurnRule
 from ltlagent.decode.vocab import vocab_from_bytes, vocab_from_tokenizer
 from ltlagent.text.bytetable import row_edges
@@ -141,22 +143,28 @@ def test_free_text_stays_utf8(fmt: str) -> None:
 CALL_MARK = {"hermes": b"<tool_call>", "json": b"{"}
 
 
+@pytest.mark.parametrize("chains", [False, True])
 @pytest.mark.parametrize("tok", ["byte-level-2k", "straddle", "sentencepiece"])
-def test_first_visits_from_a_lower_count_equal_the_walk(tok: str) -> None:
+def test_first_visits_from_a_lower_count_equal_the_walk(tok: str, chains: bool) -> None:
     """Inside a string's character count a first visit follows from a lower count (``Period``);
-    with ``shift_min=1`` nearly every such visit does, and each equals the walk of every token."""
+    with ``shift_min=1`` nearly every such visit does, and each equals the walk of every token.
+    With content chains on (the default), most of them follow from the chain instead."""
     tokens = TokenBytes.of(vocab_from_tokenizer(TOKENIZERS[tok]()))
     rng = random.Random(11)
     for key in ["hermes", "json"]:
         lang = TurnLanguage.build(TurnRule(True, frozenset(LONG), frozenset(LONG)), LONG, key)
         assert lang.periods
-        index = TurnIndex(lang, tokens, shift_min=1)
-        assert len(index.periods) == len(lang.periods)  # every hint checks out here
-        inside = [s for p in index.periods for s in range(p.a, p.b)]
-        states = sorted(rng.sample(inside, 150)) + rng.sample(inside, 150)
-        for s in states:
-            assert np.array_equal(index.ends(s), index.walk_tokens(s)), (tok, key, s)
-        assert index.derived > 100
+        with mock.patch.object(chat, "CONTENT_CHAINS", chains):
+            index = TurnIndex(lang, tokens, shift_min=1)
+            assert len(index.periods) == len(lang.periods)  # every hint checks out here
+            inside = [s for p in index.periods for s in range(p.a, p.b)]
+            states = sorted(rng.sample(inside, 150)) + rng.sample(inside, 150)
+            for s in states:
+                assert np.array_equal(index.ends(s), index.walk_tokens(s)), (tok, key, s)
+        if chains:  # the counts and the insides of characters; escapes still from a lower count
+            assert index.chained > 50 and index.chained + index.derived > 100
+        else:
+            assert index.derived > 100 and not index.chained
 
 
 def test_a_wrong_period_hint_is_refused() -> None:
@@ -175,7 +183,9 @@ def test_tokens_that_leave_a_string_and_come_back_are_not_moved() -> None:
                                                  b'ab"]}', b'a"], "tags": ["xy']
     tokens = TokenBytes.of(vocab_from_bytes([*pieces, None], eos_ids=[len(pieces)]))
     lang = TurnLanguage.build(TurnRule(False, frozenset(LONG), frozenset()), LONG, "json")
-    index = TurnIndex(lang, tokens, shift_min=1)
-    for s in [s for p in index.periods for s in range(p.a, p.b)]:  # every state, counts rising
-        assert np.array_equal(index.ends(s), index.walk_tokens(s)), s
-    assert index.derived > 100
+    for chains in (False, True):
+        with mock.patch.object(chat, "CONTENT_CHAINS", chains):
+            index = TurnIndex(lang, tokens, shift_min=1)
+            for s in [s for p in index.periods for s in range(p.a, p.b)]:  # every state, counts rising
+                assert np.array_equal(index.ends(s), index.walk_tokens(s)), s
+        assert (index.chained if chains else index.derived) > 100

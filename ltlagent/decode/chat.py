@@ -16,14 +16,18 @@ tool may be called is impossible, so is a call to a tool the policy forbids now,
 arguments outside the tool's schema; by default the text stays valid UTF-8.
 
 :class:`TurnIndex` compiles a language for a vocabulary: per DFA state (lazily, cached) the tokens
-whose bytes keep the DFA alive, found by walking the vocabulary's byte trie from the state (or, in
-a string's character count, from the same position at a lower count: :class:`Period`), and EOS
-where the turn may end. :class:`TurnCursor` is the per-turn runtime.
+whose bytes keep the DFA alive, and EOS where the turn may end. Inside a JSON string whose content
+characters all move the state alike (a free string, a character count) they follow from the chain
+of states and each token's character count (:class:`ContentTokens`, :meth:`TurnIndex._chain`);
+elsewhere they are found by walking the vocabulary's byte trie from the state (or, in a string's
+character count, from the same position at a lower count: :class:`Period`). :class:`TurnCursor`
+is the per-turn runtime.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -481,6 +485,10 @@ class TokenBytes:
         tb.token_nodes  # noqa: B018 - the trie built now, with the vocabulary, not on a decoding step
         tb.preference  # noqa: B018 - likewise the byte order of budget witnesses (TurnIndex.need)
         tb.silent  # noqa: B018
+        tb.content  # noqa: B018 - likewise the string-content classes of the tokens (TurnIndex._chain)
+        tb.level_bytes  # noqa: B018
+        tb.quoted  # noqa: B018
+        tb.numbers  # noqa: B018
         return tb
 
     @functools.cached_property
@@ -495,10 +503,198 @@ class TokenBytes:
         return byte_preference(self.vocab)
 
     @functools.cached_property
+    def level_bytes(self) -> tuple[bytes, ...]:
+        """Per trie level, its nodes' bytes as one ``bytes`` (children of a node are found in it
+        with ``bytes.find``: :meth:`TurnIndex._live_children`)."""
+        return tuple(lv.byte.astype(np.uint8).tobytes() for lv in self.trie.levels)
+
+    @functools.cached_property
+    def flat(self) -> np.ndarray:
+        """``Vocab.flat`` as an array of bytes."""
+        return np.frombuffer(self.vocab.flat, dtype=np.uint8)
+
+    @functools.cached_property
+    def quoted(self) -> tuple[tuple[bytes, ContentTokens, int, int], ...]:
+        """Per prefix that opens a JSON string (:data:`STRING_OPENERS`) that some token begins
+        with: the classes of those tokens by what follows it, and the prefix's trie node (level,
+        node), once per vocabulary (a sparse state's first visit settles that subtree along the
+        string's chain: :meth:`TurnIndex._walk`)."""
+        out = []
+        trie, levels = self.trie, self.level_bytes
+        for after in STRING_OPENERS:
+            node = trie.root.item(after[0])
+            for d in range(1, len(after)):
+                if node < 0 or d >= len(levels):
+                    node = -1
+                    break
+                lv = trie.levels[d - 1]
+                node = levels[d].find(after[d], lv.child_lo.item(node), lv.child_hi.item(node))
+            if node >= 0:
+                out.append((after, ContentTokens.of(self.vocab, after), len(after) - 1, node))
+        return tuple(out)
+
+    @functools.cached_property
+    def numbers(self) -> tuple[tuple[bytes, ContentTokens], ...]:
+        """Per set of first digits (:data:`NUMBER_STARTS`: any digit; 1–9, where a JSON number's
+        leading zero parts ways), the classes of the tokens that begin with one of them by the
+        digits that follow, once per vocabulary (:meth:`TurnIndex._walk`)."""
+        return tuple((first, ContentTokens.of(self.vocab, first=first, digits=True))
+                     for first in NUMBER_STARTS)
+
+    @functools.cached_property
+    def content(self) -> ContentTokens:
+        """Which tokens are JSON-string content and how many characters each has (once per
+        vocabulary: :meth:`TurnIndex._chain`)."""
+        return ContentTokens.of(self.vocab)
+
+    @functools.cached_property
     def token_nodes(self) -> tuple[np.ndarray, ...]:
         """Per trie level, the node each of its tokens ends at (in the order of ``tokens``)."""
         return tuple(np.repeat(np.arange(lv.parent.size), lv.tok_hi - lv.tok_lo) for lv in self.trie.levels)
 
+
+#: The ASCII bytes a JSON string holds as themselves: printable, DEL, not ``"`` nor ``\\``.
+CONTENT_ASCII = np.array([b for b in range(0x20, 0x80) if b not in (0x22, 0x5C)], dtype=np.int64)
+CONTENT_ASCII.flags.writeable = False
+#: One content character: such an ASCII byte or a whole multi-byte UTF-8 character.
+_CONTENT_CHAR = (rb"[\x20\x21\x23-\x5b\x5d-\x7f]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]"
+                 rb"|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]"
+                 rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}")
+_CONTENT_RUN = re.compile(rb"(?:" + _CONTENT_CHAR + rb")*")
+_DIGIT_RUN = re.compile(rb"[0-9]*")
+_DIGITS = np.arange(0x30, 0x3A, dtype=np.int64)
+#: The most characters a token is counted by (:attr:`ContentTokens.chars`; 255 marks the others).
+MOST_CHARS = 254
+#: The chain is checked for multi-byte characters over its first this many rows only: a token with
+#: such a character further in goes along the chain up to it and is walked from there.
+MOST_WIDE = 12
+
+
+@dataclass(frozen=True, eq=False)
+class ContentTokens:
+    """A vocabulary's tokens as JSON-string content, for first visits along a chain of states
+    that every content character moves the same way (:meth:`TurnIndex._chain`): a *pure* token is
+    content characters only (bytes of :data:`CONTENT_ASCII`, whole multi-byte UTF-8 characters);
+    every other text token has a pure prefix and then a byte that is a control byte (< 0x20: a
+    JSON string refuses it), or something else (a quote, a backslash, a partial or invalid
+    character: walked from the prefix's end). Built once per vocabulary."""
+
+    #: per token, a pure token's characters (1 … MOST_CHARS); 255 for every other token
+    chars: np.ndarray = field(repr=False)  # uint8 [size]
+    #: the text tokens to walk from the end of their pure prefix, by the prefix's characters
+    walk: np.ndarray = field(repr=False)  # int64
+    walk_chars: np.ndarray = field(repr=False)  # int64, ascending
+    #: each walked token's row: tokens with the same prefix characters and the same bytes after
+    #: the prefix share one walk
+    walk_row: np.ndarray = field(repr=False)  # int64
+    #: per row, the prefix characters (ascending), and where in ``Vocab.flat`` its bytes after the
+    #: prefix begin and end
+    row_chars: np.ndarray = field(repr=False)  # int64
+    row_at: np.ndarray = field(repr=False)  # int64
+    row_end: np.ndarray = field(repr=False)  # int64
+    #: the rows' distinct (prefix characters, first byte) pairs, ascending
+    pair_chars: np.ndarray = field(repr=False)  # int64
+    pair_byte: np.ndarray = field(repr=False)  # int64
+    #: the rows' distinct (prefix characters, first byte, second byte or -1) triples, ascending: the
+    #: pair of each, its second byte, its rows ``tri_lo … tri_hi-1`` (contiguous)
+    tri_chars: np.ndarray = field(repr=False)  # int64
+    tri_pair: np.ndarray = field(repr=False)  # int64
+    tri_byte: np.ndarray = field(repr=False)  # int64
+    tri_lo: np.ndarray = field(repr=False)  # int64
+    tri_hi: np.ndarray = field(repr=False)  # int64
+    #: the most characters any token reads as content (pure tokens, prefixes): the chain's rows
+    longest: int
+    #: the rows checked for multi-byte characters: one past the furthest such character a token
+    #: reads along the chain (at most :data:`MOST_WIDE`)
+    wide: int
+    #: with a prefix (``of(vocab, after)``): the ids of the tokens that begin with it; None: all
+    members: np.ndarray | None = field(default=None, repr=False)
+    #: the class of digits (a number's), not of JSON-string content
+    digits: bool = False
+
+    @staticmethod
+    def of(vocab: Vocab, after: bytes = b"", first: bytes = b"", digits: bool = False) -> ContentTokens:
+        """The classes of ``vocab``'s tokens; with ``after`` (or ``first``), of the tokens that
+        begin with those bytes (with one of those bytes), by what follows (the prefix alone: pure,
+        no character), the others marked 255 and not walked (:attr:`members`). With ``digits`` the
+        characters are the digits 0–9 and every other byte is walked (a number's digits)."""
+        flat, off, text = vocab.flat, vocab.offsets.tolist(), vocab.is_text.tolist()
+        chars = np.full(vocab.size, 255, dtype=np.uint8)
+        walk: list[tuple[int, int, int, int]] = []  # (prefix characters, id, at, end)
+        longest = wide = 0
+        match = (_DIGIT_RUN if digits else _CONTENT_RUN).match
+        skip = len(after) or (1 if first else 0)
+        members: list[int] = []
+        for i in range(vocab.size):
+            a, b = off[i], off[i + 1]
+            if not text[i] or a == b:
+                continue
+            if skip:
+                if not (flat.startswith(after, a, b) if after else flat[a] in first):
+                    continue
+                members.append(i)
+                a += skip
+                if a == b:
+                    chars[i] = 0
+                    continue
+            e = match(flat, a, b).end()  # type: ignore[union-attr] # a run of none matches too
+            n = e - a
+            if not flat[a:e].isascii():
+                run = flat[a:e].decode("utf-8")
+                n = len(run)
+                wides = [k for k, c in enumerate(run) if c >= "\x80"]
+                late = [k for k in wides if k >= MOST_WIDE]
+                if late and n <= MOST_CHARS:  # the chain up to the first late character, then walked
+                    n, e = late[0], a + len(run[:late[0]].encode("utf-8"))
+                    wides = [k for k in wides if k < n]
+            else:
+                wides = []
+            if n > MOST_CHARS:  # walked whole from the state
+                walk.append((0, i, a, b))
+                continue
+            if wides:
+                wide = max(wide, wides[-1] + 1)
+            longest = max(longest, n)
+            if e == b:
+                chars[i] = n
+            elif digits or flat[e] >= 0x20:
+                walk.append((n, i, e, b))
+        walk.sort()
+        where: dict[tuple[int, bytes], tuple[int, int]] = {}  # one walk per (prefix characters, bytes after)
+        for n, _i, e, b in walk:
+            where.setdefault((n, flat[e:b]), (e, b))
+        keys = sorted(where)  # by prefix characters, then bytes: shared first bytes are contiguous
+        number = {k: r for r, k in enumerate(keys)}
+        row = np.array([number[n, flat[e:b]] for n, _i, e, b in walk], dtype=np.int64)
+        cols = np.array(walk, dtype=np.int64).reshape(-1, 4).T
+        spans = np.array([where[k] for k in keys], dtype=np.int64).reshape(-1, 2)
+        pairs = sorted({(n, x[0]) for n, x in keys})
+        pair_of = {k: j for j, k in enumerate(pairs)}
+        firsts: dict[tuple[int, int, int], list[int]] = {}  # (prefix characters, 1st, 2nd byte or -1): rows
+        for r, (n, x) in enumerate(keys):
+            firsts.setdefault((n, x[0], x[1] if len(x) > 1 else -1), []).append(r)
+        tri = sorted(firsts.items())
+        ints = functools.partial(np.array, dtype=np.int64)
+        return ContentTokens(
+            chars, cols[1].copy(), cols[0].copy(), row, ints([n for n, _x in keys]),
+            spans[:, 0].copy(), spans[:, 1].copy(),
+            ints([n for n, _x in pairs]), ints([x for _n, x in pairs]),
+            ints([n for (n, _x, _y), _r in tri]), ints([pair_of[n, x] for (n, x, _y), _r in tri]),
+            ints([y for (_n, _x, y), _r in tri]), ints([r[0] for _k, r in tri]),
+            ints([r[-1] + 1 for _k, r in tri]),
+            longest, wide, ints(members) if skip else None, digits)
+
+
+#: Prefixes that open a JSON string, whose tokens a sparse first visit settles along the string's
+#: chain (:attr:`TokenBytes.quoted`): a quote, and a space and a quote.
+STRING_OPENERS = (b'"', b' "')
+
+#: Sets of first bytes whose tokens a sparse first visit settles along a chain of digits
+#: (:attr:`TokenBytes.numbers`): any digit (a date's, a fraction's), and 1–9 (a number's first).
+NUMBER_STARTS = (b"0123456789", b"123456789")
+
+#: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
+CONTENT_CHAINS = True
 
 #: A state with at least this many bytes that loop back to it is walked as dense: tokens are
 #: written where they do not end at the state (:meth:`TurnIndex._walk`).
@@ -510,6 +706,9 @@ SMALL_LEVEL = 12
 FINISH_TOKENS = 12
 #: ... and at most this many in all (tokens that die at their next bytes cost less by levels).
 FINISH_MOST = 256
+#: In a sparse walk, a node's children are found in Python, by the state's live bytes or by
+#: stepping each child, when either is at most this many (:meth:`TurnIndex._live_children`).
+LIVE_LOOKUPS = 24
 
 
 _ASCII = (1 << 128) - 1  # the bytes below 0x80 in a 256-bit set (``byte_bits``) read as an int
@@ -525,6 +724,57 @@ _UTF8_SEQUENCES: tuple[tuple[tuple[int, ...], tuple[range, ...]], ...] = (
     ((0xF1, 0xF2, 0xF3), (_CONT, _CONT, _CONT)),
     ((0xF4,), (range(0x80, 0x90), _CONT, _CONT)),
 )
+
+
+def _runs(xs: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Sorted integers as runs of consecutive ones, ``(first, last)``."""
+    out: list[tuple[int, int]] = []
+    for x in xs:
+        if out and out[-1][1] + 1 == x:
+            out[-1] = (out[-1][0], x)
+        else:
+            out.append((x, x))
+    return out
+
+
+@dataclass(frozen=True)
+class _Utf8Steps:
+    """:data:`_UTF8_SEQUENCES` as arrays for stepping every range at once: the lead bytes, per
+    lead the column of its range's first lead, per range its first lead's column; then per
+    continuation step (2nd, 3rd, 4th byte) which of the 64 continuation bytes each range takes
+    (``valid`` [groups, 64]), the first of them, and which ranges have that many bytes."""
+
+    leads: np.ndarray
+    lead_first: np.ndarray
+    group_first: np.ndarray
+    cont: np.ndarray
+    steps: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
+
+    @staticmethod
+    def of(seqs: tuple[tuple[tuple[int, ...], tuple[range, ...]], ...]) -> _Utf8Steps:
+        leads = [b for lead, _rest in seqs for b in lead]
+        starts = np.cumsum([0] + [len(lead) for lead, _rest in seqs[:-1]])
+        lead_first = np.repeat(starts, [len(lead) for lead, _rest in seqs])
+        steps = []
+        for k in range(max(len(rest) for _lead, rest in seqs)):
+            valid = np.zeros((len(seqs), 64), dtype=bool)
+            grows = np.zeros(len(seqs), dtype=bool)
+            for g, (_lead, rest) in enumerate(seqs):
+                r = rest[min(k, len(rest) - 1)]  # a range done stays put: its last range again, unused
+                valid[g, r.start - 0x80:r.stop - 0x80] = k < len(rest)
+                grows[g] = k < len(rest)
+            first = np.array([int(np.argmax(v)) if v.any() else 0 for v in valid], dtype=np.int64)
+            steps.append((valid, first, grows))
+        return _Utf8Steps(np.array(leads, dtype=np.int64), lead_first.astype(np.int64),
+                          starts.astype(np.int64), np.arange(0x80, 0xC0, dtype=np.int64), tuple(steps))
+
+
+_UTF8_STEPS = _Utf8Steps.of(_UTF8_SEQUENCES)
+#: :data:`_UTF8_SEQUENCES` with the lead bytes as runs ``[a, b)``.
+_UTF8_SPANS: tuple[tuple[tuple[tuple[int, int], ...], tuple[range, ...]], ...] = tuple(
+    (tuple((a, b + 1) for a, b in _runs(leads)), rest) for leads, rest in _UTF8_SEQUENCES)
+#: Up to this many states are checked for UTF-8 row by row (:meth:`TurnIndex._utf8_row`), more at once.
+UTF8_ROWS = 3
 
 
 def _whole(b: bytes) -> bool:
@@ -556,10 +806,120 @@ class _Few:
         ends[self.ids] = self.to
         return ends
 
+    def mask(self, size: int) -> np.ndarray:
+        mask = np.zeros(size, dtype=bool)
+        mask[self.ids] = True
+        return mask
+
     def get(self, token: int, dead: int) -> int:
         if self._map is None:
             self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
         return self._map.get(token, dead)
+
+
+class _Spans:
+    """:class:`_Few` as spans of the trie's token order, each with its end state (a sparse walk
+    that wrote only whole spans): the mask from the slices, the token arrays only when asked."""
+
+    def __init__(self, order: np.ndarray, lo: list[int], hi: list[int], to: list[int]) -> None:
+        self.order, self.lo, self.hi, self.to = order, lo, hi, to
+        self._map: dict[int, int] | None = None
+
+    def _ids(self) -> np.ndarray:
+        order = self.order
+        if len(self.lo) == 1:
+            return order[self.lo[0]:self.hi[0]]
+        if not self.lo:
+            return order[:0]
+        return np.concatenate([order[a:b] for a, b in zip(self.lo, self.hi)])
+
+    def dense(self, size: int, dead: int) -> np.ndarray:
+        ends = np.full(size, dead, dtype=np.int32)
+        for a, b, t in zip(self.lo, self.hi, self.to):
+            ends[self.order[a:b]] = t
+        return ends
+
+    def mask(self, size: int) -> np.ndarray:
+        mask = np.zeros(size, dtype=bool)
+        mask[self._ids()] = True
+        return mask
+
+    def get(self, token: int, dead: int) -> int:
+        if self._map is None:
+            self._map = {i: t for a, b, t in zip(self.lo, self.hi, self.to) for i in self.order[a:b].tolist()}
+        return self._map.get(token, dead)
+
+
+class _Chain:
+    """The end states of a first visit along a content chain (:meth:`TurnIndex._chain`): a pure
+    token of ``c`` characters ends at ``ext[c]`` (``ext[c]`` is dead past the last live count
+    ``most`` and at 255, every other token's mark), the walked tokens at ``to``."""
+
+    def __init__(self, chars: np.ndarray, ext: np.ndarray, most: int, ids: np.ndarray, to: np.ndarray,
+                 dead: int, members: np.ndarray | None = None) -> None:
+        self.chars, self.ext, self.most, self.ids, self.to, self.dead = chars, ext, most, ids, to, dead
+        self.members = members  # the tokens with the class's prefix (None: all)
+        self._map: dict[int, int] | None = None
+
+    def mask(self, size: int) -> np.ndarray:
+        if self.members is not None:
+            mask = np.zeros(size, dtype=bool)
+            self.mark(mask)
+            return mask
+        mask = self.chars <= self.most
+        mask[self.ids[self.to != self.dead]] = True
+        return mask
+
+    def mark(self, mask: np.ndarray) -> None:
+        """Set the tokens that live to True in ``mask`` (those of a prefix: :class:`_Joined`)."""
+        m = self.members if self.members is not None else np.arange(self.chars.size)
+        mask[m[self.chars[m] <= self.most]] = True
+        mask[self.ids[self.to != self.dead]] = True
+
+    def fill(self, ends: np.ndarray) -> None:
+        """Write the ends of this part's tokens into ``ends`` (dead there before)."""
+        m = self.members if self.members is not None else np.arange(self.chars.size)
+        ends[m] = self.ext[self.chars[m]]
+        ends[self.ids] = self.to
+
+    def dense(self, size: int, dead: int) -> np.ndarray:
+        ends = self.ext[self.chars]
+        ends[self.ids] = self.to
+        return ends
+
+    def get(self, token: int, dead: int) -> int:
+        if self._map is None:
+            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
+        got = self._map.get(token)
+        return int(self.ext[self.chars[token]]) if got is None else got
+
+
+class _Joined:
+    """A sparse walk's few live tokens and the subtrees it left to string chains (``parts``, the
+    tokens that begin with a string opener: :attr:`TokenBytes.quoted`); no token is in two."""
+
+    def __init__(self, base: _Few | _Spans, parts: list[_Chain]) -> None:
+        self.base, self.parts = base, parts
+
+    def mask(self, size: int) -> np.ndarray:
+        mask = self.base.mask(size)
+        for p in self.parts:
+            p.mark(mask)
+        return mask
+
+    def dense(self, size: int, dead: int) -> np.ndarray:
+        ends = self.base.dense(size, dead)
+        for p in self.parts:
+            p.fill(ends)
+        return ends
+
+    def get(self, token: int, dead: int) -> int:
+        got = self.base.get(token, dead)
+        for p in self.parts:
+            if got != dead:
+                break
+            got = p.get(token, dead)
+        return got
 
 
 class _Writes:
@@ -646,13 +1006,19 @@ class TurnIndex:
         self.shift_min = shift_min
         self._eos = tokens.eos
         self._masks: dict[int, np.ndarray] = {}
-        self._ends: dict[int, np.ndarray | _Few] = {}
+        self._ends: dict[int, np.ndarray | _Few | _Spans | _Chain | _Joined] = {}
         self._worst: dict[int, int] = {}
         self.derived = 0  # first visits answered from a lower count (for benchmarks and tests)
         self._dead = lang.dead
         self._skips: dict[int, bytes] = {}  # per state, 1 at the bytes that leave it (``_finish``)
         self._closed: dict[int, bool] = {}  # per state, whether UTF-8 characters lead back to it
         self._wides: dict[int, bytes] = {}  # per such state, 1 at the ASCII bytes that leave it (``_finish``)
+        self._step: dict[int, int] = {}  # per state, where its content bytes lead (-1: apart; ``_chain``)
+        self._step8: dict[int, bool] = {}  # per state, whether every multi-byte character leads there too
+        self._digit_step: dict[int, bool] = {}  # per state, whether the ten digits lead alike
+        self.chained = 0  # first visits along a content chain (for benchmarks and tests)
+        self.opened = 0  # string openers' subtrees settled along a chain in sparse visits (likewise)
+        self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
 
@@ -663,19 +1029,25 @@ class TurnIndex:
     def ends(self, s: int) -> np.ndarray:
         """The state after each token from ``s`` (``dead`` where it dies), computed once."""
         e = self._found(s)
-        if isinstance(e, _Few):
+        if not isinstance(e, np.ndarray):
             e = self._ends[s] = e.dense(self.vocab.size, self._dead)
         return e
 
-    def _found(self, s: int) -> np.ndarray | _Few:
+    def _found(self, s: int) -> np.ndarray | _Few | _Spans | _Chain | _Joined:
         """:meth:`ends` of ``s`` as first computed: all tokens, or the few that live."""
         e = self._ends.get(s)
         if e is None:
             e = self._ends[s] = self._derive(s)
         return e
 
-    def _derive(self, s: int) -> np.ndarray | _Few:
-        """:meth:`ends` of a state not seen before: from a lower count when a period allows."""
+    def _derive(self, s: int) -> np.ndarray | _Few | _Spans | _Chain | _Joined:
+        """:meth:`ends` of a state not seen before: along a content chain where every content
+        character moves it alike, else from a lower count when a period allows, else walked."""
+        if CONTENT_CHAINS:
+            chain = self._chain(s)
+            if chain is not None:
+                self.chained += 1
+                return chain
         for p in self.periods:
             if not p.a < s < p.b:
                 continue
@@ -687,6 +1059,200 @@ class TurnIndex:
                         return self._shifted(s, base, n, p)
                     break
         return self._walk(s)
+
+    def _chain(self, s: int, ct: ContentTokens | None = None) -> _Chain | None:
+        """:meth:`ends` of ``s`` along its content chain, or None where the chain does not hold.
+
+        The chain: ``g[0] = s``, ``g[j + 1]`` where ``a`` leads from ``g[j]``, until a state loops
+        on ``a`` (a free string), ``dead`` (the last count of a ``maxLength``) or
+        :attr:`ContentTokens.longest` rows. It holds when every row ``g[j]`` sends every byte of
+        :data:`CONTENT_ASCII` to ``g[j + 1]``, every control byte to ``dead`` and, for ``j <
+        ContentTokens.wide``, every multi-byte UTF-8 character to ``g[j + 1]`` too (checked once
+        per state, rows at once: :meth:`_steps`). Then a pure token of ``c`` characters ends at
+        ``g[c]`` (one array operation over the vocabulary), a token with a control byte after a
+        pure prefix dies, and the rest (a quote, a backslash, a partial character after the
+        prefix: a small share) are walked from ``g[prefix]`` (:meth:`_run`). A free string's
+        state, its first character's, a character count's (``maxLength``, a fixed length of
+        free characters) and the inside of a multi-byte character (whose chain is ``s, dead``)
+        have one; a state whose content bytes part ways (a key, a literal, ``[a-z]``) fails
+        the first probes and is walked."""
+        trans, dead = self.lang.trans, self._dead
+        if s == dead:
+            return None
+        if ct is None:
+            ct = self.tokens.content
+        if ct.digits:
+            guess = 0x30
+            if trans.item(s, 0x35) != trans.item(s, 0x30) or trans.item(s, 0x39) != trans.item(s, 0x30):
+                return None
+        else:
+            guess, a = 0x61, trans.item(s, 0x61)
+            if a == dead:  # no content: only the inside of a character, where continuation bytes live
+                if trans.item(s, 0x80) == dead or trans.item(s, 0xBF) == dead:
+                    return None
+            elif trans.item(s, 0x20) != a or trans.item(s, 0x7E) != a or trans.item(s, 0x30) != a \
+                    or trans.item(s, 0x5A) != a:
+                return None
+        g = [s]
+        loop = False
+        while True:
+            q = g[-1]
+            if q == dead or len(g) > ct.longest:
+                rows = g[:-1]
+                break
+            n = trans.item(q, guess)
+            if n == q:
+                rows, loop = g, True
+                break
+            g.append(n)
+        if not (self._digit_steps(rows) if ct.digits else self._steps(rows, ct.wide)):
+            return None
+        ext = np.full(256, dead, dtype=np.int32)
+        if loop:
+            most = MOST_CHARS
+            ext[:len(g)] = g
+            ext[len(g):MOST_CHARS + 1] = g[-1]
+        else:
+            most = len(g) - 1 if g[-1] != dead else len(g) - 2
+            ext[:most + 1] = g[:most + 1]
+        hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
+        return _Chain(ct.chars, ext, most, ct.walk[:hi], self._rows(ext, most, ct)[ct.walk_row[:hi]], dead,
+                      ct.members)
+
+    def _rows(self, ext: np.ndarray, most: int, ct: ContentTokens) -> np.ndarray:
+        """The end of each walked row of :class:`ContentTokens` whose prefix has at most ``most``
+        characters, from ``ext[prefix characters]``: the first two bytes by the rows' distinct
+        (characters, first byte) pairs and (…, second byte) triples, the rest of the rows whose
+        triple lives (:meth:`_run`)."""
+        trans, dead = self.lang.trans, self._dead
+        n = int(np.searchsorted(ct.row_chars, most, side="right"))
+        out = np.full(n, dead, dtype=np.int32)
+        p = int(np.searchsorted(ct.pair_chars, most, side="right"))
+        one = trans[ext[ct.pair_chars[:p]], ct.pair_byte[:p]]  # after each pair's first byte
+        t = int(np.searchsorted(ct.tri_chars, most, side="right"))
+        q1 = one[ct.tri_pair[:t]]
+        second = ct.tri_byte[:t]
+        short = second < 0  # a row of one byte: its own triple
+        rows = ct.tri_lo[:t]
+        out[rows[short]] = q1[short]
+        q2 = trans[q1, np.maximum(second, 0)]
+        live = np.flatnonzero((q2 != dead) & ~short)
+        if live.size:
+            ids, owner = ranges(ct.tri_lo[live], ct.tri_hi[live])
+            self._run(ids, q2[live][owner], ct.row_at[ids] + 2, ct.row_end[ids], out)
+        return out
+
+    def _digit_steps(self, rows: list[int]) -> bool:
+        """Whether every state of ``rows`` sends the ten digits where ``0`` leads (:meth:`_steps`
+        for the class of digits); each state checked once, kept."""
+        step = self._digit_step
+        new = [q for q in dict.fromkeys(rows) if q not in step]
+        if new:
+            t = self.lang.trans[new][:, _DIGITS]
+            for q, good in zip(new, (t == t[:, :1]).all(axis=1).tolist()):
+                step[q] = good
+        return all(step[q] for q in rows)
+
+    def _steps(self, rows: list[int], wide: int) -> bool:
+        """Whether every state of ``rows`` sends the content bytes (:data:`CONTENT_ASCII`) where
+        ``a`` leads and the control bytes to ``dead``, and the first ``wide`` rows every multi-byte
+        character there too; each state checked once (all new ones at once), kept."""
+        step, step8 = self._step, self._step8
+        new = [q for q in dict.fromkeys(rows) if q not in step]
+        if new:
+            trans, dead = self.lang.trans, self._dead
+            t = trans[new]
+            to = t[:, 0x61]
+            ok = (t[:, CONTENT_ASCII] == to[:, None]).all(axis=1) & (t[:, :0x20] == dead).all(axis=1)
+            for q, good, n in zip(new, ok.tolist(), to.tolist()):
+                step[q] = n if good else -1
+        if any(step[q] < 0 for q in rows):
+            return False
+        new = [q for q in dict.fromkeys(rows[:wide]) if q not in step8]
+        if new:
+            for q, good in zip(new, self._utf8_to(new).tolist()):
+                step8[q] = good
+        return all(step8[q] for q in rows[:wide])
+
+    def _utf8_to(self, qs: list[int]) -> np.ndarray:
+        """Whether every multi-byte UTF-8 character leads each state of ``qs`` where its content
+        bytes do (``_step``): the character ranges of :data:`_UTF8_SEQUENCES` stepped all at once
+        (:class:`_Utf8Steps`), each byte's states one per row and range."""
+        u = _UTF8_STEPS
+        trans = self.lang.trans
+        if len(qs) <= UTF8_ROWS:  # few rows (a free string's): row by row, slices of their bytes
+            return np.array([self._utf8_row(q, self._step[q]) for q in qs], dtype=bool)
+        to = np.array([self._step[q] for q in qs], dtype=np.int64)
+        got = trans[qs][:, u.leads]  # [rows, leads]
+        ok = (got == got[:, u.lead_first]).all(axis=1)
+        p = got[:, u.group_first]  # [rows, groups]: the state after each range's lead
+        for valid, first, grows in u.steps:
+            got = trans[p[:, :, None], u.cont]  # [rows, groups, 64]
+            q = got[:, np.arange(first.size), first]  # [rows, groups]
+            ok &= ((got == q[:, :, None]) | ~valid).all(axis=(1, 2))
+            p = np.where(grows, q, p)
+        return ok & (p == to[:, None]).all(axis=1)
+
+    def _utf8_row(self, q: int, to: int) -> bool:
+        """:meth:`_utf8_to` of one state: each range's bytes compared as one slice of the row's
+        bytes against its first state repeated."""
+        trans = self.lang.trans
+        w = trans.itemsize
+        rows: dict[int, bytes] = {}
+        for spans, rest in _UTF8_SPANS:
+            row = rows.get(q)
+            if row is None:
+                row = rows[q] = trans[q].tobytes()
+            lo = spans[0][0]
+            one = row[w * lo:w * lo + w]
+            if any(row[w * a:w * b] != one * (b - a) for a, b in spans):
+                return False
+            p = trans.item(q, lo)
+            for r in rest:
+                row = rows.get(p)
+                if row is None:
+                    row = rows[p] = trans[p].tobytes()
+                one = row[w * r.start:w * r.start + w]
+                if row[w * r.start:w * r.stop] != one * len(r):
+                    return False
+                p = trans.item(p, r.start)
+            if p != to:
+                return False
+        return True
+
+    def _run(self, ids: np.ndarray, cur: np.ndarray, at: np.ndarray, end: np.ndarray,
+             out: np.ndarray) -> None:
+        """``out[ids[i]]``: the state after the bytes ``Vocab.flat[at[i]:end[i]]`` from ``cur[i]``
+        (``at[i] <= end[i]``), each: byte columns at once while many live, then token by token."""
+        trans, dead = self.lang.trans, self._dead
+        flat = self.tokens.flat
+        done = at >= end
+        out[ids[done]] = cur[done]
+        live = np.flatnonzero(~done)
+        walk = np.stack([ids[live], cur[live], at[live], end[live]])  # live rows: id, state, next byte, end
+        while walk.shape[1] > SMALL_LEVEL:
+            q = walk[1] = trans[walk[1], flat[walk[2]]]
+            walk[2] += 1
+            done = walk[2] == walk[3]
+            out[walk[0, done]] = q[done]
+            walk = walk[:, (q != dead) & ~done]
+        if walk.size:  # token by token, over the runs of bytes that loop on a state at once
+            data, count, skips = self.vocab.flat, self.lang.loop_count, self._skips
+            for i, q, p, e in walk.T.tolist():
+                while p < e:
+                    if count.item(q) >= DENSE_LOOPS:
+                        skip = skips.get(q)
+                        if skip is None:  # 1 at the bytes that leave q
+                            skip = skips[q] = (trans[q] != q).view(np.uint8).tobytes()
+                        k = data[p:e].translate(skip).find(1)
+                        if k < 0:
+                            break
+                        p += k
+                    q = trans.item(q, data[p])
+                    if q == dead:
+                        break
+                    p += 1
+                out[i] = q
 
     def _shifted(self, s: int, base: int, n: int, p: Period) -> np.ndarray:
         low = self.ends(base)
@@ -707,7 +1273,7 @@ class TurnIndex:
         self.derived += 1
         return e
 
-    def _walk(self, s: int) -> np.ndarray | _Few:
+    def _walk(self, s: int) -> np.ndarray | _Few | _Spans | _Chain | _Joined:
         """The DFA state after each token from ``s`` (``dead`` where it dies), by walking the
         vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`). A node leaves the walk
         with its whole subtree when its byte is rejected (every token below dies: in a JSON call
@@ -740,6 +1306,36 @@ class TurnIndex:
                 if i >= 0:
                     kids.append(i)
                     cur.append(row.item(b))
+        parts: list[_Chain] = []  # subtrees that open a string, settled along its chain
+        skip = -1  # such a subtree's node at level 1
+        if usual == dead and CONTENT_CHAINS:
+            for after, ct, level, node in self.tokens.quoted:
+                q = s
+                for x in after:
+                    q = trans.item(q, x)
+                    if q == dead:
+                        break
+                chain = self._chain(q, ct) if q != dead else None
+                if chain is None:
+                    continue
+                parts.append(chain)
+                if level:
+                    skip = node
+                else:
+                    cur = [t for i, t in zip(kids, cur) if i != node]
+                    kids = [i for i in kids if i != node]
+            for first, ct in self.tokens.numbers:  # a number's digits, or a date's
+                q = trans.item(s, first[0])
+                if q == dead or any(trans.item(s, x) != q for x in first):
+                    continue
+                chain = self._chain(q, ct)
+                if chain is None:
+                    continue
+                parts.append(chain)
+                cur = [t for i, t in zip(kids, cur) if self.tokens.level_bytes[0][i] not in first]
+                kids = [i for i in kids if self.tokens.level_bytes[0][i] not in first]
+                break
+            self.opened += len(parts)
         out = _Writes()
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
         for d in range(len(levels)):
@@ -754,19 +1350,21 @@ class TurnIndex:
                 self._finish(d, _ints(nodes), _ints(states), usual, wrap, out)
                 break
             kids, cur = self._children(d, nodes, states, usual)
-        if usual == dead and not out.arrays_:  # a few spans: their slices, no index arithmetic
-            order = trie.order
-            if len(out.lo) == 1:
-                ids = order[out.lo[0]:out.hi[0]]
-                return _Few(ids, np.full(ids.size, out.to[0], dtype=np.int32))
-            if not out.lo:
-                return _Few(order[:0], np.zeros(0, dtype=np.int32))
-            ids = np.concatenate([order[a:b] for a, b in zip(out.lo, out.hi)])
-            return _Few(ids, np.repeat(np.array(out.to, dtype=np.int32), np.subtract(out.hi, out.lo)))
+            if not d and skip >= 0:
+                if isinstance(kids, np.ndarray):
+                    keep = kids != skip
+                    kids, cur = kids[keep], np.asarray(cur)[keep]
+                else:
+                    cur = [t for i, t in zip(kids, _ints(cur)) if i != skip]
+                    kids = [i for i in kids if i != skip]
+        if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
+            few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to)
+            return _Joined(few, parts) if parts else few
         lo, hi, to = out.arrays()
         if usual == dead:  # the few live tokens, without an array over the vocabulary
             idx, owner = ranges(lo, hi)
-            return _Few(trie.order[idx], to[owner])
+            few = _Few(trie.order[idx], to[owner])
+            return _Joined(few, parts) if parts else few
         if lo.size:
             idx, owner = ranges(lo, hi)
             ends[trie.order[idx]] = to[owner]
@@ -820,7 +1418,8 @@ class TurnIndex:
         lang = self.lang
         dead, loops = self._dead, lang.loops
         lv = self.tokens.trie.levels[d]
-        span_lo, span_hi, own_hi, below = lv.span_lo, lv.span_hi, lv.own_hi, lv.below
+        span_lo, span_hi, own_hi, below, height = lv.span_lo, lv.span_hi, lv.own_hi, lv.below, lv.height
+        count = lang.loop_count
         lo_w, hi_w, to_w = out.lo, out.hi, out.to
         walk: list[int] = []
         walk_states: list[int] = []
@@ -831,9 +1430,12 @@ class TurnIndex:
                     hi_w.append(span_hi.item(i))
                     to_w.append(dead)
                 continue
-            left = int.from_bytes(below[i].tobytes(), "little") \
-                & ~int.from_bytes(loops[t].tobytes(), "little")
-            covered = not left or (t == wrap and not left & _ASCII and lv.whole.item(i))
+            if not count.item(t):  # nothing loops (a key, a literal): only a leaf is settled here
+                covered = not height.item(i)
+            else:
+                left = int.from_bytes(below[i].tobytes(), "little") \
+                    & ~int.from_bytes(loops[t].tobytes(), "little")
+                covered = not left or (t == wrap and not left & _ASCII and lv.whole.item(i))
             if t != usual:
                 lo_w.append(span_lo.item(i))
                 hi_w.append((span_hi if covered else own_hi).item(i))
@@ -930,6 +1532,8 @@ class TurnIndex:
         if isinstance(nodes, np.ndarray):
             kids, owner = ranges(lv.child_lo[nodes], lv.child_hi[nodes])
             states = trans[np.asarray(cur)[owner], nxt.byte[kids]]
+        elif usual == dead:
+            return self._live_children(d, nodes, _ints(cur))
         elif sum(lv.child_hi.item(i) - lv.child_lo.item(i) for i in nodes) <= SMALL_LEVEL:
             few: list[int] = []
             few_states: list[int] = []
@@ -954,6 +1558,45 @@ class TurnIndex:
             keep = states != dead
             kids, states = kids[keep], states[keep]
         return kids, states
+
+    def _live_children(self, d: int, nodes: list[int], cur: list[int]) -> tuple[list[int], list[int]]:
+        """:meth:`_children` of few nodes where only the live ones count (a sparse state: keys,
+        literals), in Python: per node, its children stepped where they are few, else the state's
+        live bytes looked up among them (``bytes.find`` in the level's bytes: a node's children
+        are sorted by byte) where those are few; a node with many of both at once in numpy."""
+        trans, dead = self.lang.trans, self._dead
+        lv = self.tokens.trie.levels[d]
+        below = self.tokens.level_bytes[d + 1]
+        child_lo, child_hi = lv.child_lo, lv.child_hi
+        lives = self._lives
+        few: list[int] = []
+        few_states: list[int] = []
+        for i, t in zip(nodes, cur):
+            a, b = child_lo.item(i), child_hi.item(i)
+            if a == b:
+                continue
+            if b - a <= LIVE_LOOKUPS:  # few children: each stepped
+                for c in range(a, b):
+                    q = trans.item(t, below[c])
+                    if q != dead:
+                        few.append(c)
+                        few_states.append(q)
+                continue
+            live = lives.get(t)
+            if live is None:
+                live = lives[t] = np.flatnonzero(trans[t] != dead).astype(np.uint8).tobytes()
+            if len(live) <= LIVE_LOOKUPS:  # few live bytes: each looked up among the children
+                for x in live:
+                    c = below.find(x, a, b)
+                    if c >= 0:
+                        few.append(c)
+                        few_states.append(trans.item(t, x))
+            else:
+                states = trans[t, self.tokens.trie.levels[d + 1].byte[a:b]]
+                keep = np.flatnonzero(states != dead)
+                few += (keep + a).tolist()
+                few_states += states[keep].tolist()
+        return few, few_states
 
     def _walk_levels(self, s: int) -> np.ndarray:
         """:meth:`_walk` where many bytes live and no subtree loops (a string's character count):
@@ -1006,11 +1649,7 @@ class TurnIndex:
         mask = self._masks.get(s)
         if mask is None:
             e = self._found(s)
-            if isinstance(e, _Few):
-                mask = np.zeros(self.vocab.size, dtype=bool)
-                mask[e.ids] = True
-            else:
-                mask = e != self._dead
+            mask = e != self._dead if isinstance(e, np.ndarray) else e.mask(self.vocab.size)
             if self.lang.accepting.item(s) and self._eos.size:
                 mask[self._eos] = True
             self._masks[s] = mask
@@ -1050,7 +1689,7 @@ class TurnIndex:
         if token in self.vocab.eos_ids:
             return s if self.lang.accepting[s] else self.lang.dead
         e = self._found(s)
-        return e.get(token, self._dead) if isinstance(e, _Few) else int(e[token])
+        return int(e[token]) if isinstance(e, np.ndarray) else e.get(token, self._dead)
 
     @property
     def states_visited(self) -> int:
