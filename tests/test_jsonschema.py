@@ -833,6 +833,8 @@ def _pattern_langs() -> list[tuple[tuple[str, ...], ...]]:
         ((), ("[^\\x00-\\x1f]*",), (), ()), (("é|\\\\u|\"",), (), (), ()),
         (("^[\\x00-\\x1f\\\\/]{1,3}$",), (), (), ()), (("^\\\\[bfnrt]$",), (), (), ()),
         (("^[\\u0000-\\u001f\\u00e9]+$",), (), ("\\n",), ()), (("[\\u0800-\\uffff]",), (), (), ()),
+        # each short escape leads to a state of its own: their order of discovery shows
+        (("^(\\t1|\\n22|\"333|/4444|\\\\55555|\\x08b|\\x0cf|\\rr)$",), (), (), ()),
     ]
     for fmt in ("email", "hostname", "ipv4", "uuid", "date-time", "uri"):
         t = parse_schema({"type": "string", "format": fmt})
@@ -872,6 +874,15 @@ _MEMO_SCHEMAS: list[object] = [
      "properties": {"p": {"$ref": "#/$defs/bad"}}},
     {"$defs": {"r": {"anyOf": [{"type": "null"}, {"type": "array", "items": {"$ref": "#/$defs/r"}}]}},
      "type": "object", "properties": {"a": {"$ref": "#/$defs/r"}, "b": {"$ref": "#/$defs/r"}}},
+    # d and e met at the same depth under different refs: unrolled to different lengths
+    {"$defs": {"d": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"k": {"const": 1}},
+                                                    "required": ["k"]}, {"$ref": "#/$defs/e"}]},
+               "e": {"anyOf": [{"type": "boolean"}, {"$ref": "#/$defs/d"}]}},
+     "anyOf": [{"$ref": "#/$defs/d"}, {"$ref": "#/$defs/e"}]},
+    # each branch read as a subset, then as a superset (not left out): the readings differ
+    {"oneOf": [{"type": "string", "not": {"const": "a"}}, {"type": "string", "const": "a"}]},
+    {"oneOf": [{"type": "string", "not": {"const": "a"}, "maxLength": 3}, {"type": "integer"},
+               {"type": "string", "minLength": 2, "not": {"const": "ab"}}]},
 ]
 
 
