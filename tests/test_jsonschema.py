@@ -45,6 +45,7 @@ from ltlagent.text.jsonschema import (
     emit,
     integer_regex,
     parse_schema,
+    row_successors,
     schema_dfa,
     schema_table,
     template_rows,
@@ -911,3 +912,14 @@ def test_parse_memo_changes_no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
     fresh = [_parse_or_refusal(s) for s in schemas]
     clear_caches()
     assert memo == fresh
+
+
+def test_row_successors_are_the_rows_distinct_successors() -> None:
+    """``row_successors`` (from the rows' runs) lists each row's successors as ``dict.fromkeys``
+    of the whole row does, ``DEAD`` left out (fails when a run that falls, or a row's first byte,
+    starts no run)."""
+    rng = np.random.default_rng(4)
+    table = rng.integers(-1, 6, (200, 40))
+    table[::3, 5:20] = 2  # long runs
+    want = [[r for r in dict.fromkeys(row) if r >= 0] for row in table.tolist()]
+    assert row_successors(table) == want

@@ -423,6 +423,17 @@ _ESCAPED = np.array([*_SHORT_ESCAPES, *range(0x20)], dtype=np.int64)
 _STEPS = _STEP_U001 + 1  # a template key (pattern state, step) as ``p * _STEPS + step``
 
 
+def row_successors(table: np.ndarray) -> list[list[int]]:
+    """Each row's distinct successors (not ``DEAD``) in the order of their first byte, read from
+    the row's runs (a row of a pattern's table has a few): ``dict.fromkeys`` of the row."""
+    start = np.ones(table.shape, dtype=bool)
+    start[:, 1:] = table[:, 1:] != table[:, :-1]
+    heads = table[start].tolist()
+    ends = np.cumsum(start.sum(axis=1)).tolist()
+    return [[r for r in dict.fromkeys(heads[e0:e1]) if r >= 0]
+            for e0, e1 in itertools.pairwise([0, *ends])]
+
+
 def template_rows(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_string_template` before minimising: the states (pattern state, escape step)
     reachable from (0, 0), numbered breadth first in the order the successors of a state are
@@ -432,7 +443,7 @@ def template_rows(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
     pat = _string_language(lang)
     live = pat.live_table
     raw = live[:, _RAW_BYTES]  # the pattern's successor on each raw byte (DEAD: refused)
-    succ = [[p2 for p2 in dict.fromkeys(r) if p2 >= 0] for r in raw.tolist()]
+    succ = row_successors(raw)
     can_escape = np.asarray((live[:, _ESCAPED] >= 0).any(axis=1))  # not inside a multi-byte character
     escapes: list[bool] = can_escape.tolist()
     rows = live[:, :0x80].tolist()  # on the ASCII bytes an escape can write
