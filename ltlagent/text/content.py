@@ -448,9 +448,8 @@ def predecessors(by_class: np.ndarray) -> list[list[tuple[int, int]]]:
     flat = by_class.ravel()
     order = np.argsort(flat, kind="stable")
     bounds = np.searchsorted(flat[order], np.arange(n + 2)).tolist()
-    cls_of, src_of = (order % k).tolist(), (order // k).tolist()
-    pred = [list(zip(cls_of[bounds[r]:bounds[r + 1]], src_of[bounds[r]:bounds[r + 1]], strict=True))
-            for r in range(n + 1)]
+    pairs = list(zip((order % k).tolist(), (order // k).tolist(), strict=True))
+    pred = [pairs[bounds[r]:bounds[r + 1]] for r in range(n + 1)]
     pred[n] += [(c, n) for c in range(k)]
     return pred
 
