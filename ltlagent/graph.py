@@ -43,10 +43,15 @@ def reachable(delta: Sequence[Sequence[int]], start: int) -> frozenset[int]:
 
 def coreachable_table(trans: np.ndarray, targets: Iterable[int]) -> frozenset[int]:
     """:func:`coreachable` of a numpy table (``int [n, k]``): its edges deduplicated in numpy first
-    (a row of 256 bytes has a few distinct successors), then searched backward in Python."""
+    (runs along a row dropped, then the rest sorted: a row of 256 bytes has a few distinct
+    successors), then searched backward in Python."""
     n = int(trans.shape[0])
-    src = np.repeat(np.arange(n, dtype=np.int64), trans.shape[1])
-    dst = trans.reshape(-1).astype(np.int64)
+    t = trans.astype(np.int64, copy=False)
+    # a successor repeated along a row (runs of bytes) is one edge: only run starts are kept
+    run = np.ones(t.shape, dtype=bool)
+    run[:, 1:] = t[:, 1:] != t[:, :-1]
+    src = np.nonzero(run)[0]
+    dst = t[run]
     ok = dst >= 0
     pairs = np.unique(dst[ok] * n + src[ok])  # by successor, then predecessor
     ptr = np.searchsorted(pairs, np.arange(n + 1, dtype=np.int64) * n).tolist()

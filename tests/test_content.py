@@ -10,10 +10,13 @@ from __future__ import annotations
 import itertools
 import random
 import re
+from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from ltlagent.errors import LtlAgentError, SpecError, UsageError
+from ltlagent.graph import coreachable
 from ltlagent.text.content import (
     DEAD,
     MAX_DFA_STATES,
@@ -21,10 +24,14 @@ from ltlagent.text.content import (
     ODD_SPACES,
     ContentDFA,
     as_dfa,
+    byte_classes,
     choices_dfa,
     intersect,
+    meets,
     minimize,
+    minimize_table,
     pattern_dfa,
+    refine,
     regex_dfa,
     stripped,
 )
@@ -301,3 +308,147 @@ def test_stripped_content_never_matches_odd_spaces(rx: str) -> None:
         word = f"x{c}y"
         expect = bool(re.fullmatch(rx, word)) and c not in odd
         assert d.matches(word.encode()) == expect, (rx, c)
+
+
+# --- the numpy compile paths against the Python ones they replaced ---------------------------
+
+def _minimize_reference(trans: list[list[int]], acc: set[int]) -> tuple[list[list[int]], set[int]]:
+    """The Python minimisation ``minimize`` replaced (256-wide rows walked in Python): the
+    numpy one must give the same table, state for state."""
+    live = coreachable(trans, acc)
+    if 0 not in live:
+        return [[DEAD] * 256], set()
+    states = sorted(live)
+    idx = {q: i for i, q in enumerate(states)}
+    n = len(states)  # the sink
+    cols: dict[tuple[int, ...], int] = {}
+    reps: list[int] = []
+    for b, col in enumerate(zip(*(trans[q] for q in states))):
+        if col not in cols:
+            cols[col] = b
+            reps.append(b)
+    # inverse transitions: target -> (byte class, source) pairs (the sink included)
+    pred: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
+    for q in states:
+        row, i = trans[q], idx[q]
+        for k, b in enumerate(reps):
+            r = row[b]
+            pred[idx[r] if r in idx else n].append((k, i))
+    pred[n] += [(k, n) for k in range(len(reps))]
+    finals = {idx[q] for q in acc if q in idx}
+    rest = set(range(n + 1)) - finals
+    blocks: list[set[int]] = [finals, rest] if rest else [finals]
+    block_of = [0] * (n + 1)
+    for i in rest:
+        block_of[i] = 1
+    refine(blocks, block_of, pred, [0 if len(finals) <= len(rest) or not rest else 1])
+    sink = block_of[n]
+    ids: dict[int, int] = {block_of[0]: 0}
+    for i in range(n):
+        if block_of[i] != sink:
+            ids.setdefault(block_of[i], len(ids))
+    out = [[DEAD] * 256 for _ in ids]
+    out_acc: set[int] = set()
+    done: set[int] = set()
+    new_of = [DEAD] * (len(trans) + 1)  # old state -> new state; the last entry serves DEAD (-1)
+    for q in states:
+        b = block_of[idx[q]]
+        new_of[q] = ids[b] if b != sink else DEAD
+    for q in states:
+        i = new_of[q]
+        if i in done:
+            continue
+        done.add(i)
+        if q in acc:
+            out_acc.add(i)
+        out[i] = list(map(new_of.__getitem__, trans[q]))
+    return out, out_acc
+
+
+def _random_tables(seed: int, count: int) -> Iterator[tuple[list[list[int]], set[int]]]:
+    """Random DFAs with runs of equal bytes, dead ends and unreachable states."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        n = rng.randint(1, 30)
+        trans = []
+        for _q in range(n):
+            row: list[int] = []
+            while len(row) < 256:
+                row += [rng.choice([DEAD, DEAD, *range(n)])] * rng.choice([1, 3, 40, 256])
+            trans.append(row[:256])
+        yield trans, {q for q in range(n) if rng.random() < 0.25}
+
+
+def test_minimize_is_the_python_minimisation_state_for_state() -> None:
+    """``minimize`` (numpy byte classes, predecessors and rows) numbers and fills its states as the
+    Python version did, on random tables and pattern DFAs; fails on a changed numbering (first
+    old state per block), a lost byte class or a wrong predecessor list."""
+    cases = list(_random_tables(11, 300))
+    for rx in ["^[a-z]+@[a-z]+\\.(com|org)$", "[0-9]{2,4}-x", "é|ü+", "^(ab|a)*c?$"]:
+        d = pattern_dfa(rx, search=True, ecma=True)
+        cases.append(([list(r) for r in d.trans], set(d.accepting)))
+    for trans, acc in cases:
+        want = _minimize_reference(trans, acc)
+        assert minimize(trans, acc) == want
+        table, table_acc = minimize_table(np.array(trans, dtype=np.int64), acc)
+        assert (table.tolist(), table_acc) == want
+
+
+def test_byte_classes_are_the_first_byte_of_each_column_class() -> None:
+    """``byte_classes``: the first byte of each class of equal columns, ascending (fails when a
+    run of equal columns or a repeated column elsewhere is split or merged wrongly)."""
+    for trans, _acc in _random_tables(5, 100):
+        firsts: dict[tuple[int, ...], int] = {}
+        for b, col in enumerate(zip(*trans, strict=True)):
+            firsts.setdefault(col, b)
+        assert byte_classes(np.array(trans)).tolist() == list(firsts.values())
+
+
+def test_as_dfa_from_numpy_and_intersect_keep_their_live_tables() -> None:
+    """A DFA built from a numpy table (``as_dfa``, ``intersect``) carries the live table its
+    tuples give, and the same live states as one built from lists (fails if the table filled in
+    is not masked by the live states, or is another table)."""
+    for trans, acc in _random_tables(3, 60):
+        a, b = as_dfa(trans, acc, "lists"), as_dfa(np.array(trans), acc, "numpy")
+        assert a == ContentDFA(b.trans, b.accepting, b.live, "lists")
+        fresh = ContentDFA(b.trans, b.accepting, b.live, "fresh")
+        assert np.array_equal(b.live_table, fresh.live_table)
+    x = pattern_dfa("^[a-c]+x?$", search=True, ecma=True)
+    y = pattern_dfa("b", search=True, ecma=True)
+    p = intersect(x, y)
+    assert np.array_equal(p.live_table, ContentDFA(p.trans, p.accepting, p.live).live_table)
+
+
+_MEET_PATTERNS = ["^a+$", "^b+$", "a", "^[a-z]{3}$", "^[0-9]+$", "^x[0-9]*$", "^$", "é", "^[^a]*$",
+                  "^(ab)+$", "^a(b|c){2,3}$", "^.{5,}$", "^[a-f0-9]{8}-[a-f0-9]{4}$", "z$"]
+
+
+def test_meets_is_the_products_emptiness() -> None:
+    """``meets`` (a search over row runs, stopping at the first pair both accept) says what
+    ``0 in intersect(a, b).live`` says on every pair of a pattern battery, and raises past the
+    limit where there is no common text (fails on a wrong run merge or acceptance test)."""
+    dfas = [pattern_dfa(p, search=True, ecma=True) for p in _MEET_PATTERNS]
+    for a, b in itertools.product(dfas, repeat=2):
+        assert meets(a, b) == (0 in intersect(a, b).live), (a.source, b.source)
+    a = pattern_dfa("^[a-z]{6}$", search=True, ecma=True)
+    b = pattern_dfa("^[a-z]{1,3}$", search=True, ecma=True)  # no common text, 4 pairs
+    assert not meets(a, b) and not meets(a, b, limit=4)
+    for limit in (1, 3):
+        with pytest.raises(UsageError):
+            intersect(a, b, limit=limit)
+        with pytest.raises(UsageError):
+            meets(a, b, limit=limit)
+
+
+def test_runs_rebuild_the_live_rows() -> None:
+    """``ContentDFA.runs`` written back out byte by byte is the live table (fails on an
+    off-by-one start or runs split across states)."""
+    for trans, acc in _random_tables(9, 60):
+        d = as_dfa(trans, acc, "t")
+        rebuilt = []
+        for runs in d.runs:
+            row: list[int] = []
+            for (b0, r), nxt in zip(runs, [*runs[1:], (256, 0)], strict=True):
+                row += [r] * (nxt[0] - b0)
+            rebuilt.append(row)
+        assert rebuilt == d.live_table.tolist()

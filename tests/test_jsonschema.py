@@ -14,6 +14,7 @@ import json
 import random
 import re
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,11 +24,18 @@ from hypothesis import strategies as st
 
 from ltlagent.errors import SchemaError
 from ltlagent.text import jsonschema as jsonschema_module
-from ltlagent.text import jsontype, numbertext
+from ltlagent.text import jsontype, numbertext, schemaread
 from ltlagent.text.bytetable import trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
 from ltlagent.text.jsonschema import (
+    _EXIT,
     _PLAIN,
+    _STEP_ESC,
+    _STEP_U,
+    _STEP_U0,
+    _STEP_U00,
+    _STEP_U000,
+    _STEP_U001,
     MAX_ITEMS,
     _mealy_minimal,
     _plain_string_table,
@@ -37,6 +45,7 @@ from ltlagent.text.jsonschema import (
     emit,
     integer_regex,
     parse_schema,
+    row_successors,
     schema_dfa,
     schema_table,
     template_rows,
@@ -737,3 +746,180 @@ def test_compile_pauses_the_collector_and_restores_it() -> None:
         jsonschema_module._table = original  # type: ignore[assignment]
         if was:
             gc.enable()
+
+
+# --- the numpy template and the parse memo against what they replaced -------------------------
+
+def _template_rows_reference(lang: tuple[tuple[str, ...], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The Python ``template_rows`` the numpy one replaced: the same states in the same order."""
+    pat = jsonschema_module._string_language(lang)
+    ranges = [_raw_ranges_reference(pat, p) for p in range(pat.num_states)]
+    escapes = [any(pat.step(p, d) >= 0 for d in (*jsonschema_module._SHORT_ESCAPES, *range(0x20)))
+               for p in range(pat.num_states)]  # not inside a multi-byte character
+    ids: dict[tuple[int, int], int] = {(0, 0): 0}
+    order = [(0, 0)]
+    tgt: list[list[int]] = []
+    inc: list[list[int]] = []
+
+    def to(key: tuple[int, int]) -> int:
+        j = ids.get(key)
+        if j is None:
+            j = ids[key] = len(order)
+            order.append(key)
+        return j
+
+    i = 0
+    while i < len(order):
+        p, step = order[i]
+        row, up = [DEAD] * 256, [0] * 256
+        if step == 0:
+            if p in pat.accepting:
+                row[0x22] = _EXIT
+            for b0, b1, p2 in ranges[p]:
+                row[b0:b1 + 1] = [to((p2, 0))] * (b1 + 1 - b0)
+                if not 0x80 <= b0 < 0xC0:  # a continuation byte adds no character
+                    up[b0:b1 + 1] = [1] * (b1 + 1 - b0)
+            if escapes[p]:
+                row[0x5C] = to((p, _STEP_ESC))
+        elif step == _STEP_ESC:
+            for dec, letter in jsonschema_module._SHORT_ESCAPES.items():
+                p2 = pat.step(p, dec)
+                if p2 >= 0:
+                    row[ord(letter)], up[ord(letter)] = to((p2, 0)), 1
+            row[ord("u")] = to((p, _STEP_U))
+        elif step in (_STEP_U, _STEP_U0):
+            row[0x30] = to((p, step + 1))
+        elif step == _STEP_U00:
+            row[0x30], row[0x31] = to((p, _STEP_U000)), to((p, _STEP_U001))
+        else:
+            base = 0 if step == _STEP_U000 else 16
+            for h in range(16):
+                p2 = pat.step(p, base + h)
+                if p2 >= 0:
+                    for ch in dict.fromkeys(f"{h:x}{h:X}"):
+                        row[ord(ch)], up[ord(ch)] = to((p2, 0)), 1
+        tgt.append(row)
+        inc.append(up)
+        i += 1
+    return np.array(tgt, dtype=np.int64), np.array(inc, dtype=np.int64)
+
+
+_RAW_CUTS_REFERENCE = (0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0x100)
+
+
+def _raw_ranges_reference(pat: ContentDFA, p: int) -> tuple[tuple[int, int, int], ...]:
+    """The raw bytes a JSON string may hold at state ``p`` of ``pat`` (not ``"``, ``\\`` or a
+    control), as (lo, hi, successor) ranges that do not straddle 0x80 or 0xC0."""
+    out: list[tuple[int, int, int]] = []
+    row = pat.trans[p]
+    for lo0, hi0 in itertools.pairwise(_RAW_CUTS_REFERENCE):
+        if lo0 in (0x22, 0x5C):
+            continue
+        b = lo0
+        while b < hi0:
+            r = row[b]
+            e = b
+            while e + 1 < hi0 and row[e + 1] == r:
+                e += 1
+            if r >= 0 and r in pat.live:
+                out.append((b, e, r))
+            b = e + 1
+    return tuple(out)
+
+
+def _pattern_langs() -> list[tuple[tuple[str, ...], ...]]:
+    """String languages with patterns, formats, exclusions and escapes that matter."""
+    langs: list[tuple[tuple[str, ...], ...]] = [
+        _PLAIN, (("^[a-z]+$",), (), ("x",), ("ab", "cd")), (("^[0-9a-f]{2,6}$",), (), (), ()),
+        ((), ("[^\\x00-\\x1f]*",), (), ()), (("é|\\\\u|\"",), (), (), ()),
+        (("^[\\x00-\\x1f\\\\/]{1,3}$",), (), (), ()), (("^\\\\[bfnrt]$",), (), (), ()),
+        (("^[\\u0000-\\u001f\\u00e9]+$",), (), ("\\n",), ()), (("[\\u0800-\\uffff]",), (), (), ()),
+        # each short escape leads to a state of its own: their order of discovery shows
+        (("^(\\t1|\\n22|\"333|/4444|\\\\55555|\\x08b|\\x0cf|\\rr)$",), (), (), ()),
+    ]
+    for fmt in ("email", "hostname", "ipv4", "uuid", "date-time", "uri"):
+        t = parse_schema({"type": "string", "format": fmt})
+        assert isinstance(t, JsonString)
+        langs.append((t.patterns, t.fullmatch, t.avoid, t.excluded))
+    return langs
+
+
+def test_template_rows_are_the_python_construction_state_for_state() -> None:
+    """``template_rows`` (the pattern's rows read in numpy, the order of discovery decided on each
+    row's distinct successors) gives the Python construction's arrays: same states, same order,
+    same counts; fails on a changed discovery order (the backslash before the raw bytes, ``\\/``
+    before ``\\\\``), a continuation byte counted or a missing closing quote."""
+    for lang in _pattern_langs():
+        tgt, inc = template_rows(lang)  # type: ignore[arg-type]
+        want_tgt, want_inc = _template_rows_reference(lang)
+        assert np.array_equal(tgt, want_tgt), lang
+        assert np.array_equal(inc, want_inc), lang
+
+
+_MEMO_SCHEMAS: list[object] = [
+    {"$defs": {"a": {}}, "type": "object",
+     "properties": {"x": {"$ref": "#/$defs/a"}, "y": {"type": "array", "items": {"$ref": "#/$defs/a"}}}},
+    {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                          "kids": {"type": "array",
+                                                                   "items": {"$ref": "#/$defs/node"}}}}},
+     "$ref": "#/$defs/node"},
+    {"$defs": {"s": {"type": "string", "pattern": "^a"}, "t": {"type": "string", "pattern": "^b"}},
+     "oneOf": [{"$ref": "#/$defs/s"}, {"$ref": "#/$defs/t"}, {"type": "integer"}]},
+    {"$defs": {"s": {"type": "string", "maxLength": 3}},
+     "anyOf": [{"$ref": "#/$defs/s"}, {"not": {"$ref": "#/$defs/s"}, "type": "string"}]},
+    {"$defs": {"o": {"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]}},
+     "if": {"$ref": "#/$defs/o"}, "then": {"$ref": "#/$defs/o"},
+     "else": {"type": "object", "properties": {"z": {"$ref": "#/$defs/o"}}}},
+    {"$defs": {"bad": {"type": "string", "pattern": "(?<=x)y"}},
+     "if": {"$ref": "#/$defs/bad"}, "then": {"type": "string"},
+     "properties": {"p": {"$ref": "#/$defs/bad"}}},
+    {"$defs": {"r": {"anyOf": [{"type": "null"}, {"type": "array", "items": {"$ref": "#/$defs/r"}}]}},
+     "type": "object", "properties": {"a": {"$ref": "#/$defs/r"}, "b": {"$ref": "#/$defs/r"}}},
+    # d and e met at the same depth under different refs: unrolled to different lengths
+    {"$defs": {"d": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"k": {"const": 1}},
+                                                    "required": ["k"]}, {"$ref": "#/$defs/e"}]},
+               "e": {"anyOf": [{"type": "boolean"}, {"$ref": "#/$defs/d"}]}},
+     "anyOf": [{"$ref": "#/$defs/d"}, {"$ref": "#/$defs/e"}]},
+    # each branch read as a subset, then as a superset (not left out): the readings differ
+    {"oneOf": [{"type": "string", "not": {"const": "a"}}, {"type": "string", "const": "a"}]},
+    {"oneOf": [{"type": "string", "not": {"const": "a"}, "maxLength": 3}, {"type": "integer"},
+               {"type": "string", "minLength": 2, "not": {"const": "ab"}}]},
+]
+
+
+def _parse_or_refusal(schema: object) -> object:
+    try:
+        return parse_schema(schema)
+    except SchemaError as e:
+        return f"refused: {e}"
+
+
+def test_parse_memo_changes_no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parse that reuses the readings of schema objects met again (same depth, refs and mode)
+    reads every schema as one that reads each afresh, refusals and their messages included;
+    fails if the memo's key leaves out the depth, the refs or the superset mode, or keeps a
+    failure. Runs on the cases above and on every 40th benchmark schema where the data is."""
+    schemas = list(_MEMO_SCHEMAS)
+    bench = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench" / "schemas.jsonl"
+    if not bench.exists():
+        bench = Path("/work/shared/data/jsonschemabench/schemas.jsonl")
+    if bench.exists():
+        lines = bench.read_text().splitlines()
+        schemas += [json.loads(line)["schema"] for line in lines[::40]]
+    memo = [_parse_or_refusal(s) for s in schemas]
+    clear_caches()
+    monkeypatch.setattr(schemaread._Reader, "read_exactly", schemaread._Reader.read_fresh)
+    fresh = [_parse_or_refusal(s) for s in schemas]
+    clear_caches()
+    assert memo == fresh
+
+
+def test_row_successors_are_the_rows_distinct_successors() -> None:
+    """``row_successors`` (from the rows' runs) lists each row's successors as ``dict.fromkeys``
+    of the whole row does, ``DEAD`` left out (fails when a run that falls, or a row's first byte,
+    starts no run)."""
+    rng = np.random.default_rng(4)
+    table = rng.integers(-1, 6, (200, 40))
+    table[::3, 5:20] = 2  # long runs
+    want = [[r for r in dict.fromkeys(row) if r >= 0] for row in table.tolist()]
+    assert row_successors(table) == want

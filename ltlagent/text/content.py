@@ -33,8 +33,9 @@ from ltlagent.errors import UsageError
 from ltlagent.graph import coreachable, coreachable_table
 
 __all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "pattern_dfa", "content_dfa",
-           "DEAD", "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "intersect", "as_dfa",
-           "stripped"]
+           "DEAD", "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "minimize_table",
+           "byte_classes", "predecessors", "meets",
+           "intersect", "as_dfa", "stripped"]
 
 DEAD = -1
 #: Bytes stripped from content (a subset of what ``str.strip()`` strips).
@@ -99,6 +100,18 @@ class ContentDFA:
         out = np.where(live[t], t, DEAD)
         out.setflags(write=False)
         return out
+
+    @functools.cached_property
+    def runs(self) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """Each state's row of :attr:`live_table` as runs (first byte, successor), ascending
+        from byte 0 (for :func:`meets`; built once per DFA, in numpy)."""
+        t = self.live_table
+        start = np.ones(t.shape, dtype=bool)
+        start[:, 1:] = t[:, 1:] != t[:, :-1]
+        _state, first = np.nonzero(start)
+        pairs = list(zip(first.tolist(), t[start].tolist(), strict=True))
+        ends = np.cumsum(start.sum(axis=1)).tolist()
+        return tuple(tuple(pairs[e0:e1]) for e0, e1 in itertools.pairwise([0, *ends]))
 
     def step(self, s: int, b: int) -> int:
         if s < 0:
@@ -418,63 +431,103 @@ def refine(blocks: list[set[int]], block_of: list[int], pred: Sequence[Sequence[
                     pending.add(w)
 
 
-def minimize(trans: list[list[int]], acc: set[int]) -> tuple[list[list[int]], set[int]]:
-    """The minimal DFA of the live part (Hopcroft's partition refinement over byte classes, a sink
-    added for the missing transitions); state 0 stays the start. States that cannot reach ``acc``
-    are removed."""
-    live = coreachable(trans, acc)
+def _as_table(trans: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
+    """``trans`` as ``int64 [n, 256]`` (rows of Python ints read with ``fromiter``, not
+    ``np.array``, which inspects each nested element)."""
+    if isinstance(trans, np.ndarray):
+        return trans.astype(np.int64, copy=False).reshape(-1, 256)
+    return np.fromiter(itertools.chain.from_iterable(trans), dtype=np.int64,
+                       count=256 * len(trans)).reshape(-1, 256)
+
+
+def predecessors(by_class: np.ndarray) -> list[list[tuple[int, int]]]:
+    """For :func:`refine`: the (class, source) pairs of the transitions into each state of
+    ``by_class`` (``int [n, k]``: the successor of each state on each class, ``n`` a sink),
+    the sink's own loops included; grouped in numpy."""
+    n, k = by_class.shape
+    flat = by_class.ravel()
+    order = np.argsort(flat, kind="stable")
+    bounds = np.searchsorted(flat[order], np.arange(n + 2)).tolist()
+    pairs = list(zip((order % k).tolist(), (order // k).tolist(), strict=True))
+    pred = [pairs[bounds[r]:bounds[r + 1]] for r in range(n + 1)]
+    pred[n] += [(c, n) for c in range(k)]
+    return pred
+
+
+def byte_classes(table: np.ndarray) -> np.ndarray:
+    """The first byte of each class of bytes whose columns in ``table`` are equal, ascending:
+    runs of equal neighbouring columns found first (in numpy), then the runs' columns told apart
+    by their bytes (a few dozen columns, not a sort of 256)."""
+    starts = np.flatnonzero(np.concatenate([[True], (table[:, 1:] != table[:, :-1]).any(axis=0)]))
+    firsts: dict[bytes, int] = {}
+    for b, col in zip(starts.tolist(), np.ascontiguousarray(table[:, starts].T), strict=True):
+        firsts.setdefault(col.tobytes(), b)
+    return np.array(list(firsts.values()), dtype=np.int64)
+
+
+def minimize_table(trans: Sequence[Sequence[int]] | np.ndarray,
+                   acc: set[int]) -> tuple[np.ndarray, set[int]]:
+    """:func:`minimize` as a numpy table: the 256-wide work (live states, byte classes,
+    predecessors, the rows written out) in numpy, only the refinement in Python."""
+    t = _as_table(trans)
+    live = coreachable_table(t, acc)
     if 0 not in live:
-        return [[DEAD] * 256], set()
-    states = sorted(live)
-    idx = {q: i for i, q in enumerate(states)}
+        return np.full((1, 256), DEAD, dtype=np.int64), set()
+    states = np.array(sorted(live), dtype=np.int64)
     n = len(states)  # the sink
-    cols: dict[tuple[int, ...], int] = {}
-    reps: list[int] = []
-    for b, col in enumerate(zip(*(trans[q] for q in states))):
-        if col not in cols:
-            cols[col] = b
-            reps.append(b)
-    # inverse transitions: target -> (byte class, source) pairs (the sink included)
-    pred: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
-    for q in states:
-        row, i = trans[q], idx[q]
-        for k, b in enumerate(reps):
-            r = row[b]
-            pred[idx[r] if r in idx else n].append((k, i))
-    pred[n] += [(k, n) for k in range(len(reps))]
-    finals = {idx[q] for q in acc if q in idx}
+    idx = np.full(t.shape[0] + 1, n, dtype=np.int64)  # old -> new; dead ends and DEAD: the sink
+    idx[states] = np.arange(n)
+    sub = idx[t[states]]  # successors renumbered, the sink for every missing one
+    by_class = sub[:, byte_classes(sub)]  # a byte per class of bytes no live state tells apart
+    pred = predecessors(by_class)
+    acc_live = set(idx[[q for q in acc if 0 <= q < t.shape[0]]].tolist()) - {n}
+    finals = set(acc_live)  # refined in place
     rest = set(range(n + 1)) - finals
     blocks: list[set[int]] = [finals, rest] if rest else [finals]
     block_of = [0] * (n + 1)
     for i in rest:
         block_of[i] = 1
     refine(blocks, block_of, pred, [0 if len(finals) <= len(rest) or not rest else 1])
-    sink = block_of[n]
-    ids: dict[int, int] = {block_of[0]: 0}
-    for i in range(n):
-        if block_of[i] != sink:
-            ids.setdefault(block_of[i], len(ids))
-    out = [[DEAD] * 256 for _ in ids]
-    out_acc: set[int] = set()
-    done: set[int] = set()
-    new_of = [DEAD] * (len(trans) + 1)  # old state -> new state; the last entry serves DEAD (-1)
-    for q in states:
-        b = block_of[idx[q]]
-        new_of[q] = ids[b] if b != sink else DEAD
-    for q in states:
-        i = new_of[q]
-        if i in done:
-            continue
-        done.add(i)
-        if q in acc:
-            out_acc.add(i)
-        out[i] = list(map(new_of.__getitem__, trans[q]))
+    # new states numbered by their first live state (state 0's block first)
+    block = np.array(block_of[:n], dtype=np.int64)
+    _, firsts = np.unique(block, return_index=True)
+    reps = np.sort(firsts)
+    rank = np.full(len(blocks), DEAD, dtype=np.int64)  # the sink's block: DEAD
+    rank[block[reps]] = np.arange(reps.size)
+    new_of = np.full(t.shape[0] + 1, DEAD, dtype=np.int64)  # the last entry serves DEAD (-1)
+    new_of[states] = rank[block]
+    out = new_of[t[states[reps]]]
+    out_acc = set(rank[block[sorted(acc_live)]].tolist()) if acc_live else set()
     return out, out_acc
 
 
-def as_dfa(trans: list[list[int]], acc: set[int], source: str) -> ContentDFA:
-    """A :class:`ContentDFA` from a transition table (live states computed here)."""
-    return ContentDFA(tuple(tuple(r) for r in trans), frozenset(acc), coreachable(trans, acc), source)
+def minimize(trans: Sequence[Sequence[int]] | np.ndarray, acc: set[int]) -> tuple[list[list[int]], set[int]]:
+    """The minimal DFA of the live part (Hopcroft's partition refinement over byte classes, a sink
+    added for the missing transitions); state 0 stays the start. States that cannot reach ``acc``
+    are removed. New states are numbered by their first old state (:func:`minimize_table`)."""
+    out, out_acc = minimize_table(trans, acc)
+    return out.tolist(), out_acc
+
+
+def as_dfa(trans: Sequence[Sequence[int]] | np.ndarray, acc: set[int], source: str) -> ContentDFA:
+    """A :class:`ContentDFA` from a transition table (live states computed here; from a numpy
+    table, in numpy, and its :attr:`~ContentDFA.live_table` filled in from the same table)."""
+    if not isinstance(trans, np.ndarray):  # rows of Python ints: searched as they are
+        return ContentDFA(tuple(map(tuple, trans)), frozenset(acc), coreachable(trans, acc), source)
+    t = _as_table(trans)
+    rows = tuple(map(tuple, t.tolist()))
+    return _with_table(ContentDFA(rows, frozenset(acc), coreachable_table(t, acc), source), t)
+
+
+def _with_table(d: ContentDFA, t: np.ndarray) -> ContentDFA:
+    """``d`` with its :attr:`~ContentDFA.live_table` set from ``t`` (its ``trans`` as numpy)
+    rather than read back from the tuples."""
+    live = np.zeros(t.shape[0] + 1, dtype=bool)  # the last entry serves DEAD (-1)
+    live[list(d.live)] = True
+    out = np.where(live[t], t, DEAD)
+    out.setflags(write=False)
+    d.__dict__["live_table"] = out  # the cached_property's slot (the dataclass is frozen)
+    return d
 
 
 def intersect(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> ContentDFA:
@@ -513,8 +566,39 @@ def intersect(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> Cont
     all_p, all_q = np.concatenate(pairs_p), np.concatenate(pairs_q)
     acc = np.flatnonzero(acc_a[all_p] & acc_b[all_q]).tolist()
     table = np.concatenate(rows)
-    return ContentDFA(tuple(map(tuple, table.tolist())), frozenset(acc), coreachable_table(table, acc),
-                      f"({a.source}) & ({b.source})")
+    return _with_table(ContentDFA(tuple(map(tuple, table.tolist())), frozenset(acc),
+                                  coreachable_table(table, acc), f"({a.source}) & ({b.source})"), table)
+
+
+def meets(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> bool:
+    """Some text is accepted by both ``a`` and ``b`` (``0 in intersect(a, b, limit).live``), found
+    by a search of the product's pairs that stops at the first pair both accept, over the rows'
+    runs (:attr:`ContentDFA.runs`: a pair's successors are a merge of a few runs, not 256 bytes).
+    :class:`UsageError` past ``limit`` pairs, as :func:`intersect`, where no such pair came first
+    (with no common text, exactly where :func:`intersect` raises)."""
+    runs_a, runs_b = a.runs, b.runs
+    acc_a, acc_b = a.accepting, b.accepting
+    seen = {(0, 0)}
+    todo = [(0, 0)]
+    while todo:
+        p, q = todo.pop()
+        if p in acc_a and q in acc_b:
+            return True
+        ra, rb = runs_a[p], runs_b[q]
+        i = j = 0
+        while i < len(ra) and j < len(rb):  # the segments where both rows are constant
+            pair = (ra[i][1], rb[j][1])
+            if pair[0] >= 0 and pair[1] >= 0 and pair not in seen:
+                seen.add(pair)
+                todo.append(pair)
+                if len(seen) > limit:
+                    raise UsageError(f"the intersection of {a.source!r} and {b.source!r} needs "
+                                     f"more than {limit} automaton states")
+            end_a = ra[i + 1][0] if i + 1 < len(ra) else 256
+            end_b = rb[j + 1][0] if j + 1 < len(rb) else 256
+            i += end_a <= end_b
+            j += end_b <= end_a
+    return False
 
 
 class _RegexCompiler:

@@ -40,7 +40,17 @@ import numpy as np
 from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text import jsontype, numbertext
 from ltlagent.text.bytetable import ByteTable, Glue
-from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa, intersect, minimize, refine
+from ltlagent.text.content import (
+    DEAD,
+    ByteNFA,
+    ContentDFA,
+    as_dfa,
+    byte_classes,
+    intersect,
+    minimize_table,
+    predecessors,
+    refine,
+)
 from ltlagent.text.jsontype import (
     NEVER,
     JsonAny,
@@ -118,7 +128,8 @@ def _string_language(lang: _Lang) -> ContentDFA:
     d = parts[0] if parts else pattern_language(_ANY_TEXT, False, False)
     for part in parts[1:]:
         d = intersect(d, part)
-    return as_dfa(*minimize([list(r) for r in d.trans], set(d.accepting)), d.source)
+    # the live table: its dead ends already DEAD, the same minimal DFA (they go to the sink)
+    return as_dfa(*minimize_table(d.live_table, set(d.accepting)), d.source)
 
 
 def choices_exact(words: tuple[str, ...]) -> ContentDFA:
@@ -403,18 +414,45 @@ def _plain_template() -> tuple[np.ndarray, np.ndarray]:
     return tgt, inc
 
 
-def template_rows(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_string_template` before minimising."""
-    pat = _string_language(lang)
-    ranges = [_raw_ranges(pat, p) for p in range(pat.num_states)]
-    escapes = [any(pat.step(p, d) >= 0 for d in (*_SHORT_ESCAPES, *range(0x20)))
-               for p in range(pat.num_states)]  # not inside a multi-byte character
-    ids: dict[tuple[int, int], int] = {(0, 0): 0}
-    order = [(0, 0)]
-    tgt: list[list[int]] = []
-    inc: list[list[int]] = []
+#: The bytes a JSON string may hold raw (not ``"``, ``\\`` or a control), ascending.
+_RAW_BYTES = np.array([b for b in range(0x20, 0x100) if b not in (0x22, 0x5C)], dtype=np.int64)
+#: Where a raw byte begins a character (not a continuation byte), by byte.
+_BEGINS = np.array([not 0x80 <= b < 0xC0 for b in range(256)], dtype=np.int64)
+#: The decoded bytes after which a backslash may come (short escapes and the controls).
+_ESCAPED = np.array([*_SHORT_ESCAPES, *range(0x20)], dtype=np.int64)
+_STEPS = _STEP_U001 + 1  # a template key (pattern state, step) as ``p * _STEPS + step``
 
-    def to(key: tuple[int, int]) -> int:
+
+def row_successors(table: np.ndarray) -> list[list[int]]:
+    """Each row's distinct successors (not ``DEAD``) in the order of their first byte, read from
+    the row's runs (a row of a pattern's table has a few): ``dict.fromkeys`` of the row."""
+    start = np.ones(table.shape, dtype=bool)
+    start[:, 1:] = table[:, 1:] != table[:, :-1]
+    heads = table[start].tolist()
+    ends = np.cumsum(start.sum(axis=1)).tolist()
+    return [[r for r in dict.fromkeys(heads[e0:e1]) if r >= 0]
+            for e0, e1 in itertools.pairwise([0, *ends])]
+
+
+def template_rows(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_string_template` before minimising: the states (pattern state, escape step)
+    reachable from (0, 0), numbered breadth first in the order the successors of a state are
+    met (raw bytes ascending, then the backslash; an escape's letters in :data:`_SHORT_ESCAPES`'
+    order, then ``u``; hex digits ascending). The pattern's rows are read in numpy; only the
+    order of discovery is decided in Python, on each row's distinct successors."""
+    pat = _string_language(lang)
+    live = pat.live_table
+    raw = live[:, _RAW_BYTES]  # the pattern's successor on each raw byte (DEAD: refused)
+    succ = row_successors(raw)
+    can_escape = np.asarray((live[:, _ESCAPED] >= 0).any(axis=1))  # not inside a multi-byte character
+    escapes: list[bool] = can_escape.tolist()
+    rows = live[:, :0x80].tolist()  # on the ASCII bytes an escape can write
+    short = [(dec, ord(letter)) for dec, letter in _SHORT_ESCAPES.items()]
+    ids: dict[int, int] = {0: 0}
+    order = [0]
+    extra: list[tuple[int, int, int, int]] = []  # (state, byte, target, begins or completes)
+
+    def to(key: int) -> int:
         j = ids.get(key)
         if j is None:
             j = ids[key] = len(order)
@@ -423,38 +461,54 @@ def template_rows(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
 
     i = 0
     while i < len(order):
-        p, step = order[i]
-        row, up = [DEAD] * 256, [0] * 256
+        p, step = divmod(order[i], _STEPS)
         if step == 0:
-            if p in pat.accepting:
-                row[0x22] = _EXIT
-            for b0, b1, p2 in ranges[p]:
-                row[b0:b1 + 1] = [to((p2, 0))] * (b1 + 1 - b0)
-                if not 0x80 <= b0 < 0xC0:  # a continuation byte adds no character
-                    up[b0:b1 + 1] = [1] * (b1 + 1 - b0)
+            for p2 in succ[p]:
+                to(p2 * _STEPS)
             if escapes[p]:
-                row[0x5C] = to((p, _STEP_ESC))
+                to(p * _STEPS + _STEP_ESC)
         elif step == _STEP_ESC:
-            for dec, letter in _SHORT_ESCAPES.items():
-                p2 = pat.step(p, dec)
+            for dec, letter in short:
+                p2 = rows[p][dec]
                 if p2 >= 0:
-                    row[ord(letter)], up[ord(letter)] = to((p2, 0)), 1
-            row[ord("u")] = to((p, _STEP_U))
+                    extra.append((i, letter, to(p2 * _STEPS), 1))
+            extra.append((i, ord("u"), to(p * _STEPS + _STEP_U), 0))
         elif step in (_STEP_U, _STEP_U0):
-            row[0x30] = to((p, step + 1))
+            extra.append((i, 0x30, to(p * _STEPS + step + 1), 0))
         elif step == _STEP_U00:
-            row[0x30], row[0x31] = to((p, _STEP_U000)), to((p, _STEP_U001))
+            extra.append((i, 0x30, to(p * _STEPS + _STEP_U000), 0))
+            extra.append((i, 0x31, to(p * _STEPS + _STEP_U001), 0))
         else:
             base = 0 if step == _STEP_U000 else 16
             for h in range(16):
-                p2 = pat.step(p, base + h)
+                p2 = rows[p][base + h]
                 if p2 >= 0:
+                    j = to(p2 * _STEPS)
                     for ch in dict.fromkeys(f"{h:x}{h:X}"):
-                        row[ord(ch)], up[ord(ch)] = to((p2, 0)), 1
-        tgt.append(row)
-        inc.append(up)
+                        extra.append((i, ord(ch), j, 1))
         i += 1
-    return np.array(tgt, dtype=np.int64), np.array(inc, dtype=np.int64)
+    keys = np.array(order, dtype=np.int64)
+    ps, steps = keys // _STEPS, keys % _STEPS
+    new_of = np.full(pat.num_states * _STEPS + 1, DEAD, dtype=np.int64)  # the last entry: DEAD
+    new_of[keys] = np.arange(keys.size)
+    tgt = np.full((keys.size, 256), DEAD, dtype=np.int64)
+    inc = np.zeros((keys.size, 256), dtype=np.int64)
+    plain = np.flatnonzero(steps == 0)  # between characters: raw bytes, the quote, a backslash
+    p0 = ps[plain]
+    r = raw[p0]
+    hit = r >= 0
+    tgt[np.ix_(plain, _RAW_BYTES)] = np.where(hit, new_of[np.where(hit, r * _STEPS, -1)], DEAD)
+    inc[np.ix_(plain, _RAW_BYTES)] = hit * _BEGINS[_RAW_BYTES]
+    accepting = np.zeros(pat.num_states, dtype=bool)
+    accepting[list(pat.accepting)] = True
+    tgt[plain[accepting[p0]], 0x22] = _EXIT
+    esc = can_escape[p0]
+    tgt[plain[esc], 0x5C] = new_of[p0[esc] * _STEPS + _STEP_ESC]
+    if extra:
+        e = np.array(extra, dtype=np.int64)
+        tgt[e[:, 0], e[:, 1]] = e[:, 2]
+        inc[e[:, 0], e[:, 1]] = e[:, 3]
+    return tgt, inc
 
 
 def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -462,11 +516,8 @@ def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.nda
     over the template's byte classes, from the partition by output rows (``inc``, and where the
     closing quote may come); state 0 stays the start."""
     n = tgt.shape[0]
-    firsts: dict[tuple[int, ...], int] = {}  # a byte per class of bytes no state tells apart
-    for b, col in enumerate(np.concatenate([tgt, inc]).T.tolist()):
-        firsts.setdefault(tuple(col), b)
-    cols = np.array(list(firsts.values()), dtype=np.int64)
-    t_c = np.where(tgt[:, cols] >= 0, tgt[:, cols], n).tolist()  # n: no successor (a sink)
+    cols = byte_classes(np.concatenate([tgt, inc]))  # a byte per class of bytes no state tells apart
+    t_c = np.where(tgt[:, cols] >= 0, tgt[:, cols], n)  # n: no successor (a sink)
     labels: dict[bytes, list[int]] = {}
     out_rows = np.concatenate([inc[:, cols], tgt[:, cols] == _EXIT], axis=1)
     for q in range(n):
@@ -476,11 +527,7 @@ def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.nda
     for i, bl in enumerate(blocks):
         for q in bl:
             block_of[q] = i
-    pred: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
-    for q, row in enumerate(t_c):
-        for c, r in enumerate(row):
-            pred[r].append((c, q))
-    pred[n] += [(c, n) for c in range(len(cols))]
+    pred = predecessors(t_c)
     # all but one block: the sink's, whose predecessors abound
     refine(blocks, block_of, pred, list(range(len(blocks) - 1)))
     block = np.array(block_of[:n], dtype=np.int64)
@@ -629,29 +676,6 @@ def _plain_string_table() -> ByteTable:
     acc = np.zeros(n_t + 2, dtype=bool)
     acc[final] = True
     return ByteTable(trans, acc, "json string")
-
-
-_RAW_CUTS = (0x20, 0x22, 0x23, 0x5C, 0x5D, 0x80, 0xC0, 0x100)
-
-
-def _raw_ranges(pat: ContentDFA, p: int) -> tuple[tuple[int, int, int], ...]:
-    """The raw bytes a JSON string may hold at state ``p`` of ``pat`` (not ``"``, ``\\`` or a
-    control), as (lo, hi, successor) ranges that do not straddle 0x80 or 0xC0."""
-    out: list[tuple[int, int, int]] = []
-    row = pat.trans[p]
-    for lo0, hi0 in itertools.pairwise(_RAW_CUTS):
-        if lo0 in (0x22, 0x5C):
-            continue
-        b = lo0
-        while b < hi0:
-            r = row[b]
-            e = b
-            while e + 1 < hi0 and row[e + 1] == r:
-                e += 1
-            if r >= 0 and r in pat.live:
-                out.append((b, e, r))
-            b = e + 1
-    return tuple(out)
 
 
 @functools.lru_cache(maxsize=256)

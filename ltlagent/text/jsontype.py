@@ -173,7 +173,7 @@ def _type_of(v: object) -> str:
         return "null"
     if isinstance(v, bool):
         return "boolean"
-    if isinstance(v, int | float):
+    if isinstance(v, (int, float)):  # a tuple: a union (int | float) is built at each call
         return "number"
     if isinstance(v, str):
         return "string"
@@ -492,7 +492,7 @@ def kinds(t: JsonType) -> frozenset[str]:
 @functools.lru_cache(maxsize=4096)
 def _string_empty_meet(a: JsonString, b: JsonString) -> bool:
     """No string satisfies both (lengths ignored past their ranges; patterns by automaton)."""
-    from ltlagent.text.content import intersect  # the product of the two decoded-text DFAs
+    from ltlagent.text.content import intersect, meets  # products of the decoded-text DFAs
 
     lo = max(a.min_length, b.min_length)
     his = [h for h in (a.max_length, b.max_length) if h is not None]
@@ -504,11 +504,12 @@ def _string_empty_meet(a: JsonString, b: JsonString) -> bool:
         return False
     d = parts[0]
     try:
-        for x in parts[1:]:
+        for x in parts[1:-1]:
             d = intersect(d, x)
+        # the last product only searched for a text both accept (no table built)
+        return not meets(d, parts[-1]) if len(parts) > 1 else 0 not in d.live
     except UsageError:
         return False
-    return 0 not in d.live
 
 
 def disjoint(a: JsonType, b: JsonType) -> bool:

@@ -103,15 +103,27 @@ def _number(v: object) -> Fraction | None:
     return Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
 
 
+#: A parse's readings: (schema id, depth, refs, superset mode, recursion bound) -> (the schema
+#: object, kept alive so its id is not reused, its reading).
+_Memo = dict[tuple[int, int, tuple[str, ...], bool, int], tuple[object, JsonType]]
+
+
 class _Reader:
     def __init__(self, root: object, unknown_formats: str, over: bool = False,
-                 max_recursion: int = MAX_RECURSION) -> None:
+                 max_recursion: int = MAX_RECURSION, memo: _Memo | None = None) -> None:
         self.root = root
         self.max_recursion = max_recursion
         self.unknown_formats = unknown_formats
         #: read a superset of the valid values instead of a subset (for oneOf's other branches):
         #: what the subset reading refuses or restricts is read as any value or left unrestricted
         self.over = over
+        #: the schema objects read so far in this parse (shared by the readers one parse makes)
+        self.memo: _Memo = {} if memo is None else memo
+
+    def sub_reader(self, max_recursion: int) -> _Reader:
+        """A reader of supersets for the same parse (its memo shared: keys tell the modes apart)."""
+        return _Reader(self.root, self.unknown_formats, over=True, max_recursion=max_recursion,
+                       memo=self.memo)
 
     def refuse(self, path: str, message: str) -> SchemaError:
         return SchemaError(message, path, hint=_HINT)
@@ -164,6 +176,24 @@ class _Reader:
         return JsonAny(0) if self.over else NEVER
 
     def read_exactly(self, schema: object, path: str, depth: int, refs: tuple[str, ...]) -> JsonType:
+        """:meth:`read` without the superset fallback. A schema object read again at the same
+        depth, under the same refs and in the same mode (a ``$ref`` target met twice, oneOf's
+        branches read for the disjointness checks) gives its first reading: the result depends on
+        nothing else (``path`` only names the place in errors, and failures are not kept, so each
+        is raised again with its own path). The memo holds the schema object too, so its ``id``
+        stays its own while the parse lasts."""
+        if not isinstance(schema, Mapping):
+            return self.read_fresh(schema, path, depth, refs)
+        key = (id(schema), depth, refs, self.over, self.max_recursion)
+        got = self.memo.get(key)
+        if got is not None:
+            return got[1]
+        out = self.read_fresh(schema, path, depth, refs)
+        self.memo[key] = (schema, out)
+        return out
+
+    def read_fresh(self, schema: object, path: str, depth: int, refs: tuple[str, ...]) -> JsonType:
+        """:meth:`read_exactly`, computed (not looked up)."""
         if schema is True:
             return self.any_value(depth)
         if schema is False:
@@ -211,7 +241,7 @@ class _Reader:
     def outside(self, schema: object, path: str, depth: int, refs: tuple[str, ...]) -> JsonType:
         """A subset of the values ``schema`` rejects: the complement of a superset of its values
         (:func:`~ltlagent.text.jsontype.complement`)."""
-        over = _Reader(self.root, self.unknown_formats, over=True, max_recursion=self.max_recursion)
+        over = self.sub_reader(self.max_recursion)
         return complement(over.read(schema, path, depth, refs), self.any_value(depth).depth)
 
     def conditional(self, schema: Mapping[str, object], path: str, depth: int,
@@ -258,7 +288,7 @@ class _Reader:
                     for i, b in enumerate(raw)]
         if self.over:
             return JsonUnion(tuple(branches))
-        over = _Reader(self.root, self.unknown_formats, over=True)
+        over = self.sub_reader(MAX_RECURSION)
         ctx = over.read({k: v for k, v in schema.items() if k != "oneOf"}, path, depth, refs)
         supersets: list[JsonType] = []
         for i, b in enumerate(raw):
