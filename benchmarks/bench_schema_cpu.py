@@ -12,7 +12,7 @@ refusal, so that two versions can be checked to build the same tables. ``--out``
 Figures are printed, never asserted.
 
     python benchmarks/bench_schema_cpu.py [--every K] [--min-ms X --base FILE] [--repeat 2]
-        [--hashes] [--out FILE]
+        [--timeout 10] [--hashes] [--out FILE]
     python benchmarks/bench_schema_cpu.py --compare BEFORE.json AFTER.json
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import signal
 import statistics
 import sys
 import time
@@ -47,7 +48,16 @@ def _summary(name: str, xs: list[float]) -> str:
             f"p90 {1000 * _pct(xs, 0.9):.1f} ms, p99 {1000 * _pct(xs, 0.99):.1f} ms, total {sum(xs):.2f} s")
 
 
-def _measure(schemas: list[tuple[str, Any]], repeat: int, hashes: bool) -> dict[str, dict[str, Any]]:
+class _Overtime(Exception):
+    """A compile that ran past ``--timeout``."""
+
+
+def _alarm(_signum: int, _frame: object) -> None:
+    raise _Overtime
+
+
+def _measure(schemas: list[tuple[str, Any]], repeat: int, hashes: bool, timeout: float
+             ) -> dict[str, dict[str, Any]]:
     from ltlagent.errors import SchemaError, UsageError
     from ltlagent.text import jsonschema as js
 
@@ -57,6 +67,8 @@ def _measure(schemas: list[tuple[str, Any]], repeat: int, hashes: bool) -> dict[
         digest = ""
         for _ in range(repeat):
             js.clear_caches()
+            signal.signal(signal.SIGALRM, _alarm)
+            signal.setitimer(signal.ITIMER_REAL, timeout)
             t0 = time.process_time()
             try:
                 table = js.schema_table(schema)
@@ -64,6 +76,14 @@ def _measure(schemas: list[tuple[str, Any]], repeat: int, hashes: bool) -> dict[
                 digest = f"refused {type(e).__name__}: {e}"
                 best = None
                 break
+            except _Overtime:
+                digest, best = f"over {timeout:g} s", None
+                break
+            finally:
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                except _Overtime:  # fired between the compile's end and this line
+                    pass
             dt = time.process_time() - t0
             best = dt if best is None else min(best, dt)
             if hashes and not digest:
@@ -94,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-ms", type=float, default=0.0,
                     help="only schemas whose --base CPU time was this or more")
     ap.add_argument("--repeat", type=int, default=2, help="runs per schema; the best is kept")
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds per compile, then refused")
     ap.add_argument("--formats", action="store_true", help="time the supported formats alone instead")
     ap.add_argument("--hashes", action="store_true", help="record a sha1 of each table (or its refusal)")
     ap.add_argument("--out", help="write the per-schema figures here (JSON)")
@@ -110,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             base = json.loads(Path(args.base).read_text())
             schemas = [(i, s) for i, s in schemas
                        if i in base and base[i]["cpu"] is not None and 1000 * base[i]["cpu"] >= args.min_ms]
-    got = _measure(schemas, args.repeat, args.hashes)
+    got = _measure(schemas, args.repeat, args.hashes, args.timeout)
     if args.formats:
         for f, d in got.items():
             shown = "refused" if d["cpu"] is None else f"{1000 * d['cpu']:.1f} ms"
