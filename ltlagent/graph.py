@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["coreachable", "coreachable_table", "reachable"]
+__all__ = ["coreachable", "coreachable_table", "reachable", "row_edges", "csr", "levels"]
 
 
 def coreachable(delta: Sequence[Sequence[int]], targets: Iterable[int]) -> frozenset[int]:
@@ -41,27 +41,85 @@ def reachable(delta: Sequence[Sequence[int]], start: int) -> frozenset[int]:
     return frozenset(seen)
 
 
+def csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(src, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    return ptr, dst[order]
+
+
+#: Below this many edges a breadth-first search runs as a Python loop (cheap per edge), above it one
+#: vectorised step per level (cheap per level: long chains of states, such as a string's
+#: characters, make many levels of few states)
+_PY_BFS_EDGES = 60_000
+
+
+def levels(ptr: np.ndarray, adj: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """Breadth-first search from ``seeds`` over a CSR graph: each node's distance from the seeds
+    (-1 where none reaches it)."""
+    if adj.size <= _PY_BFS_EDGES:
+        return _levels_loop(ptr, adj, seeds)
+    dist = np.full(ptr.size - 1, -1, dtype=np.int64)
+    dist[seeds] = 0
+    slot = np.zeros(ptr.size - 1, dtype=np.int64)  # for removing repeats within a level
+    front = np.asarray(seeds, dtype=np.int64)
+    level = 0
+    while front.size:
+        lo, hi = ptr[front], ptr[front + 1]
+        cnt = hi - lo
+        total = int(cnt.sum())
+        if not total:
+            break
+        owner_start = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+        nxt = adj[np.arange(total, dtype=np.int64) + owner_start]
+        nxt = nxt[dist[nxt] < 0]
+        if not nxt.size:
+            break
+        here = np.arange(nxt.size, dtype=np.int64)
+        slot[nxt] = here
+        nxt = nxt[slot[nxt] == here]  # one of each (the last written wins)
+        level += 1
+        dist[nxt] = level
+        front = nxt
+    return dist
+
+
+def _levels_loop(ptr: np.ndarray, adj: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """:func:`levels` as a Python loop over the edges (small graphs)."""
+    p, a = ptr.tolist(), adj.tolist()
+    dist = [-1] * (len(p) - 1)
+    front = []
+    for s in np.asarray(seeds).tolist():
+        if dist[s] < 0:
+            dist[s] = 0
+            front.append(s)
+    level = 0
+    while front:
+        level += 1
+        nxt = []
+        for u in front:
+            for v in a[p[u]:p[u + 1]]:
+                if dist[v] < 0:
+                    dist[v] = level
+                    nxt.append(v)
+        front = nxt
+    return np.array(dist, dtype=np.int64)
+
+
+def row_edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of a table as (source, target) arrays, one per run of equal successors in a row
+    (a row has a few runs, not 256 edges)."""
+    first = np.ones(trans.shape, dtype=bool)
+    first[:, 1:] = trans[:, 1:] != trans[:, :-1]
+    src, col = np.nonzero(first & (trans >= 0))
+    return src.astype(np.int64), trans[src, col].astype(np.int64)
+
+
 def coreachable_table(trans: np.ndarray, targets: Iterable[int]) -> frozenset[int]:
-    """:func:`coreachable` of a numpy table (``int [n, k]``): its edges deduplicated in numpy first
-    (runs along a row dropped, then the rest sorted: a row of 256 bytes has a few distinct
-    successors), then searched backward in Python."""
+    """:func:`coreachable` of a numpy table (``int [n, k]``): one backward breadth-first search over
+    the edges of each row's runs of equal successors (:func:`row_edges`: a row of 256 bytes has a
+    few), in numpy (:func:`levels`)."""
     n = int(trans.shape[0])
-    t = trans.astype(np.int64, copy=False)
-    # a successor repeated along a row (runs of bytes) is one edge: only run starts are kept
-    run = np.ones(t.shape, dtype=bool)
-    run[:, 1:] = t[:, 1:] != t[:, :-1]
-    src = np.nonzero(run)[0]
-    dst = t[run]
-    ok = dst >= 0
-    pairs = np.unique(dst[ok] * n + src[ok])  # by successor, then predecessor
-    ptr = np.searchsorted(pairs, np.arange(n + 1, dtype=np.int64) * n).tolist()
-    pred = (pairs % n).tolist() if n else []
-    seen = set(targets)
-    todo = list(seen)
-    while todo:
-        r = todo.pop()
-        for q in pred[ptr[r]:ptr[r + 1]]:
-            if q not in seen:
-                seen.add(q)
-                todo.append(q)
-    return frozenset(seen)
+    src, dst = row_edges(trans)
+    seeds = np.array(sorted(set(targets)), dtype=np.int64)
+    return frozenset(np.flatnonzero(levels(*csr(dst, src, n), seeds) >= 0).tolist())

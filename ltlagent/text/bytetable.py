@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ltlagent.errors import UsageError
+from ltlagent.graph import csr, levels, row_edges
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA
 
 __all__ = ["ByteTable", "Glue", "Periods", "trim", "runs", "distance_to", "row_edges", "sample_text"]
@@ -90,86 +91,12 @@ class ByteTable:
         return ByteTable(t, a, source, p)
 
 
-def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(src, kind="stable")
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    return ptr, dst[order]
-
-
-#: Below this many edges a breadth-first search runs as a Python loop (cheap per edge), above it one
-#: vectorised step per level (cheap per level: long chains of states, such as a string's
-#: characters, make many levels of few states)
-_PY_BFS_EDGES = 60_000
-
-
-def _levels(ptr: np.ndarray, adj: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """Breadth-first search from ``seeds`` over a CSR graph: each node's distance from the seeds
-    (-1 where none reaches it)."""
-    if adj.size <= _PY_BFS_EDGES:
-        return _levels_loop(ptr, adj, seeds)
-    dist = np.full(ptr.size - 1, -1, dtype=np.int64)
-    dist[seeds] = 0
-    slot = np.zeros(ptr.size - 1, dtype=np.int64)  # for removing repeats within a level
-    front = np.asarray(seeds, dtype=np.int64)
-    level = 0
-    while front.size:
-        lo, hi = ptr[front], ptr[front + 1]
-        cnt = hi - lo
-        total = int(cnt.sum())
-        if not total:
-            break
-        owner_start = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-        nxt = adj[np.arange(total, dtype=np.int64) + owner_start]
-        nxt = nxt[dist[nxt] < 0]
-        if not nxt.size:
-            break
-        here = np.arange(nxt.size, dtype=np.int64)
-        slot[nxt] = here
-        nxt = nxt[slot[nxt] == here]  # one of each (the last written wins)
-        level += 1
-        dist[nxt] = level
-        front = nxt
-    return dist
-
-
-def _levels_loop(ptr: np.ndarray, adj: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """:func:`_levels` as a Python loop over the edges (small graphs)."""
-    p, a = ptr.tolist(), adj.tolist()
-    dist = [-1] * (len(p) - 1)
-    front = []
-    for s in np.asarray(seeds).tolist():
-        if dist[s] < 0:
-            dist[s] = 0
-            front.append(s)
-    level = 0
-    while front:
-        level += 1
-        nxt = []
-        for u in front:
-            for v in a[p[u]:p[u + 1]]:
-                if dist[v] < 0:
-                    dist[v] = level
-                    nxt.append(v)
-        front = nxt
-    return np.array(dist, dtype=np.int64)
-
-
-def row_edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The edges of a table as (source, target) arrays, one per run of equal successors in a row
-    (a row has a few runs, not 256 edges)."""
-    first = np.ones(trans.shape, dtype=bool)
-    first[:, 1:] = trans[:, 1:] != trans[:, :-1]
-    src, col = np.nonzero(first & (trans >= 0))
-    return src.astype(np.int64), trans[src, col].astype(np.int64)
-
-
 def distance_to(trans: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Fewest bytes from each state of ``trans`` to one where ``targets`` (bool) holds; -1 where none
     is reachable. Entries of ``trans`` outside ``[0, n)`` are dead."""
     n = int(trans.shape[0])
     src, dst = row_edges(np.where((trans >= 0) & (trans < n), trans, DEAD))
-    return _levels(*_csr(dst, src, n), np.nonzero(targets)[0].astype(np.int64))
+    return levels(*csr(dst, src, n), np.nonzero(targets)[0].astype(np.int64))
 
 
 def _kept(trans: np.ndarray, accepting: np.ndarray, reachable: bool = False, live: bool = False
@@ -182,9 +109,9 @@ def _kept(trans: np.ndarray, accepting: np.ndarray, reachable: bool = False, liv
         return keep
     src, dst = row_edges(trans)
     if not live:
-        keep &= _levels(*_csr(dst, src, n), np.nonzero(accepting)[0].astype(np.int64)) >= 0
+        keep &= levels(*csr(dst, src, n), np.nonzero(accepting)[0].astype(np.int64)) >= 0
     if not reachable:
-        keep &= _levels(*_csr(src, dst, n), np.zeros(1, dtype=np.int64)) >= 0
+        keep &= levels(*csr(src, dst, n), np.zeros(1, dtype=np.int64)) >= 0
     return keep
 
 
@@ -644,8 +571,8 @@ class Glue:
             own = ~built[b_src + lo]  # a row built here replaces the block's
             srcs.append(b_src[own] + lo)
             dsts.append(b_dst[own] + lo)
-        ptr, adj = _csr(np.concatenate(srcs), np.concatenate(dsts), total)
-        return _levels(ptr, adj, np.zeros(1, dtype=np.int64)) >= 0
+        ptr, adj = csr(np.concatenate(srcs), np.concatenate(dsts), total)
+        return levels(ptr, adj, np.zeros(1, dtype=np.int64)) >= 0
 
     def _reached(self, base: dict[int, int], gen: int, total: int, targets: np.ndarray
                  ) -> np.ndarray | None:

@@ -92,14 +92,7 @@ class ContentDFA:
     def live_table(self) -> np.ndarray:
         """The transitions as ``int64 [n, 256]``, ``DEAD`` wherever :meth:`step` is (for
         :func:`intersect`; built once per DFA: a pattern's DFA meets many others)."""
-        n = self.num_states
-        t = np.fromiter(itertools.chain.from_iterable(self.trans), dtype=np.int64, count=n * 256)
-        t = t.reshape(n, 256)
-        live = np.zeros(n + 1, dtype=bool)  # the last entry serves DEAD (-1)
-        live[list(self.live)] = True
-        out = np.where(live[t], t, DEAD)
-        out.setflags(write=False)
-        return out
+        return _live_only(_as_table(self.trans), self.live)
 
     @functools.cached_property
     def runs(self) -> tuple[tuple[tuple[int, int], ...], ...]:
@@ -522,12 +515,17 @@ def as_dfa(trans: Sequence[Sequence[int]] | np.ndarray, acc: set[int], source: s
 def _with_table(d: ContentDFA, t: np.ndarray) -> ContentDFA:
     """``d`` with its :attr:`~ContentDFA.live_table` set from ``t`` (its ``trans`` as numpy)
     rather than read back from the tuples."""
-    live = np.zeros(t.shape[0] + 1, dtype=bool)  # the last entry serves DEAD (-1)
-    live[list(d.live)] = True
-    out = np.where(live[t], t, DEAD)
-    out.setflags(write=False)
-    d.__dict__["live_table"] = out  # the cached_property's slot (the dataclass is frozen)
+    d.__dict__["live_table"] = _live_only(t, d.live)  # the cached_property's slot (frozen dataclass)
     return d
+
+
+def _live_only(t: np.ndarray, live: frozenset[int]) -> np.ndarray:
+    """``t`` with ``DEAD`` for every successor outside ``live`` (read-only)."""
+    mask = np.zeros(t.shape[0] + 1, dtype=bool)  # the last entry serves DEAD (-1)
+    mask[list(live)] = True
+    out = np.where(mask[t], t, DEAD)
+    out.setflags(write=False)
+    return out
 
 
 def intersect(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> ContentDFA:
