@@ -3,9 +3,10 @@
 Run from the root of the version to measure (its ``ltlagent`` is imported from the working
 directory, so another checkout is measured with this script: ``cd /tmp/base && python
 <this checkout>/benchmarks/bench_schema_cpu.py``). For each selected schema of JSONSchemaBench's
-development sample (``../shared/data/jsonschemabench/schemas.jsonl``): ``clear_caches()`` then
-``schema_table``, timed by ``time.process_time``, best of ``--repeat``; refusals are recorded by
-class. ``--formats`` times ``{"type": "string", "format": F}`` for each supported format instead.
+development sample (``../shared/data/jsonschemabench/schemas.jsonl``): ``clear_caches()`` (what
+schemas built; the library's constants stay, docs/design.md §5.1) then ``schema_table``, timed
+by ``time.process_time``, best of ``--repeat``; refusals are recorded by class. ``--formats`` times
+``{"type": "string", "format": F}`` for each supported format instead.
 ``--hashes`` also records a sha1 of each table (``trans``, ``accepting``, ``periods``) or its
 refusal, so that two versions can be checked to build the same tables. ``--out`` writes
 ``{id: {"cpu": s | null, "hash": …}}`` as JSON; two such files are compared with ``--compare A B``.

@@ -27,6 +27,7 @@ from ltlagent.text import jsonschema as jsonschema_module
 from ltlagent.text import jsontype, numbertext, schemaread
 from ltlagent.text.bytetable import trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
+from ltlagent.text.formats import FORMATS
 from ltlagent.text.jsonschema import (
     _EXIT,
     _PLAIN,
@@ -682,26 +683,60 @@ def test_plain_string_table_is_the_general_construction(monkeypatch: pytest.Monk
     general construction, with the plain language's shortcuts turned off), state for state."""
     fast = _plain_string_table()
     clear_caches()
+    jsonschema_module._library_template.cache_clear()  # the plain template is a library constant
     monkeypatch.setattr(jsonschema_module, "_PLAIN", ("no", "shortcut"))
     general = jsonschema_module._string_table(JsonString(), 50_000)
     clear_caches()
+    jsonschema_module._library_template.cache_clear()
     assert np.array_equal(fast.trans, general.trans)
     assert np.array_equal(fast.accepting, general.accepting)
     assert fast.periods == general.periods
 
 
-def test_clear_caches_forgets_everything() -> None:
-    """``clear_caches`` empties every cache of the schema compiler, the number automata and the
-    string-meet verdicts included (a compile timed after it starts from nothing)."""
+def test_clear_caches_forgets_what_schemas_built() -> None:
+    """``clear_caches`` empties every cache of what schemas built, the number automata and the
+    string-meet verdicts included (a compile timed after it starts from the library's constants
+    alone), and keeps those constants: the DFAs of formats, any text and JSON numbers, and the
+    string templates of formats (the same objects before and after)."""
     schema_table({"type": "object", "properties": {
         "a": {"type": "number", "multipleOf": 3},
         "b": {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]},
-        "c": {"type": "string", "pattern": "x"}}})
-    caches = [jsontype.pattern_language, jsontype._string_empty_meet, numbertext.number_parts,
-              numbertext.multiples_dfa, _string_template]
+        "c": {"type": "string", "pattern": "x"},
+        "d": {"type": "string", "format": "date"}, "e": {"type": "number"}}})
+    caches = [jsontype._pattern_language, jsontype._string_empty_meet, numbertext.number_parts,
+              numbertext.multiples_dfa, jsonschema_module._schema_template,
+              jsonschema_module._schema_string_language]
     assert all(c.cache_info().currsize for c in caches)
+    date = (jsontype.pattern_language(FORMATS["date"][0], False, False),
+            _string_template(((), FORMATS["date"], (), ())),
+            jsontype.pattern_language(jsontype.NUMBER_RE, False, False))
     clear_caches()
     assert not any(c.cache_info().currsize for c in caches)
+    assert date[0] is jsontype.pattern_language(FORMATS["date"][0], False, False)
+    assert date[1] is _string_template(((), FORMATS["date"], (), ()))
+    assert date[2] is jsontype.pattern_language(jsontype.NUMBER_RE, False, False)
+
+
+def test_library_constants_are_the_library_regexes_only() -> None:
+    """Only the library's own regexes, fullmatched in Python's dialect, are kept as constants: a
+    schema's pattern with the same text (searched, ECMA-262) or any other regex goes to the
+    schemas' cache, and ``library_language`` refuses a regex outside the set; a string language
+    with a schema's pattern, an excluded text or an avoided pattern beside a format is a schema's."""
+    clear_caches()
+    rx = jsontype.NATURAL_RE
+    assert jsontype.pattern_language(rx) is not jsontype.library_language(rx)
+    assert jsontype.pattern_language(rx, False) is not jsontype.library_language(rx)
+    assert jsontype._pattern_language.cache_info().currsize == 2
+    with pytest.raises(ValueError, match="not one of the library's own regexes"):
+        jsontype.library_language("[a-z]+")
+    dates = FORMATS["date"]
+    assert jsonschema_module._library_only(((), dates, (), ()))
+    assert jsonschema_module._library_only(((), (), (), ()))
+    for lang in [(("x",), dates, (), ()), ((), dates, ("y",), ()), ((), dates, (), ("z",)),
+                 ((), (*dates, "[0-9]+"), (), ())]:
+        assert not jsonschema_module._library_only(lang)
+    tgt, inc = _string_template(((), dates, (), ()))
+    assert not tgt.flags.writeable and not inc.flags.writeable
 
 
 def test_enum_keeps_one_of_each_value_by_type() -> None:

@@ -52,6 +52,8 @@ from ltlagent.text.content import (
     refine,
 )
 from ltlagent.text.jsontype import (
+    ANY_TEXT,
+    LIBRARY_REGEXES,
     NEVER,
     JsonAny,
     JsonArray,
@@ -86,12 +88,14 @@ _SHORT_ESCAPES = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", 8: "b", 12: "f"
 
 def clear_caches() -> None:
     """Forget the DFAs built for patterns and schema parts, the number automata and the
-    string-meet verdicts (every cache of the schema compiler: kept across calls, by value)."""
+    string-meet verdicts (every cache of what schemas built: kept across calls, by value). The
+    library's constants stay: the automata of formats, of any text and of JSON numbers, which
+    depend on no schema (:data:`~ltlagent.text.jsontype.LIBRARY_REGEXES`)."""
     jsontype.clear_caches()
     numbertext.clear_caches()
-    _string_language.cache_clear()
+    _schema_string_language.cache_clear()
     _minimal.cache_clear()
-    _string_template.cache_clear()
+    _schema_template.cache_clear()
 
 
 # --- writing the automaton -------------------------------------------------------------------
@@ -104,20 +108,43 @@ def _lang(t: JsonString) -> _Lang:
     return t.patterns, t.fullmatch, t.avoid, t.excluded
 
 
-_ANY_TEXT = "(?s:.*)"
-
-
 def _complement(d: ContentDFA) -> ContentDFA:
     """The UTF-8 texts ``d`` rejects."""
     n = d.num_states
     trans = [[r if r in d.live else n for r in row] for row in d.trans] + [[n] * 256]
     acc = {q for q in range(n + 1) if q not in d.accepting}
-    return intersect(as_dfa(trans, acc, f"not ({d.source})"), pattern_language(_ANY_TEXT, False, False))
+    return intersect(as_dfa(trans, acc, f"not ({d.source})"), pattern_language(ANY_TEXT, False, False))
+
+
+def _library_only(lang: _Lang) -> bool:
+    """Whether a string's language is the library's alone (no constraint, or formats): then its
+    automata are constants like the regexes' (:data:`~ltlagent.text.jsontype.LIBRARY_REGEXES`),
+    kept by :func:`clear_caches`."""
+    patterns, fullmatch, avoid, excluded = lang
+    return not (patterns or avoid or excluded) and all(rx in LIBRARY_REGEXES for rx in fullmatch)
+
+
+def _string_language(lang: _Lang) -> ContentDFA:
+    """What the decoded string must be (as UTF-8 bytes): from the library's constants or the
+    schemas' cache."""
+    return (_library_string_language if _library_only(lang) else _schema_string_language)(lang)
+
+
+@functools.cache
+def _library_string_language(lang: _Lang) -> ContentDFA:
+    """:func:`_string_language` of a language the library alone writes (never forgotten: as
+    many as there are sets of formats a string can have, a handful)."""
+    return _build_string_language(lang)
 
 
 @functools.lru_cache(maxsize=64)
-def _string_language(lang: _Lang) -> ContentDFA:
-    """What the decoded string must be (as UTF-8 bytes)."""
+def _schema_string_language(lang: _Lang) -> ContentDFA:
+    """:func:`_string_language` of a language with a schema's own patterns or excluded texts."""
+    return _build_string_language(lang)
+
+
+def _build_string_language(lang: _Lang) -> ContentDFA:
+    """What the decoded string must be (as UTF-8 bytes): the meet of its parts, minimised."""
     patterns, fullmatch, avoid, excluded = lang
     # each part accepts UTF-8 texts only (patterns are compiled over code points, complements
     # are taken within the texts): the texts themselves need no intersecting
@@ -125,7 +152,7 @@ def _string_language(lang: _Lang) -> ContentDFA:
              *(pattern_language(rx, False, False) for rx in fullmatch),
              *(_complement(pattern_language(rx)) for rx in avoid),
              *([_complement(choices_exact(excluded))] if excluded else [])]
-    d = parts[0] if parts else pattern_language(_ANY_TEXT, False, False)
+    d = parts[0] if parts else pattern_language(ANY_TEXT, False, False)
     for part in parts[1:]:
         d = intersect(d, part)
     # the live table: its dead ends already DEAD, the same minimal DFA (they go to the sink)
@@ -369,18 +396,36 @@ def extra_keys(t: JsonObject) -> list[tuple[JsonString, JsonType]]:
 _EXIT = -2  # in a string template: the closing quote
 
 
-@functools.lru_cache(maxsize=64)
 def _string_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_template` from the library's constants or the schemas' cache (as
+    :func:`_string_language`)."""
+    return (_library_template if _library_only(lang) else _schema_template)(lang)
+
+
+@functools.cache
+def _library_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_template` of a language the library alone writes (never forgotten)."""
+    return _template(lang)
+
+
+@functools.lru_cache(maxsize=64)
+def _schema_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_template` of a language with a schema's own patterns or excluded texts."""
+    return _template(lang)
+
+
+def _template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
     """The transducer of a JSON string over the decoded text's DFA ``pat`` (:func:`_string_language`
     of the arguments), without the count: states (pattern state, escape step), ``tgt[s, b]`` the
     successor (-1 dead, :data:`_EXIT` the closing quote, allowed where ``pat`` accepts) and
     ``inc[s, b]`` 1 where byte ``b`` begins a character (raw) or completes one (an escape).
     Minimised as a Mealy machine (edges labelled by ``inc``). A string without patterns, formats
     or excluded texts (most strings) gets its template written directly
-    (:func:`_plain_template`), the same arrays."""
-    if lang == _PLAIN:
-        return _plain_template()
-    return _mealy_minimal(*template_rows(lang))
+    (:func:`_plain_template`), the same arrays. Read-only: they are kept and shared."""
+    tgt, inc = _plain_template() if lang == _PLAIN else _mealy_minimal(*template_rows(lang))
+    tgt.setflags(write=False)
+    inc.setflags(write=False)
+    return tgt, inc
 
 
 _PLAIN: _Lang = ((), (), (), ())

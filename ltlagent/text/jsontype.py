@@ -25,11 +25,13 @@ from fractions import Fraction
 
 from ltlagent.errors import UsageError
 from ltlagent.text.content import ContentDFA, pattern_dfa
+from ltlagent.text.formats import FORMATS
 
 __all__ = [
     "JsonConst", "JsonInteger", "JsonNumber", "JsonString", "JsonArray", "JsonProperty",
     "JsonObject", "JsonUnion", "JsonAny", "JsonType", "NEVER", "Unsupported", "admits", "meet",
-    "disjoint", "pattern_language", "is_never", "Scalar", "json_equal", "key_schemas",
+    "disjoint", "pattern_language", "library_language", "LIBRARY_REGEXES", "ANY_TEXT", "INTEGER_RE",
+    "NUMBER_RE", "NATURAL_RE", "is_never", "Scalar", "json_equal", "key_schemas",
     "undeclared_schema", "make_object", "clear_caches", "array_of", "integer_in", "number_in", "kinds",
     "pairwise_disjoint", "multiples_in", "complement", "of_kind",
 ]
@@ -41,16 +43,48 @@ class Unsupported(Exception):
     """An intersection or check outside what descriptions can say (the reader adds the path)."""
 
 
-@functools.lru_cache(maxsize=256)
+#: Any UTF-8 text, as a fullmatch regex.
+ANY_TEXT = "(?s:.*)"
+#: JSON's integer and number texts (RFC 8259 §6), and its natural numbers, as fullmatch regexes.
+INTEGER_RE = r"-?(?:0|[1-9][0-9]*)"
+NUMBER_RE = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+NATURAL_RE = "0|[1-9][0-9]*"
+#: The fullmatch regexes the library writes itself, whatever the schema: any text, JSON numbers
+#: and every format's (:data:`~ltlagent.text.formats.FORMATS`). Their DFAs are constants of the
+#: library, built once per process on first use and kept by :func:`clear_caches`, which forgets
+#: only what schemas built (their patterns, bounds and the rest).
+LIBRARY_REGEXES: frozenset[str] = frozenset(
+    {ANY_TEXT, INTEGER_RE, NUMBER_RE, NATURAL_RE, *(rx for rxs in FORMATS.values() for rx in rxs)})
+
+
 def pattern_language(rx: str, search: bool = True, ecma: bool = True) -> ContentDFA:
     """The DFA of a schema ``pattern`` (ECMA-262, ``search``) or of a fullmatch regex (``ecma``
-    False: Python's dialect, for spec ``:regex`` narrowing and :mod:`ltlagent.text.formats`)."""
+    False: Python's dialect, for spec ``:regex`` narrowing and :mod:`ltlagent.text.formats`);
+    one of :data:`LIBRARY_REGEXES` from the constants, any other from the schemas' cache."""
+    if not search and not ecma and rx in LIBRARY_REGEXES:
+        return library_language(rx)
+    return _pattern_language(rx, search, ecma)
+
+
+@functools.cache
+def library_language(rx: str) -> ContentDFA:
+    """The DFA of one of :data:`LIBRARY_REGEXES` (fullmatched, Python's dialect): a constant,
+    never forgotten (the set is fixed, so is this cache's size)."""
+    if rx not in LIBRARY_REGEXES:
+        raise ValueError(f"not one of the library's own regexes: {rx!r}")
+    return pattern_dfa(rx, search=False, ecma=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern_language(rx: str, search: bool, ecma: bool) -> ContentDFA:
+    """:func:`pattern_language` of a regex a schema (or a spec's narrowing) wrote."""
     return pattern_dfa(rx, search=search, ecma=ecma)
 
 
 def clear_caches() -> None:
-    """Forget the pattern DFAs and string-meet verdicts kept across calls (by value)."""
-    pattern_language.cache_clear()
+    """Forget the pattern DFAs and string-meet verdicts kept across calls (by value); the
+    library's constants (:func:`library_language`) stay."""
+    _pattern_language.cache_clear()
     _string_empty_meet.cache_clear()
 
 

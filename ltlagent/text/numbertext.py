@@ -8,14 +8,10 @@ from fractions import Fraction
 
 from ltlagent.errors import UsageError
 from ltlagent.text.content import ContentDFA, as_dfa, intersect, minimize
-from ltlagent.text.jsontype import JsonNumber, pattern_language
+from ltlagent.text.jsontype import INTEGER_RE, NATURAL_RE, NUMBER_RE, JsonNumber, pattern_language
 
 __all__ = ["integer_regex", "number_parts", "multiples_dfa", "clear_caches", "INTEGER_RE", "NUMBER_RE",
            "MAX_STEP"]
-
-#: Every JSON integer text (``-0`` included); every JSON number text.
-INTEGER_RE = r"-?(?:0|[1-9][0-9]*)"
-NUMBER_RE = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 
 
 def _same_length(x: str, y: str) -> list[str]:
@@ -162,7 +158,7 @@ def number_parts(t: JsonNumber) -> tuple[tuple[bytes, ContentDFA], ...]:
     fixed-point texts without exponent (a subset) on each side of zero; with ``multiple_of``,
     integer texts its digits' automaton accepts."""
     if t.multiple_of is not None:
-        digits = intersect(pattern_language("0|[1-9][0-9]*", False, False),
+        digits = intersect(pattern_language(NATURAL_RE, False, False),
                            multiples_dfa(t.multiple_of))
         if t.lo is None and t.hi is None:
             ints: tuple[tuple[bytes, ContentDFA], ...] = ((b"", digits), (b"-", digits))
