@@ -708,10 +708,13 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     return ByteTable(trans, acc, "json string", tuple(periods))
 
 
+@functools.cache
 def _plain_string_table() -> ByteTable:
     """:func:`_string_table` of a string with no constraint: the opening quote, the plain template
     (every state live: each can finish its character and close), the closing quote; what the
-    general construction gives when the count saturates at 0 (``tests/test_jsonschema.py``)."""
+    general construction gives when the count saturates at 0 (``tests/test_jsonschema.py``). A
+    library constant, as its template: built once per process, with the views derived from it
+    (:attr:`ByteTable.successors`, :attr:`ByteTable.sealed`)."""
     tgt, _inc = _string_template(_PLAIN)  # cached: built once, not per string of a schema
     n_t = tgt.shape[0]
     final = n_t + 1
