@@ -315,73 +315,92 @@ class ByteNFA:
     def determinize(self, start: int, final: int, limit: int, what: str, hint: str
                     ) -> tuple[list[list[int]], set[int]]:
         """The subset construction from ``start``, accepting where ``final`` is reached; a
-        :class:`UsageError` naming ``what`` beyond ``limit`` states. Where the subset's edges are
-        disjoint (an embedded DFA, a string transducer) each edge gives its successor directly;
-        elsewhere bytes are grouped into classes that every edge treats alike."""
+        :class:`UsageError` naming ``what`` beyond ``limit`` states. States are numbered in the
+        order a queue finds them, each subset's successors in the order of their bytes.
+
+        Subsets are Python ints used as bit sets (bit ``u``: NFA state ``u``): a subset's successor
+        on a class of bytes is the union of its states' targets on that class, and its closure the
+        union of its states' closures, each computed once; the rows are written per class and
+        spread to the 256 bytes by one numpy lookup at the end."""
         cuts = {0, 256}
         for es in self.edges:
             for lo, hi, _v in es:
                 cuts.add(lo)
                 cuts.add(hi + 1)
         bounds = sorted(cuts)
-        classes = list(itertools.pairwise(bounds))
-        first = {lo: k for k, (lo, _hi) in enumerate(classes)}
-        n_classes = len(classes)
-        d0 = self.closure(frozenset([start]))
-        ids = {d0: 0}
-        order = [d0]
-        trans: list[list[int]] = []
-        acc: set[int] = set()
+        first = {lo: k for k, lo in enumerate(bounds[:-1])}
+        # per state, its targets on each class it has edges on (class -> bit set), ascending
+        moves: list[list[tuple[int, int]]] = []
+        for es in self.edges:
+            by_class: dict[int, int] = {}
+            for lo, hi, v in es:
+                bit = 1 << v
+                for k in range(first[lo], first.get(hi + 1, len(bounds) - 1)):
+                    by_class[k] = by_class.get(k, 0) | bit
+            moves.append(sorted(by_class.items()))
+        closures: dict[int, int] = {}  # per state, its closure as a bit set
 
-        def state_of(key: frozenset[int]) -> int:
+        def closure1(u: int) -> int:
+            got = closures.get(u)
+            if got is None:
+                seen = 1 << u
+                todo = [u]
+                while todo:
+                    for v in self.eps[todo.pop()]:
+                        if not seen >> v & 1:
+                            seen |= 1 << v
+                            todo.append(v)
+                got = closures[u] = seen
+            return got
+
+        ids: dict[int, int] = {}  # closed subset -> state
+        raw: dict[int, int] = {}  # subset before closing -> state
+        order: list[int] = []
+        rows: list[list[tuple[int, int]]] = []  # per state, (class, target state) ascending
+        final_bit = 1 << final
+
+        def state_of(key: int) -> int:
             """The DFA state of the closure of ``key``, added when new."""
-            nxt = self.closure(key)
-            j = ids.get(nxt)
+            j = raw.get(key)
+            if j is not None:
+                return j
+            closed = 0
+            m = key
+            while m:
+                low = m & -m
+                closed |= closure1(low.bit_length() - 1)
+                m ^= low
+            j = ids.get(closed)
             if j is None:
-                j = ids[nxt] = len(order)
-                order.append(nxt)
+                j = ids[closed] = len(order)
+                order.append(closed)
                 if len(order) > limit:
                     raise UsageError(f"{what} needs more than {limit} automaton states", hint=hint)
+            raw[key] = j
             return j
 
+        state_of(1 << start)
+        acc: set[int] = set()
         i = 0
         while i < len(order):
             cur = order[i]
-            if final in cur:
+            if cur & final_bit:
                 acc.add(i)
-            row = [DEAD] * 256
-            es = sorted(e for u in cur for e in self.edges[u])
-            if all(a[1] < b[0] for a, b in itertools.pairwise(es)):  # disjoint: no classes needed
-                for lo, hi, v in es:
-                    key = frozenset((v,))
-                    j = ids.get(key)  # a singleton without epsilon edges is its own closure
-                    if j is None:
-                        j = state_of(key)
-                    row[lo:hi + 1] = [j] * (hi + 1 - lo)
-                trans.append(row)
-                i += 1
-                continue
-            targets: dict[int, set[int]] = {}
-            for lo, hi, v in es:
-                k = first[lo]
-                while k < n_classes and classes[k][0] <= hi:
-                    got = targets.get(k)
-                    if got is None:
-                        targets[k] = {v}
-                    else:
-                        got.add(v)
-                    k += 1
-            memo: dict[frozenset[int], int] = {}
-            for k, vs in targets.items():
-                lo, hi = classes[k]
-                key = frozenset(vs)
-                j = memo.get(key)
-                if j is None:
-                    j = memo[key] = state_of(key)
-                row[lo:hi] = [j] * (hi - lo)
-            trans.append(row)
+            targets: dict[int, int] = {}
+            m = cur
+            while m:
+                low = m & -m
+                for k, bits in moves[low.bit_length() - 1]:
+                    targets[k] = targets.get(k, 0) | bits
+                m ^= low
+            rows.append([(k, state_of(targets[k])) for k in sorted(targets)])
             i += 1
-        return trans, acc
+        n_classes = len(bounds) - 1
+        table = np.full((len(rows), n_classes), DEAD, dtype=np.int64)
+        src = [q for q, row in enumerate(rows) for _ in row]
+        table[src, [k for row in rows for k, _ in row]] = [j for row in rows for _, j in row]
+        class_of = np.repeat(np.arange(n_classes), np.diff(bounds))
+        return table[:, class_of].tolist(), acc
 
 
 def refine(blocks: list[set[int]], block_of: list[int], pred: Sequence[Sequence[tuple[int, int]]],
