@@ -958,3 +958,31 @@ def test_row_successors_are_the_rows_distinct_successors() -> None:
     table[::3, 5:20] = 2  # long runs
     want = [[r for r in dict.fromkeys(row) if r >= 0] for row in table.tolist()]
     assert row_successors(table) == want
+
+
+@pytest.mark.parametrize("pattern", ["^(x|yyy)$", "^(ab|c)*$", "^[a-c]{2,4}$", "^(é|ab?)+$", ""])
+@pytest.mark.parametrize("bounds", [(0, None), (2, None), (3, None), (0, 3), (1, 5), (3, 3), (2, 40)])
+def test_counted_string_tables_are_trimmed_and_exact(pattern: str, bounds: tuple[int, int | None]) -> None:
+    """A counted string's table is built with whole runs of counts filled at once (forward, where
+    counting leads back to the same entry; backward, where a count's live states are the next
+    one's, down to the minimum only): every state must still be reachable and live (trimming
+    removes nothing) and the table must write exactly the strings whose decoded text has a length
+    within the bounds and matches the pattern (every text of up to 5 characters from the
+    pattern's alphabet and a quote, as the generation language writes it, checked)."""
+    lo, hi = bounds
+    t = JsonString(lo, hi, (pattern,) if pattern else ())
+    table = jsonschema_module._string_table(t, 50_000)
+    trimmed, _acc = trim(table.trans, table.accepting)
+    assert trimmed.shape[0] == table.num_states
+    rx = re.compile(pattern) if pattern else None
+    for n in range(6):
+        for chars in itertools.product('abcxyé"', repeat=n):
+            text = "".join(chars)
+            want = lo <= n and (hi is None or n <= hi) and (rx is None or rx.search(text) is not None)
+            data = json.dumps(text, ensure_ascii=False)
+            s = 0
+            for b in data.encode():
+                s = int(table.trans[s, b])
+                if s < 0:
+                    break
+            assert (s >= 0 and bool(table.accepting[s])) == want, (pattern, bounds, data)

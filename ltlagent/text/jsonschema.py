@@ -618,39 +618,70 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
                 return r
             r = grown
 
-    # forward: the template states reachable at each count
+    # forward: the template states reachable at each count; once a count leads to the entry it
+    # came from, every later count below the saturated cap repeats it (the same array: one run)
     reach: list[np.ndarray] = []
     entry = np.zeros(n_t, dtype=bool)
     entry[0] = True
     memo: dict[tuple[bytes, bool], tuple[np.ndarray, np.ndarray]] = {}
-    for c in range(cap + 1):
+    c = 0
+    while c <= cap:
         last = c == cap and hi is None
         key = (entry.tobytes(), last)  # the counts in a run of equal entries repeat one step
         got = memo.get(key)
         if got is None:
             r = close(entry, both if last else same)
             got = memo[key] = (r, up[r].any(axis=0))
-        r, entry = got
+        r, nxt = got
         reach.append(r)
-    # backward: the states from which the closing quote can still come, at each count
+        if not last and c < cap and nxt.tobytes() == key[0]:
+            stop = cap if hi is None else cap + 1  # the saturated cap is a count of its own
+            reach.extend([r] * (stop - c - 1))
+            c = stop
+        else:
+            entry = nxt
+            c += 1
+    # backward: the states from which the closing quote can still come, at each count; a count
+    # whose states are those of the next repeats down to the minimum (or to 0 below it)
     live: list[np.ndarray] = [np.zeros(0, dtype=bool)] * (cap + 1)
     after = np.zeros(n_t, dtype=bool)  # live at the next count
     back: dict[tuple[bytes, bool, bool], np.ndarray] = {}
-    for c in range(cap, -1, -1):
+    c = cap
+    while c >= 0:
         last = c == cap and hi is None
         key2 = (after.tobytes(), c >= lo, last)
         got2 = back.get(key2)
         if got2 is None:
             seed = (exits if c >= lo else np.zeros(n_t, dtype=bool)) | (up & after[None, :]).any(axis=1)
             got2 = back[key2] = close(seed, (both if last else same).T)
-        live[c] = after = got2
+        live[c] = got2
+        if not last and got2.tobytes() == key2[0]:
+            low = lo if c >= lo else 0
+            live[low:c] = [got2] * (c - low)
+            c = low
+        after = got2
+        c -= 1
     # kept: reachable and live (the same object for equal pairs, so that runs of counts show)
     kept_memo: dict[tuple[int, int], np.ndarray] = {}
-    reach = [kept_memo.setdefault((id(r), id(v)), r & v) for r, v in zip(reach, live)]
+    kept: list[np.ndarray] = []
+    for r, v in zip(reach, live):
+        got3 = kept_memo.get((id(r), id(v)))
+        if got3 is None:
+            got3 = kept_memo[(id(r), id(v))] = r & v
+        kept.append(got3)
+    reach = kept
     if not reach[0][0]:
         return ByteTable(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool),
                          "json string")
-    sizes = [int(r.sum()) for r in reach]
+    # runs of counts with the same kept states: (first count, end, states, their number)
+    count_runs: list[tuple[int, int, np.ndarray, int]] = []
+    for c, r in enumerate(reach):
+        if count_runs and count_runs[-1][2] is r:
+            c0, _e, _r, size = count_runs[-1]
+            count_runs[-1] = (c0, c + 1, r, size)
+        else:
+            count_runs.append((c, c + 1, r, int(r.sum())))
+    sizes = [size for c0, e, _r, size in count_runs for _ in range(e - c0)]
     total = 2 + sum(sizes)
     if total > limit:
         raise UsageError(f"the JSON schema needs more than {limit} automaton states",
@@ -658,9 +689,9 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     final = total - 1
     idmap = np.full((cap + 1, n_t), DEAD, dtype=np.int64)
     at = 1
-    for c, r in enumerate(reach):
-        idmap[c, r] = np.arange(at, at + sizes[c])
-        at += sizes[c]
+    for c0, e, r, size in count_runs:
+        idmap[c0:e, r] = np.arange(at, at + (e - c0) * size).reshape(e - c0, size)
+        at += (e - c0) * size
     trans = np.full((total, 256), DEAD, dtype=np.int32)
     trans[0, 0x22] = 1  # the opening quote; (count 0, template start) is state 1
     c = 0
@@ -685,11 +716,14 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         while (e + 1 < cap and reach[e + 1] is r and reach[e + 2] is reach[c + 1]
                and (e + 1 >= lo) == (c >= lo)):
             e += 1
-        moved = (out >= 0) & (out != final)
-        shift = (np.arange(e - c + 1, dtype=np.int64) * sizes[c])[:, None, None]
-        block = np.where(moved[None], out[None] + shift, out[None])
         start = int(idmap[c, r][0])
-        trans[start:start + (e - c + 1) * sizes[c]] = block.reshape(-1, 256)
+        k = e - c + 1
+        dst = trans[start:start + k * sizes[c]].reshape(k, sizes[c], 256)
+        dst[...] = out  # written in place, once per count (a run may be megabytes)
+        if k > 1:
+            moved = (out >= 0) & (out != final)
+            shift = (np.arange(k, dtype=np.int32) * sizes[c])[:, None, None]
+            np.add(dst, shift, out=dst, where=moved[None])
         c = e + 1
     acc = np.zeros(total, dtype=bool)
     acc[final] = True
