@@ -290,14 +290,13 @@ class ByteNFA:
             return
         ids = {q: self.new() for q in sorted(dfa.live)}
         self.eps[start].append(ids[0])
+        runs = dfa.runs  # computed once per DFA (the library's number DFAs: once per process)
         for q, u in ids.items():
             edges = self.edges[u]
-            b = 0
-            for r, run in itertools.groupby(dfa.trans[q]):
-                n = len(list(run))
-                if r in ids:
-                    edges.append((b, b + n - 1, ids[r]))
-                b += n
+            row = runs[q]
+            for i, (b, r) in enumerate(row):
+                if r >= 0:  # a live successor (the live table has DEAD for the others)
+                    edges.append((b, row[i + 1][0] - 1 if i + 1 < len(row) else 255, ids[r]))
             if q in dfa.accepting:
                 self.eps[u].append(end)
 
