@@ -32,7 +32,6 @@ import json
 import random
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from timelimit import Overtime, time_limit
 
 from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text import jsonschema as js
@@ -149,14 +150,6 @@ def _peers() -> dict[str, Any]:
     return out
 
 
-class _Overtime(Exception):
-    """A compile that ran past ``--timeout``."""
-
-
-def _alarm(_signum: int, _frame: object) -> None:
-    raise _Overtime
-
-
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
@@ -192,25 +185,19 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         sid, schema = r["id"], r["schema"]
         js.clear_caches()
-        signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, args.timeout)
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            table = js.schema_table(schema, unknown_formats=args.unknown_formats)
+            with time_limit(args.timeout):
+                table = js.schema_table(schema, unknown_formats=args.unknown_formats)
         except (SchemaError, UsageError) as e:
             refused[_reason(e)] += 1
             table = None
-        except _Overtime:
+        except Overtime:
             refused[f"over {args.timeout:g} s"] += 1
             table = None
         except Exception as e:  # a crash: reported, must not happen
             crashes.append((sid, f"{type(e).__name__}: {e}"))
             table = None
-        finally:
-            try:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            except _Overtime:  # the alarm fired between the compile's end and this line
-                pass
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         print(f"{sid}\t{'compiled' if table is not None else 'refused'}\t{dt:.3f}", file=sys.stderr,
               flush=True)

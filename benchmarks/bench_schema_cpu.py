@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import signal
 import statistics
 import sys
 import time
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path.cwd()))
+
+from timelimit import Overtime, time_limit
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench" / "schemas.jsonl"
 if not DATA.exists():
@@ -49,14 +50,6 @@ def _summary(name: str, xs: list[float]) -> str:
             f"p90 {1000 * _pct(xs, 0.9):.1f} ms, p99 {1000 * _pct(xs, 0.99):.1f} ms, total {sum(xs):.2f} s")
 
 
-class _Overtime(Exception):
-    """A compile that ran past ``--timeout``."""
-
-
-def _alarm(_signum: int, _frame: object) -> None:
-    raise _Overtime
-
-
 def _measure(schemas: list[tuple[str, Any]], repeat: int, hashes: bool, timeout: float
              ) -> dict[str, dict[str, Any]]:
     from ltlagent.errors import SchemaError, UsageError
@@ -68,23 +61,17 @@ def _measure(schemas: list[tuple[str, Any]], repeat: int, hashes: bool, timeout:
         digest = ""
         for _ in range(repeat):
             js.clear_caches()
-            signal.signal(signal.SIGALRM, _alarm)
-            signal.setitimer(signal.ITIMER_REAL, timeout)
             t0 = time.process_time()
             try:
-                table = js.schema_table(schema)
+                with time_limit(timeout):
+                    table = js.schema_table(schema)
             except (SchemaError, UsageError) as e:
                 digest = f"refused {type(e).__name__}: {e}"
                 best = None
                 break
-            except _Overtime:
+            except Overtime:
                 digest, best = f"over {timeout:g} s", None
                 break
-            finally:
-                try:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                except _Overtime:  # fired between the compile's end and this line
-                    pass
             dt = time.process_time() - t0
             best = dt if best is None else min(best, dt)
             if hashes and not digest:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
 import statistics
 import sys
 import time
@@ -41,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from timelimit import Overtime, time_limit  # noqa: E402
+
 from ltlagent.errors import SchemaError, UsageError  # noqa: E402
 from ltlagent.text import jsonschema as js  # noqa: E402
 from ltlagent.text.bytetable import ByteTable, sample_text  # noqa: E402
@@ -50,28 +51,17 @@ if not DATA.exists():
     DATA = Path("/work/shared/data/jsonschemabench/schemas.jsonl")
 
 
-class _Overtime(Exception):
-    """A compile that ran past ``--timeout``."""
-
-
-def _alarm(_signum: int, _frame: object) -> None:
-    raise _Overtime
-
-
 def _pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
 
 
 def ours_table(schema: Any, timeout: float) -> ByteTable | None:
     """Our table of ``schema``, or None (refused, over time)."""
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        table = js.schema_table(schema)
-    except (SchemaError, UsageError, _Overtime, RecursionError):
+        with time_limit(timeout):
+            table = js.schema_table(schema)
+    except (SchemaError, UsageError, Overtime, RecursionError):
         return None
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
     return None if table.empty else table
 
 
