@@ -31,7 +31,7 @@ __all__ = [
     "JsonConst", "JsonInteger", "JsonNumber", "JsonString", "JsonArray", "JsonProperty",
     "JsonObject", "JsonUnion", "JsonAny", "JsonType", "NEVER", "Unsupported", "admits", "meet",
     "disjoint", "pattern_language", "library_language", "LIBRARY_REGEXES", "ANY_TEXT", "INTEGER_RE",
-    "NUMBER_RE", "NATURAL_RE", "is_never", "Scalar", "json_equal", "key_schemas",
+    "NUMBER_RE", "NATURAL_RE", "DECIMAL_RE", "is_never", "Scalar", "json_equal", "key_schemas",
     "undeclared_schema", "make_object", "clear_caches", "array_of", "integer_in", "number_in", "kinds",
     "pairwise_disjoint", "multiples_in", "complement", "of_kind",
 ]
@@ -49,12 +49,15 @@ ANY_TEXT = "(?s:.*)"
 INTEGER_RE = r"-?(?:0|[1-9][0-9]*)"
 NUMBER_RE = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 NATURAL_RE = "0|[1-9][0-9]*"
+#: Non-negative decimals without exponent (what bounded numbers are written as).
+DECIMAL_RE = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 #: The fullmatch regexes the library writes itself, whatever the schema: any text, JSON numbers
 #: and every format's (:data:`~ltlagent.text.formats.FORMATS`). Their DFAs are constants of the
 #: library, built once per process on first use and kept by :func:`clear_caches`, which forgets
 #: only what schemas built (their patterns, bounds and the rest).
 LIBRARY_REGEXES: frozenset[str] = frozenset(
-    {ANY_TEXT, INTEGER_RE, NUMBER_RE, NATURAL_RE, *(rx for rxs in FORMATS.values() for rx in rxs)})
+    {ANY_TEXT, INTEGER_RE, NUMBER_RE, NATURAL_RE, DECIMAL_RE,
+     *(rx for rxs in FORMATS.values() for rx in rxs)})
 
 
 def pattern_language(rx: str, search: bool = True, ecma: bool = True) -> ContentDFA:

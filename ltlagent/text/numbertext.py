@@ -8,7 +8,7 @@ from fractions import Fraction
 
 from ltlagent.errors import UsageError
 from ltlagent.text.content import ContentDFA, as_dfa, intersect, minimize
-from ltlagent.text.jsontype import INTEGER_RE, NATURAL_RE, NUMBER_RE, JsonNumber, pattern_language
+from ltlagent.text.jsontype import DECIMAL_RE, INTEGER_RE, NATURAL_RE, NUMBER_RE, JsonNumber, pattern_language
 
 __all__ = ["integer_regex", "number_parts", "multiples_dfa", "clear_caches", "INTEGER_RE", "NUMBER_RE",
            "MAX_STEP"]
@@ -107,7 +107,7 @@ def _frac_cmp(g: str, greater: bool, strict: bool) -> str:
 
 def _magnitude(lo: tuple[Fraction, bool] | None, hi: tuple[Fraction, bool] | None) -> ContentDFA:
     """Non-negative decimals ``I(.F)?`` (no exponent) between the bounds (value, open)."""
-    d = pattern_language(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", False, False)
+    d = pattern_language(DECIMAL_RE, False, False)
     for bound, greater in ((lo, True), (hi, False)):
         if bound is None:
             continue
