@@ -235,3 +235,24 @@ def test_determinize_leaves_no_garbage_cycles() -> None:
         if was:
             gc.enable()
     assert left < 200, left
+
+
+def test_classes_with_disjoint_wide_ranges_and_single_bytes() -> None:
+    """``_classes`` cuts disjoint wide ranges at single bytes directly (a string's row beside
+    keys' first bytes) and sweeps otherwise: both agree with the definition on random rows of
+    each shape (single bytes inside, at the ends of and between ranges, repeated with other
+    targets; wide ranges that touch, overlap or nest)."""
+    rng = random.Random(7)
+    for _ in range(3000):
+        es: list[tuple[int, int, int]] = []
+        for _k in range(rng.randint(1, 9)):
+            lo = rng.randrange(256)
+            hi = lo if rng.random() < 0.6 else min(255, lo + rng.randrange(40))
+            es.append((lo, hi, rng.randrange(5)))
+        if rng.random() < 0.5:  # make the wide ranges disjoint (the direct cut)
+            wide = sorted(e for e in es if e[0] != e[1])
+            keep = [w for w, nxt in itertools.zip_longest(wide, wide[1:]) if nxt is None or w[1] < nxt[0]]
+            es = [e for e in es if e[0] == e[1]] + keep
+        es.sort()
+        if es:
+            assert _classes(es) == _naive_classes(es), es

@@ -180,8 +180,14 @@ def _table_runs(trans: np.ndarray) -> tuple[list[int], list[int], list[int], lis
 
 def _classes(es: list[tuple[int, int, int]]) -> list[tuple[int, int, frozenset[int]]]:
     """Overlapping byte ranges ``(lo, hi, target)`` (sorted) cut into the classes of bytes with
-    the same targets: ``(lo, hi, targets)``, bytes with no target left out. One sweep over the
-    ranges' ends (a range is added where it begins and dropped where it ends)."""
+    the same targets: ``(lo, hi, targets)``, bytes with no target left out, cut wherever a range
+    begins or ends. Where the ranges wider than a byte do not overlap one another (a string's
+    row beside the first bytes of keys: the common case) they are cut at the single bytes
+    directly (:func:`_cut_at_bytes`); else one sweep over the ranges' ends (a range is added
+    where it begins and dropped where it ends)."""
+    wide = [e for e in es if e[0] != e[1]]
+    if all(a[1] < b[0] for a, b in itertools.pairwise(wide)):
+        return _cut_at_bytes(wide, [e for e in es if e[0] == e[1]])
     bounds = sorted({*(lo for lo, _h, _v in es), *(hi + 1 for _l, hi, _v in es)})
     active: dict[int, int] = {}  # target -> how many ranges give it here
     ends: list[tuple[int, int]] = []  # a heap of (first byte after the range, target)
@@ -201,6 +207,42 @@ def _classes(es: list[tuple[int, int, int]]) -> list[tuple[int, int, frozenset[i
             i += 1
         if active:
             out.append((lo, nxt - 1, frozenset(active)))
+    return out
+
+
+def _cut_at_bytes(wide: list[tuple[int, int, int]], single: list[tuple[int, int, int]]
+                  ) -> list[tuple[int, int, frozenset[int]]]:
+    """:func:`_classes` where the ranges wider than a byte (``wide``, sorted) are disjoint: each
+    is cut around the single bytes (``single``, sorted) that fall inside it, a byte's class
+    holding its range's target and its own; single bytes outside every range are classes alone."""
+    at: dict[int, set[int]] = {}  # each single byte's targets
+    for b, _b, v in single:
+        got = at.get(b)
+        if got is None:
+            at[b] = {v}
+        else:
+            got.add(v)
+    points = sorted(at)
+    out: list[tuple[int, int, frozenset[int]]] = []
+    i = 0
+    for lo, hi, v in wide:
+        while i < len(points) and points[i] < lo:  # before this range: alone
+            b = points[i]
+            out.append((b, b, frozenset(at[b])))
+            i += 1
+        cur = lo
+        mine = frozenset((v,))
+        while i < len(points) and points[i] <= hi:
+            b = points[i]
+            if cur < b:
+                out.append((cur, b - 1, mine))
+            out.append((b, b, frozenset(at[b] | {v})))
+            cur = b + 1
+            i += 1
+        if cur <= hi:
+            out.append((cur, hi, mine))
+    for b in points[i:]:
+        out.append((b, b, frozenset(at[b])))
     return out
 
 
