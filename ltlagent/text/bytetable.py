@@ -187,7 +187,11 @@ def _classes(es: list[tuple[int, int, int]]) -> list[tuple[int, int, frozenset[i
     where it begins and dropped where it ends)."""
     wide = [e for e in es if e[0] != e[1]]
     if all(a[1] < b[0] for a, b in itertools.pairwise(wide)):
-        return _cut_at_bytes(wide, [e for e in es if e[0] == e[1]])
+        at: dict[int, list[int]] = {}
+        for b, _b, v in es:
+            if b == _b:
+                at.setdefault(b, []).append(v)
+        return _cut_at_bytes(wide, at)
     bounds = sorted({*(lo for lo, _h, _v in es), *(hi + 1 for _l, hi, _v in es)})
     active: dict[int, int] = {}  # target -> how many ranges give it here
     ends: list[tuple[int, int]] = []  # a heap of (first byte after the range, target)
@@ -210,18 +214,12 @@ def _classes(es: list[tuple[int, int, int]]) -> list[tuple[int, int, frozenset[i
     return out
 
 
-def _cut_at_bytes(wide: list[tuple[int, int, int]], single: list[tuple[int, int, int]]
+def _cut_at_bytes(wide: list[tuple[int, int, int]], at: dict[int, list[int]]
                   ) -> list[tuple[int, int, frozenset[int]]]:
     """:func:`_classes` where the ranges wider than a byte (``wide``, sorted) are disjoint: each
-    is cut around the single bytes (``single``, sorted) that fall inside it, a byte's class
-    holding its range's target and its own; single bytes outside every range are classes alone."""
-    at: dict[int, set[int]] = {}  # each single byte's targets
-    for b, _b, v in single:
-        got = at.get(b)
-        if got is None:
-            at[b] = {v}
-        else:
-            got.add(v)
+    is cut around the single bytes (``at``: each one's targets) that fall inside it, a byte's
+    class holding its range's target and its own; single bytes outside every range are classes
+    alone."""
     points = sorted(at)
     out: list[tuple[int, int, frozenset[int]]] = []
     i = 0
@@ -236,7 +234,7 @@ def _cut_at_bytes(wide: list[tuple[int, int, int]], single: list[tuple[int, int,
             b = points[i]
             if cur < b:
                 out.append((cur, b - 1, mine))
-            out.append((b, b, frozenset(at[b] | {v})))
+            out.append((b, b, frozenset((*at[b], v))))
             cur = b + 1
             i += 1
         if cur <= hi:
@@ -466,16 +464,22 @@ class Glue:
             chain[p] = got
             return got
 
-        def single_bytes(cur: frozenset[int]) -> dict[int, list[int]] | None:
-            """The targets of each byte, where every edge of every position is one byte (a
-            subset of keys' or constants' literals: no ranges to cut into classes); else None."""
+        def split_edges(cur: frozenset[int]) -> tuple[dict[int, list[int]], list[tuple[int, int, int]]]:
+            """A subset's edges in one pass: the targets of each single byte (keys' and
+            constants' literals), and the ranges wider than a byte (strings' and numbers' rows)."""
             by_byte: dict[int, list[int]] = {}
+            wide: list[tuple[int, int, int]] = []
             for p in cur:
-                for lo, hi, v in edges(p):
-                    if lo != hi:
-                        return None
-                    by_byte.setdefault(lo, []).append(v)
-            return by_byte
+                for e in edges(p):
+                    if e[0] == e[1]:
+                        got = by_byte.get(e[0])
+                        if got is None:
+                            by_byte[e[0]] = [e[2]]
+                        else:
+                            got.append(e[2])
+                    else:
+                        wide.append(e)
+            return by_byte, wide
 
         try:
             closed(closure1(start))
@@ -510,8 +514,8 @@ class Glue:
                 if len(cur) == 1:  # one position (a literal's byte, a block's accepting state)
                     es = edges(next(iter(cur)))
                 else:
-                    by_byte = single_bytes(cur)
-                    if by_byte is not None:  # the classes are the bytes themselves (keys' tries)
+                    by_byte, wide = split_edges(cur)
+                    if not wide:  # the classes are the bytes themselves (keys' tries)
                         for b in sorted(by_byte):
                             to = by_byte[b]
                             r_id.append(rid)
@@ -519,7 +523,15 @@ class Glue:
                             r_hi.append(b)
                             r_to.append(state_of1(to[0]) if len(to) == 1 else state_of(frozenset(to)))
                         continue
-                    es = sorted(e for p in cur for e in edges(p))
+                    wide.sort()
+                    if disjoint(wide):  # cut at the single bytes (a string beside keys)
+                        for lo, hi, vs in _cut_at_bytes(wide, by_byte):
+                            r_id.append(rid)
+                            r_lo.append(lo)
+                            r_hi.append(hi)
+                            r_to.append(state_of(vs))
+                        continue
+                    es = sorted([*wide, *((b, b, v) for b, vs in by_byte.items() for v in vs)])
                 if len(es) < 2 or disjoint(es):  # no classes needed
                     for lo, hi, v in es:
                         r_id.append(rid)
@@ -596,7 +608,7 @@ class Glue:
             todo.clear()
             # and the cycle itself, which holds the glue's NFA (its lists, one per node) as well
             where = accepting_in = closure1 = succ = walk = closure = grow = closed = None  # type: ignore[assignment]
-            state_of1 = state_of = edges = disjoint = chain_of = single_bytes = None  # type: ignore[assignment]
+            state_of1 = state_of = edges = disjoint = chain_of = split_edges = None  # type: ignore[assignment]
 
     def _searched(self, base: dict[int, int], gen: int, total: int, rows: np.ndarray,
                   src: np.ndarray, targets: np.ndarray) -> np.ndarray:
