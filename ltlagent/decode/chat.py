@@ -163,8 +163,10 @@ class TurnLanguage:
         """A turn that is exactly one text of ``table`` and nothing else (a JSON document such as a
         tool's arguments or a response format; :func:`ltlagent.text.jsonschema.schema_table`)."""
         n = table.num_states
-        trans = np.full((n + 1, 256), n, dtype=np.int32)
-        trans[:n] = np.where(table.trans >= 0, table.trans, n)
+        trans = np.empty((n + 1, 256), dtype=np.int32)
+        trans[n] = n
+        # dead (-1) becomes n in one pass without a temporary: as unsigned, -1 is the largest
+        np.minimum(table.trans.view(np.uint32), n, out=trans[:n].view(np.uint32))
         acc = np.zeros(n + 1, dtype=bool)
         acc[:n] = table.accepting
         return TurnLanguage(trans, acc, (0, -1), TurnRule(False, frozenset(), frozenset()), format,
