@@ -489,6 +489,8 @@ class TokenBytes:
         tb.level_bytes  # noqa: B018
         tb.quoted  # noqa: B018
         tb.numbers  # noqa: B018
+        tb.byte_sets  # noqa: B018 - likewise the bytes of each token (TurnIndex._class)
+        tb.first_at  # noqa: B018
         return tb
 
     @functools.cached_property
@@ -546,6 +548,40 @@ class TokenBytes:
         """Which tokens are JSON-string content and how many characters each has (once per
         vocabulary: :meth:`TurnIndex._chain`)."""
         return ContentTokens.of(self.vocab)
+
+    @functools.cached_property
+    def byte_sets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per text token in the trie's order (``VocabTrie.order``: by first byte, so the tokens
+        that begin in a run of bytes are one slice, :attr:`first_at`), the ASCII bytes it holds
+        as two 64-bit sets (``uint64``: bytes 0x00–0x3F, 0x40–0x7F; byte 0x00 also stands for
+        every byte from 0x80, which no class of :meth:`TurnIndex._class` holds) and its length
+        (``uint8``, 255 for 255 bytes or more), once per vocabulary: the tokens of a slice whose
+        bytes all lie in a class are then two masks and a comparison away."""
+        size = self.vocab.size
+        lo, hi = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.uint64)
+        one = np.uint64(1) << (np.arange(256, dtype=np.uint64) & np.uint64(63))
+        one[0x80:] = 1
+        low = np.where(np.arange(256) < 0x40, one, 0).astype(np.uint64)
+        low[0x80:] = 1
+        high = np.where((np.arange(256) >= 0x40) & (np.arange(256) < 0x80), one, 0).astype(np.uint64)
+        for j, rows in enumerate(self.columns):
+            col = self.matrix[rows, j]
+            lo[rows] |= low[col]
+            hi[rows] |= high[col]
+        order = self.trie.order
+        return lo[order], hi[order], np.minimum(self.vocab.lengths[order], 255).astype(np.uint8)
+
+    @functools.cached_property
+    def first_at(self) -> np.ndarray:
+        """Per byte ``x`` (and 256), where the tokens that begin with a byte ``>= x`` start in the
+        trie's token order (``VocabTrie.order``: by first byte, so the tokens that begin with
+        a byte in ``[a, b]`` are ``order[first_at[a]:first_at[b + 1]]``), once per vocabulary."""
+        trie = self.trie
+        if not trie.levels:
+            return np.zeros(257, dtype=np.int64)
+        lv = trie.levels[0]
+        k = np.searchsorted(lv.byte, np.arange(257))
+        return np.concatenate([lv.span_lo, [trie.order.size]]).astype(np.int64)[k]
 
     @functools.cached_property
     def token_nodes(self) -> tuple[np.ndarray, ...]:
@@ -696,6 +732,18 @@ NUMBER_STARTS = (b"0123456789", b"123456789")
 #: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
 CONTENT_CHAINS = True
 
+#: First visits along class chains (:meth:`TurnIndex._class`); off: such states walk the trie.
+CLASS_CHAINS = True
+#: A state is tried for a class chain when at least this many bytes live, and its class holds
+#: at least this many ASCII bytes; the bytes live outside it are walked, at most :data:`LIVE_LOOKUPS`.
+CLASS_MIN = 10
+
+#: The bytes whose targets are tried as a state's class (:meth:`TurnIndex._class`): ``a``, ``0``, ``A``.
+CLASS_PROBES = (0x61, 0x30, 0x41)
+#: A walked token of a class is stepped from its first byte out of the class when that is among
+#: its first this many bytes (found at once for all), else from the state.
+CLASS_COLUMNS = 16
+
 #: A state with at least this many bytes that loop back to it is walked as dense: tokens are
 #: written where they do not end at the state (:meth:`TurnIndex._walk`).
 DENSE_LOOPS = 32
@@ -789,6 +837,13 @@ def _whole(b: bytes) -> bool:
     return True
 
 
+def _cat(parts: list[np.ndarray], dtype: type = np.int64) -> np.ndarray:
+    """``parts`` as one array (none: empty of ``dtype``)."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
 def _ints(xs: np.ndarray | list[int]) -> list[int]:
     return xs.tolist() if isinstance(xs, np.ndarray) else xs
 
@@ -810,6 +865,9 @@ class _Few:
         mask = np.zeros(size, dtype=bool)
         mask[self.ids] = True
         return mask
+
+    def mark(self, mask: np.ndarray) -> None:
+        mask[self.ids] = True
 
     def get(self, token: int, dead: int) -> int:
         if self._map is None:
@@ -843,6 +901,10 @@ class _Spans:
         mask = np.zeros(size, dtype=bool)
         mask[self._ids()] = True
         return mask
+
+    def mark(self, mask: np.ndarray) -> None:
+        for a, b in zip(self.lo, self.hi):
+            mask[self.order[a:b]] = True
 
     def get(self, token: int, dead: int) -> int:
         if self._map is None:
@@ -894,15 +956,56 @@ class _Chain:
         return int(self.ext[self.chars[token]]) if got is None else got
 
 
+class _Class:
+    """The end states of the tokens that begin with a byte of a class along its chain
+    (:meth:`TurnIndex._class`): a *pure* token (``pure``: every byte in the class) of ``n`` bytes
+    (``lens``) ends at ``ext[n]``, the walked ones (``ids``) at ``to``; no other token is this
+    part's."""
+
+    def __init__(self, has: np.ndarray, pure: np.ndarray, lens: np.ndarray, ext: np.ndarray,
+                 ids: np.ndarray, to: np.ndarray, dead: int, vocab: Vocab) -> None:
+        self.has = has  # the class: per byte, whether it is in it
+        self.pure, self.lens, self.ext, self.ids, self.to, self.dead = pure, lens, ext, ids, to, dead
+        self.vocab = vocab
+        self._map: dict[int, int] | None = None
+
+    def mark(self, mask: np.ndarray) -> None:
+        """Set the tokens that live to True in ``mask``."""
+        live = self.ext != self.dead
+        mask[self.pure if live.all() else self.pure[live[self.lens]]] = True
+        mask[self.ids[self.to != self.dead]] = True
+
+    def fill(self, ends: np.ndarray) -> None:
+        """Write the ends of this part's tokens into ``ends`` (dead there before)."""
+        ends[self.pure] = self.ext[self.lens]
+        ends[self.ids] = self.to
+
+    def get(self, token: int, dead: int) -> int:
+        if self._map is None:
+            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
+        got = self._map.get(token)
+        if got is not None:
+            return got
+        data = self.vocab.token_bytes(token)
+        if data and all(self.has.item(x) for x in data):
+            return self.ext.item(min(len(data), 255))
+        return dead
+
+
 class _Joined:
     """A sparse walk's few live tokens and the subtrees it left to string chains (``parts``, the
     tokens that begin with a string opener: :attr:`TokenBytes.quoted`); no token is in two."""
 
-    def __init__(self, base: _Few | _Spans, parts: list[_Chain]) -> None:
-        self.base, self.parts = base, parts
+    def __init__(self, base: _Few | _Spans, parts: list[_Chain], cls: _Class | None = None) -> None:
+        self.base, self.parts, self.cls = base, parts, cls
 
     def mask(self, size: int) -> np.ndarray:
-        mask = self.base.mask(size)
+        if self.cls is None:
+            mask = self.base.mask(size)
+        else:
+            mask = np.zeros(size, dtype=bool)
+            self.base.mark(mask)
+            self.cls.mark(mask)
         for p in self.parts:
             p.mark(mask)
         return mask
@@ -911,6 +1014,8 @@ class _Joined:
         ends = self.base.dense(size, dead)
         for p in self.parts:
             p.fill(ends)
+        if self.cls is not None:
+            self.cls.fill(ends)
         return ends
 
     def get(self, token: int, dead: int) -> int:
@@ -919,6 +1024,8 @@ class _Joined:
             if got != dead:
                 break
             got = p.get(token, dead)
+        if got == dead and self.cls is not None:
+            got = self.cls.get(token, dead)
         return got
 
 
@@ -1018,6 +1125,7 @@ class TurnIndex:
         self._digit_step: dict[int, bool] = {}  # per state, whether the ten digits lead alike
         self.chained = 0  # first visits along a content chain (for benchmarks and tests)
         self.opened = 0  # string openers' subtrees settled along a chain in sparse visits (likewise)
+        self.classed = 0  # first visits whose tokens in a class went along its chain (likewise)
         self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
@@ -1118,6 +1226,95 @@ class TurnIndex:
         hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
         return _Chain(ct.chars, ext, most, ct.walk[:hi], self._rows(ext, most, ct)[ct.walk_row[:hi]], dead,
                       ct.members)
+
+    def _class(self, s: int, row: np.ndarray, live: np.ndarray) -> tuple[_Class, np.ndarray] | None:
+        """The tokens from ``s`` that begin with a byte of its *class* along the class's chain, and
+        the live bytes outside the class (their tokens are walked); None where there is no class.
+
+        The class: the printable ASCII bytes (0x20–0x7F) that lead from ``s`` to the state most
+        of them lead to (``[a-z0-9-]``, ``[0-9a-f]``: a pattern's, a format's character), at
+        least :data:`CLASS_MIN` of them. Its chain: ``g[0] = s``, ``g[j + 1]`` the state every
+        byte of the class leads to from ``g[j]``, until a state loops on the class (a ``+`` or
+        ``*``), ``dead`` (a count's last), or a row sends the class's bytes apart (``cut``). Then a
+        *pure* token (every byte in the class: :attr:`TokenBytes.byte_sets`, two masks over the
+        vocabulary) of ``n`` bytes ends at ``g[n]``, and the others that begin in the class (a
+        quote, a byte of another class or a non-ASCII byte further in; pure ones past a cut) are
+        walked from ``s`` (:meth:`_run`)."""
+        trans, dead = self.lang.trans, self._dead
+        r = row[0x20:0x80]
+        best, t = 0, dead
+        for x in CLASS_PROBES:  # the class of a letter, a digit or a capital: the largest
+            q = row.item(x)
+            if q != dead and q != t:
+                n = int(np.count_nonzero(r == q))
+                if n > best:
+                    best, t = n, q
+        if best < CLASS_MIN:
+            return None
+        has = np.zeros(256, dtype=bool)
+        has[0x20:0x80] = r == t
+        others = live[~has[live]]
+        if others.size > LIVE_LOOKUPS:
+            return None
+        members = np.flatnonzero(has)
+        runs = _runs(tuple(members.tolist()))
+        c0 = runs[0][0]
+        w = trans.itemsize
+        g = [s]
+        q, most = t, -1  # most: the longest pure token known to end on the chain (-1: any)
+        while True:
+            g.append(q)
+            if len(g) > MOST_CHARS:
+                most = len(g) - 1
+                break
+            u = trans.item(q, c0)
+            line = trans[q].tobytes()
+            one = line[w * c0:w * c0 + w]
+            if any(line[w * a:w * (b + 1)] != one * (b + 1 - a) for a, b in runs):
+                most = len(g) - 1  # cut: longer pure tokens are walked
+                break
+            if u == q or u == dead:
+                break
+            q = u
+        ext = np.full(256, dead, dtype=np.int32)
+        ext[:len(g)] = g
+        if most < 0 and g[-1] != dead and trans.item(g[-1], c0) == g[-1]:
+            ext[len(g):] = g[-1]  # a loop: every longer pure token stays there
+        lo, hi, lens = self.tokens.byte_sets  # in the trie's token order: a run's tokens are a slice
+        bits = int.from_bytes(np.packbits(has[:0x80], bitorder="little").tobytes(), "little")
+        off0, off1 = np.uint64(~bits & (2**64 - 1)), np.uint64(~(bits >> 64) & (2**64 - 1))
+        first, order = self.tokens.first_at, self.tokens.trie.order
+        pures: list[np.ndarray] = []
+        plens: list[np.ndarray] = []
+        walks: list[np.ndarray] = []
+        for a, b in runs:
+            i, j = first.item(a), first.item(b + 1)
+            if i == j:
+                continue
+            ln = lens[i:j]
+            ok = ((lo[i:j] & off0) | (hi[i:j] & off1)) == 0
+            if most >= 0:  # pure tokens past the cut are walked too
+                ok &= ln <= most
+            ids = order[i:j]
+            pures.append(ids[ok])
+            plens.append(ln[ok])
+            walks.append(ids[~ok])
+        pure = _cat(pures)
+        plen = _cat(plens, np.uint8)
+        walk = _cat(walks)
+        ends = np.full(walk.size, dead, dtype=np.int32)
+        if walk.size:  # from the first byte out of the class (within the first columns), on the chain
+            cols = self.tokens.matrix[walk, :CLASS_COLUMNS]
+            inside = has[cols]
+            at = np.argmin(inside, axis=1)
+            at[inside.all(axis=1)] = cols.shape[1]
+            known = np.arange(256) < (len(g) if most >= 0 else 256)  # cut: past the chain from s
+            at = np.where(known[at], at, 0)
+            off = self.vocab.offsets
+            self._run(np.arange(walk.size), np.where(at > 0, ext[at], s).astype(np.int32), off[walk] + at,
+                      off[walk + 1], ends)
+        self.classed += 1
+        return _Class(has, pure, plen, ext, walk, ends, dead, self.vocab), others
 
     def _rows(self, ext: np.ndarray, most: int, ct: ContentTokens) -> np.ndarray:
         """The end of each walked row of :class:`ContentTokens` whose prefix has at most ``most``
@@ -1286,9 +1483,15 @@ class TurnIndex:
         trans, dead = lang.trans, lang.dead
         row = trans[s]
         live = np.flatnonzero(row != dead)
-        usual = self._usual(s, row, live)
-        if usual < 0:
-            return self._walk_levels(s)
+        cls = self._class(s, row, live) if CLASS_CHAINS and live.size >= CLASS_MIN else None
+        part: _Class | None = None
+        if cls is not None:  # the tokens that begin in the class along its chain, the others walked
+            part, live = cls
+            usual = dead
+        else:
+            usual = self._usual(s, row, live)
+            if usual < 0:
+                return self._walk_levels(s)
         trie = self.tokens.trie
         levels = trie.levels
         if not levels:
@@ -1310,6 +1513,8 @@ class TurnIndex:
         skip = -1  # such a subtree's node at level 1
         if usual == dead and CONTENT_CHAINS:
             for after, ct, level, node in self.tokens.quoted:
+                if part is not None and part.has[after[0]]:
+                    continue  # its tokens begin in the class: the class's part
                 q = s
                 for x in after:
                     q = trans.item(q, x)
@@ -1328,6 +1533,8 @@ class TurnIndex:
                 q = trans.item(s, first[0])
                 if q == dead or any(trans.item(s, x) != q for x in first):
                     continue
+                if part is not None and any(part.has[x] for x in first):
+                    break  # its tokens begin in the class: the class's part
                 chain = self._chain(q, ct)
                 if chain is None:
                     continue
@@ -1359,12 +1566,12 @@ class TurnIndex:
                     kids = [i for i in kids if i != skip]
         if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
             few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to)
-            return _Joined(few, parts) if parts else few
+            return _Joined(few, parts, part) if parts or part is not None else few
         lo, hi, to = out.arrays()
         if usual == dead:  # the few live tokens, without an array over the vocabulary
             idx, owner = ranges(lo, hi)
             few = _Few(trie.order[idx], to[owner])
-            return _Joined(few, parts) if parts else few
+            return _Joined(few, parts, part) if parts or part is not None else few
         if lo.size:
             idx, owner = ranges(lo, hi)
             ends[trie.order[idx]] = to[owner]
