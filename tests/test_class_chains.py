@@ -87,9 +87,9 @@ SCHEMAS = st.one_of(
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(schema=SCHEMAS, name=st.sampled_from(VOCABULARIES), seed=st.integers(0, 2**20),
-       columns=st.sampled_from([chat.CLASS_COLUMNS, 1, 3]))
+       kept=st.sampled_from([chat.CLASS_KEPT, 1]))
 def test_class_chains_equal_the_token_walk_on_random_schemas(schema: Any, name: str, seed: int,
-                                                            columns: int) -> None:
+                                                            kept: int) -> None:
     try:
         table = schema_table(schema)
     except (SchemaError, UsageError):
@@ -99,7 +99,7 @@ def test_class_chains_equal_the_token_walk_on_random_schemas(schema: Any, name: 
     tokens = vocabulary(name)
     rng = random.Random(seed)
     states = sorted(rng.sample(range(lang.dead + 1), min(lang.dead + 1, 40)))
-    with mock.patch.object(chat, "CLASS_COLUMNS", columns):  # the first byte out of the class found or not
+    with mock.patch.object(chat, "CLASS_KEPT", kept):  # classes kept by the vocabulary, or the last only
         index = TurnIndex(lang, tokens)
         same_as_walk(index, states)
 
@@ -178,3 +178,38 @@ def test_byte_sets(name: str) -> None:
     firsts = [tokens.vocab.token_bytes(i)[0] for i in order]
     for x in range(257):
         assert tokens.first_at[x] == sum(f < x for f in firsts), x
+
+
+@pytest.mark.parametrize("name", VOCABULARIES)
+def test_class_tokens(name: str) -> None:
+    """A class's tokens by a plain definition: pure (every byte in the class), the longest pure
+    one's length, the others that begin in the class with their first byte out of it; kept by the
+    vocabulary (the same object on the next visit), the oldest dropped past ``CLASS_KEPT``."""
+    tokens = vocabulary(name)
+    for chars in (b"abcdefghijklmnopqrstuvwxyz0123456789-", b"0123456789abcdef", b"0123456789", b"ABC :_"):
+        has = np.zeros(256, dtype=bool)
+        has[list(chars)] = True
+        ct = tokens.class_tokens(has)
+        assert tokens.class_tokens(has.copy()) is ct
+        pure, walk = [], {}
+        for i in range(tokens.vocab.size):
+            tok = tokens.vocab.token_bytes(i)
+            if not tokens.text[i] or not tok or tok[0] not in chars:
+                continue
+            out = [k for k, x in enumerate(tok) if x not in chars]
+            if out:
+                walk[i] = out[0]
+            else:
+                pure.append(i)
+        assert np.flatnonzero(ct.pure).tolist() == pure, chars
+        assert ct.longest == max((min(len(tokens.vocab.token_bytes(i)), 255) for i in pure), default=0)
+        assert dict(zip(ct.walk.tolist(), ct.walk_at.tolist())) == walk
+    with mock.patch.object(chat, "CLASS_KEPT", 2):
+        first = np.zeros(256, dtype=bool)
+        first[0x61] = True
+        kept = tokens.class_tokens(first)
+        for x in (0x62, 0x63):
+            other = np.zeros(256, dtype=bool)
+            other[x] = True
+            tokens.class_tokens(other)
+        assert tokens.class_tokens(first) is not kept and len(tokens._classes) <= 2

@@ -491,6 +491,7 @@ class TokenBytes:
         tb.numbers  # noqa: B018
         tb.byte_sets  # noqa: B018 - likewise the bytes of each token (TurnIndex._class)
         tb.first_at  # noqa: B018
+        tb.lengths8  # noqa: B018
         return tb
 
     @functools.cached_property
@@ -570,6 +571,29 @@ class TokenBytes:
             hi[rows] |= high[col]
         order = self.trie.order
         return lo[order], hi[order], np.minimum(self.vocab.lengths[order], 255).astype(np.uint8)
+
+    @functools.cached_property
+    def lengths8(self) -> np.ndarray:
+        """Each token's length, 255 for 255 bytes or more (``uint8``)."""
+        return np.minimum(self.vocab.lengths, 255).astype(np.uint8)
+
+    @functools.cached_property
+    def _classes(self) -> dict[bytes, ClassTokens]:
+        return {}
+
+    def class_tokens(self, has: np.ndarray) -> ClassTokens:
+        """The tokens by the class ``has`` (:class:`ClassTokens`), built on the class's first
+        visit and kept with the vocabulary: a class recurs (the characters of a pattern, a
+        hostname's, a date's digits) in every state of its chain, every text, every schema; the
+        :data:`CLASS_KEPT` most recent are kept."""
+        key = has.tobytes()
+        got = self._classes.get(key)
+        if got is None:
+            got = ClassTokens.of(self, has)
+            while len(self._classes) >= CLASS_KEPT:
+                del self._classes[next(iter(self._classes))]
+            self._classes[key] = got
+        return got
 
     @functools.cached_property
     def first_at(self) -> np.ndarray:
@@ -721,6 +745,45 @@ class ContentTokens:
             longest, wide, ints(members) if skip else None, digits)
 
 
+@dataclass(frozen=True, eq=False)
+class ClassTokens:
+    """A vocabulary's tokens by one class of ASCII bytes (:meth:`TurnIndex._class`), the same for
+    every state of that class: the *pure* tokens (every byte in the class) over the vocabulary,
+    the longest one's length, and the other tokens that begin in the class with the position of
+    their first byte out of it (they are walked from there). Built on a class's first visit
+    and kept by the vocabulary (:meth:`TokenBytes.class_tokens`)."""
+
+    pure: np.ndarray = field(repr=False)  # bool [size]
+    longest: int
+    walk: np.ndarray = field(repr=False)  # int64 token ids
+    walk_at: np.ndarray = field(repr=False)  # int64
+
+    @staticmethod
+    def of(tokens: TokenBytes, has: np.ndarray) -> ClassTokens:
+        """The tokens of ``tokens`` by the class ``has`` (per byte, whether it is in it; bytes
+        0x20–0x7F only): two masks over the byte sets of the slices of the tokens that begin in
+        each run of the class (:attr:`TokenBytes.byte_sets`)."""
+        lo, hi, lens = tokens.byte_sets
+        bits = int.from_bytes(np.packbits(has[:0x80], bitorder="little").tobytes(), "little")
+        off0, off1 = np.uint64(~bits & (2**64 - 1)), np.uint64(~(bits >> 64) & (2**64 - 1))
+        first, order = tokens.first_at, tokens.trie.order
+        pure = np.zeros(tokens.vocab.size, dtype=bool)
+        longest = 0
+        walks: list[np.ndarray] = []
+        for a, b in _runs(tuple(np.flatnonzero(has).tolist())):
+            i, j = first.item(a), first.item(b + 1)
+            if i == j:
+                continue
+            ok = ((lo[i:j] & off0) | (hi[i:j] & off1)) == 0
+            pure[order[i:j][ok]] = True
+            longest = max(longest, int(lens[i:j][ok].max(initial=0)))
+            walks.append(order[i:j][~ok])
+        walk = _cat(walks)
+        at = np.argmin(has[tokens.matrix[walk]], axis=1).astype(np.int64)  # the padding's 0 is out too
+        pure.flags.writeable = False
+        return ClassTokens(pure, longest, walk, at)
+
+
 #: Prefixes that open a JSON string, whose tokens a sparse first visit settles along the string's
 #: chain (:attr:`TokenBytes.quoted`): a quote, and a space and a quote.
 STRING_OPENERS = (b'"', b' "')
@@ -740,9 +803,8 @@ CLASS_MIN = 10
 
 #: The bytes whose targets are tried as a state's class (:meth:`TurnIndex._class`): ``a``, ``0``, ``A``.
 CLASS_PROBES = (0x61, 0x30, 0x41)
-#: A walked token of a class is stepped from its first byte out of the class when that is among
-#: its first this many bytes (found at once for all), else from the state.
-CLASS_COLUMNS = 16
+#: The classes a vocabulary keeps (:meth:`TokenBytes.class_tokens`).
+CLASS_KEPT = 64
 
 #: A state with at least this many bytes that loop back to it is walked as dense: tokens are
 #: written where they do not end at the state (:meth:`TurnIndex._walk`).
@@ -958,26 +1020,35 @@ class _Chain:
 
 class _Class:
     """The end states of the tokens that begin with a byte of a class along its chain
-    (:meth:`TurnIndex._class`): a *pure* token (``pure``: every byte in the class) of ``n`` bytes
-    (``lens``) ends at ``ext[n]``, the walked ones (``ids``) at ``to``; no other token is this
-    part's."""
+    (:meth:`TurnIndex._class`): a *pure* token (``pure``: every byte in the class, shared by the
+    class's states: :class:`ClassTokens`) of ``n <= limit`` bytes (``lens``) ends at ``ext[n]``,
+    a longer one dies; the walked ones (``ids``) end at ``to``; no other token is this part's."""
 
-    def __init__(self, has: np.ndarray, pure: np.ndarray, lens: np.ndarray, ext: np.ndarray,
+    def __init__(self, has: np.ndarray, pure: np.ndarray, lens: np.ndarray, ext: np.ndarray, limit: int,
                  ids: np.ndarray, to: np.ndarray, dead: int, vocab: Vocab) -> None:
         self.has = has  # the class: per byte, whether it is in it
-        self.pure, self.lens, self.ext, self.ids, self.to, self.dead = pure, lens, ext, ids, to, dead
-        self.vocab = vocab
+        self.pure, self.lens, self.ext, self.limit = pure, lens, ext, limit
+        self.ids, self.to, self.dead, self.vocab = ids, to, dead, vocab
         self._map: dict[int, int] | None = None
+
+    def _live(self) -> np.ndarray:
+        """The pure tokens that live (at most ``limit`` bytes), over the vocabulary."""
+        return self.pure if self.limit >= 255 else self.pure & (self.lens <= self.limit)
+
+    def mask(self, size: int) -> np.ndarray:
+        mask = self._live().copy() if self.limit >= 255 else self._live()
+        mask[self.ids[self.to != self.dead]] = True
+        return mask
 
     def mark(self, mask: np.ndarray) -> None:
         """Set the tokens that live to True in ``mask``."""
-        live = self.ext != self.dead
-        mask[self.pure if live.all() else self.pure[live[self.lens]]] = True
+        mask |= self._live()
         mask[self.ids[self.to != self.dead]] = True
 
     def fill(self, ends: np.ndarray) -> None:
         """Write the ends of this part's tokens into ``ends`` (dead there before)."""
-        ends[self.pure] = self.ext[self.lens]
+        live = self._live()
+        ends[live] = self.ext[self.lens[live]]
         ends[self.ids] = self.to
 
     def get(self, token: int, dead: int) -> int:
@@ -986,7 +1057,7 @@ class _Class:
         got = self._map.get(token)
         if got is not None:
             return got
-        data = self.vocab.token_bytes(token)
+        data = self.vocab.token_bytes(token)  # pure past ``limit``: ``ext`` dead there, or walked
         if data and all(self.has.item(x) for x in data):
             return self.ext.item(min(len(data), 255))
         return dead
@@ -1002,10 +1073,9 @@ class _Joined:
     def mask(self, size: int) -> np.ndarray:
         if self.cls is None:
             mask = self.base.mask(size)
-        else:
-            mask = np.zeros(size, dtype=bool)
+        else:  # the class's mask over the vocabulary, the few others set in it
+            mask = self.cls.mask(size)
             self.base.mark(mask)
-            self.cls.mark(mask)
         for p in self.parts:
             p.mark(mask)
         return mask
@@ -1278,43 +1348,24 @@ class TurnIndex:
             q = u
         ext = np.full(256, dead, dtype=np.int32)
         ext[:len(g)] = g
-        if most < 0 and g[-1] != dead and trans.item(g[-1], c0) == g[-1]:
+        if most < 0 and trans.item(g[-1], c0) == g[-1]:
             ext[len(g):] = g[-1]  # a loop: every longer pure token stays there
-        lo, hi, lens = self.tokens.byte_sets  # in the trie's token order: a run's tokens are a slice
-        bits = int.from_bytes(np.packbits(has[:0x80], bitorder="little").tobytes(), "little")
-        off0, off1 = np.uint64(~bits & (2**64 - 1)), np.uint64(~(bits >> 64) & (2**64 - 1))
-        first, order = self.tokens.first_at, self.tokens.trie.order
-        pures: list[np.ndarray] = []
-        plens: list[np.ndarray] = []
-        walks: list[np.ndarray] = []
-        for a, b in runs:
-            i, j = first.item(a), first.item(b + 1)
-            if i == j:
-                continue
-            ln = lens[i:j]
-            ok = ((lo[i:j] & off0) | (hi[i:j] & off1)) == 0
-            if most >= 0:  # pure tokens past the cut are walked too
-                ok &= ln <= most
-            ids = order[i:j]
-            pures.append(ids[ok])
-            plens.append(ln[ok])
-            walks.append(ids[~ok])
-        pure = _cat(pures)
-        plen = _cat(plens, np.uint8)
-        walk = _cat(walks)
+        ct = self.tokens.class_tokens(has)
+        lens = self.tokens.lengths8
+        walk, at = ct.walk, ct.walk_at
+        if 0 <= most < ct.longest:  # pure tokens past the cut: walked from the cut
+            past = np.flatnonzero(ct.pure & (lens > most))
+            walk = np.concatenate([walk, past])
+            at = np.concatenate([at, np.full(past.size, most, dtype=np.int64)])
         ends = np.full(walk.size, dead, dtype=np.int32)
-        if walk.size:  # from the first byte out of the class (within the first columns), on the chain
-            cols = self.tokens.matrix[walk, :CLASS_COLUMNS]
-            inside = has[cols]
-            at = np.argmin(inside, axis=1)
-            at[inside.all(axis=1)] = cols.shape[1]
-            known = np.arange(256) < (len(g) if most >= 0 else 256)  # cut: past the chain from s
-            at = np.where(known[at], at, 0)
+        if walk.size:  # from the first byte out of the class, on the chain (past a cut: from ``s``)
+            at = np.where(at < (len(g) if most >= 0 else 256), at, 0)
             off = self.vocab.offsets
-            self._run(np.arange(walk.size), np.where(at > 0, ext[at], s).astype(np.int32), off[walk] + at,
-                      off[walk + 1], ends)
+            self._run(np.arange(walk.size), ext[at], off[walk] + at, off[walk + 1], ends)
+        limit = 255 if most < 0 and ext[255] != dead else min(most if most >= 0 else len(g) - 1, 255)
         self.classed += 1
-        return _Class(has, pure, plen, ext, walk, ends, dead, self.vocab), others
+        return _Class(has, ct.pure, lens, ext, limit if limit < ct.longest else 255, walk, ends, dead,
+                      self.vocab), others
 
     def _rows(self, ext: np.ndarray, most: int, ct: ContentTokens) -> np.ndarray:
         """The end of each walked row of :class:`ContentTokens` whose prefix has at most ``most``
