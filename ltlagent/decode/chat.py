@@ -147,6 +147,15 @@ class TurnLanguage:
         return byte_bits(self.trans == np.arange(self.trans.shape[0], dtype=np.int32)[:, None])
 
     @functools.cached_property
+    def single(self) -> np.ndarray:
+        """Per state, its only live byte where exactly one byte does not lead to ``dead`` (a
+        key's, a literal's next byte), else -1: a first visit follows such states down the trie
+        one node at a time (:meth:`TurnIndex._walk`). One pass over the table, shared by the
+        indexes of every vocabulary."""
+        live = self.trans != self.dead
+        return np.where(live.sum(axis=1) == 1, live.argmax(axis=1), -1).astype(np.int64)
+
+    @functools.cached_property
     def loop_count(self) -> np.ndarray:
         """Per state, how many bytes lead back to it (:attr:`loops`)."""
         return np.unpackbits(self.loops.view(np.uint8), axis=1).sum(axis=1, dtype=np.int64)
@@ -1199,6 +1208,7 @@ class TurnIndex:
         self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
+        self.lang.single  # noqa: B018 - likewise the states with one live byte
 
     @property
     def periods(self) -> tuple[Period, ...]:
@@ -1533,7 +1543,9 @@ class TurnIndex:
         lang = self.lang
         trans, dead = lang.trans, lang.dead
         row = trans[s]
-        live = np.flatnonzero(row != dead)
+        single = lang.single
+        x = single.item(s)
+        live = np.array([x]) if x >= 0 else np.flatnonzero(row != dead)
         cls = self._class(s, row, live) if CLASS_CHAINS and live.size >= CLASS_MIN else None
         part: _Class | None = None
         if cls is not None:  # the tokens that begin in the class along its chain, the others walked
@@ -1596,7 +1608,24 @@ class TurnIndex:
             self.opened += len(parts)
         out = _Writes()
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
+        below = self.tokens.level_bytes
         for d in range(len(levels)):
+            if usual == dead and len(kids) == 1:
+                t = _ints(cur)[0]
+                x = single.item(t)
+                if x >= 0:  # one live byte (a key's, a literal's): its node's tokens, then its child
+                    n, lv = _ints(kids)[0], levels[d]
+                    if lv.own_hi.item(n) > lv.span_lo.item(n):
+                        out.lo.append(lv.span_lo.item(n))
+                        out.hi.append(lv.own_hi.item(n))
+                        out.to.append(t)
+                    if d + 1 == len(levels):
+                        break
+                    c = below[d + 1].find(x, lv.child_lo.item(n), lv.child_hi.item(n))
+                    if c < 0 or (not d and c == skip):
+                        break
+                    kids, cur = [c], [trans.item(t, x)]
+                    continue
             if len(kids) > SMALL_LEVEL:
                 nodes, states = self._level(d, np.asarray(kids), np.asarray(cur, dtype=np.int32), usual, wrap,
                                             out)
