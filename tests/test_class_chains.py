@@ -42,6 +42,7 @@ def class_tokens(seed: int, size: int) -> TokenBytes:
         toks.append(b"".join(rng.choice(PIECES) for _ in range(rng.randint(1, 10))))
     toks += [b"ab" * k for k in (2, 5, 11, 40)] + [b"7" * k for k in (3, 8, 20)] + [b"a" * 300, b"0f" * 140,
                                                                                    b"a" * 300 + b'"']
+    toks += [b' "', b' "ab', b' "a-0",', b' "0f3"}', b' "\\u0041']  # a string opened after a space
     toks += [None, None]
     return TokenBytes.of(vocab_from_bytes(toks, eos_ids=[len(toks) - 1]))
 

@@ -35,13 +35,15 @@ PIECES = [b"a", b"b", b"Z", b"0", b" ", b"~", b"\x7f", b'"', b"\\", b"\\n", b"\\
 
 def piece_tokens(seed: int, size: int) -> TokenBytes:
     """Every single byte, ``size`` random tokens of 1–12 pieces, long runs of letters (one longer
-    than :data:`MOST_CHARS`, walked whole), two special tokens (the last EOS)."""
+    than :data:`MOST_CHARS`, walked whole), tokens that open a string after a space, two special
+    tokens (the last EOS)."""
     rng = random.Random(seed)
     toks: list[bytes | None] = [bytes([b]) for b in range(256)]
     for _ in range(size):
         toks.append(b"".join(rng.choice(PIECES) for _ in range(rng.randint(1, 12))))
     toks += [b"ab" * k for k in (3, 9, 20)] + [b"x" * (MOST_CHARS + 3), "é".encode() * 30 + b'"',
                                                 b"y" * 20 + "é".encode() + b"z" * 5, "€".encode() * 14]
+    toks += [b' "', b' "ab', b' "a",', b' "\\"', ' "é'.encode(), b' "' + b"x" * 30, b' ""', b' "a\n']  # `` "``
     toks += [None, None]
     return TokenBytes.of(vocab_from_bytes(toks, eos_ids=[len(toks) - 1]))
 
@@ -315,6 +317,8 @@ def test_prefix_classes(name: str) -> None:
     classes = [(after, ct, False) for after, ct, _level, _node in tokens.quoted]
     classes += [(first, ct, True) for first, ct in tokens.numbers]
     assert [c[0] for c in classes[-2:]] == [b"0123456789", b"123456789"]
+    if tokens.quoted_both is not None:  # both openers at once
+        classes.append((chat.STRING_OPENERS, tokens.quoted_both[0], False))
     for prefix, ct, digits in classes:
         assert ct.digits == digits
         rows = {i: (c, vocab.flat[ct.row_at[r]:ct.row_end[r]])
@@ -328,7 +332,8 @@ def test_prefix_classes(name: str) -> None:
                 assert ct.chars[i] == 255 and i not in rows
                 continue
             members.append(i)
-            rest = tok[1:] if digits else tok[len(prefix):]
+            openers = (prefix,) if isinstance(prefix, bytes) else prefix
+            rest = tok[1:] if digits else tok[len(next(x for x in openers if tok.startswith(x))):]
             if digits:
                 run = len(rest) - len(rest.lstrip(b"0123456789"))
                 kind = "pure" if run == len(rest) else "walk"

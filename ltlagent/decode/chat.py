@@ -497,6 +497,7 @@ class TokenBytes:
         tb.content  # noqa: B018 - likewise the string-content classes of the tokens (TurnIndex._chain)
         tb.level_bytes  # noqa: B018
         tb.quoted  # noqa: B018
+        tb.quoted_both  # noqa: B018
         tb.numbers  # noqa: B018
         tb.byte_sets  # noqa: B018 - likewise the bytes of each token (TurnIndex._class)
         tb.first_at  # noqa: B018
@@ -544,6 +545,17 @@ class TokenBytes:
             if node >= 0:
                 out.append((after, ContentTokens.of(self.vocab, after), len(after) - 1, node))
         return tuple(out)
+
+    @functools.cached_property
+    def quoted_both(self) -> tuple[ContentTokens, int, int] | None:
+        """The two string openers of :attr:`quoted` at once (where both lead to one string
+        state, one chain settles both subtrees: :meth:`TurnIndex._walk`): the classes of the tokens
+        that begin with either by what follows, and the nodes of ``"`` (level 0) and `` "``
+        (level 1); None unless both are in the trie."""
+        q = dict((after, node) for after, _ct, _level, node in self.quoted)
+        if set(q) != set(STRING_OPENERS):
+            return None
+        return ContentTokens.of(self.vocab, STRING_OPENERS), q[b'"'], q[b' "']
 
     @functools.cached_property
     def numbers(self) -> tuple[tuple[bytes, ContentTokens], ...]:
@@ -682,27 +694,34 @@ class ContentTokens:
     digits: bool = False
 
     @staticmethod
-    def of(vocab: Vocab, after: bytes = b"", first: bytes = b"", digits: bool = False) -> ContentTokens:
+    def of(vocab: Vocab, after: bytes | tuple[bytes, ...] = b"", first: bytes = b"",
+           digits: bool = False) -> ContentTokens:
         """The classes of ``vocab``'s tokens; with ``after`` (or ``first``), of the tokens that
-        begin with those bytes (with one of those bytes), by what follows (the prefix alone: pure,
-        no character), the others marked 255 and not walked (:attr:`members`). With ``digits`` the
-        characters are the digits 0–9 and every other byte is walked (a number's digits)."""
+        begin with those bytes (one of those prefixes; with one of those bytes), by what follows
+        (the prefix alone: pure, no character), the others marked 255 and not walked
+        (:attr:`members`). With ``digits`` the characters are the digits 0–9 and every other byte
+        is walked (a number's digits)."""
+        afters = after if isinstance(after, tuple) else (after,) if after else ()
         flat, off, text = vocab.flat, vocab.offsets.tolist(), vocab.is_text.tolist()
         chars = np.full(vocab.size, 255, dtype=np.uint8)
         walk: list[tuple[int, int, int, int]] = []  # (prefix characters, id, at, end)
         longest = wide = 0
         match = (_DIGIT_RUN if digits else _CONTENT_RUN).match
-        skip = len(after) or (1 if first else 0)
+        skip = bool(afters or first)
         members: list[int] = []
         for i in range(vocab.size):
             a, b = off[i], off[i + 1]
             if not text[i] or a == b:
                 continue
             if skip:
-                if not (flat.startswith(after, a, b) if after else flat[a] in first):
+                if afters:
+                    k = next((len(x) for x in afters if flat.startswith(x, a, b)), 0)
+                else:
+                    k = 1 if flat[a] in first else 0
+                if not k:
                     continue
                 members.append(i)
-                a += skip
+                a += k
                 if a == b:
                     chars[i] = 0
                     continue
@@ -1575,7 +1594,19 @@ class TurnIndex:
         parts: list[_Chain] = []  # subtrees that open a string, settled along its chain
         skip = -1  # such a subtree's node at level 1
         if usual == dead and CONTENT_CHAINS:
-            for after, ct, level, node in self.tokens.quoted:
+            both = self.tokens.quoted_both
+            quoted = self.tokens.quoted
+            if both is not None and (part is None or not (part.has[0x22] or part.has[0x20])):
+                q = trans.item(s, 0x22)
+                if q != dead and q == trans.item(trans.item(s, 0x20), 0x22):  # both openers: one chain
+                    chain = self._chain(q, both[0])
+                    if chain is not None:
+                        parts.append(chain)
+                        cur = [t for i, t in zip(kids, cur) if i != both[1]]
+                        kids = [i for i in kids if i != both[1]]
+                        skip = both[2]
+                        quoted = ()
+            for after, ct, level, node in quoted:
                 if part is not None and part.has[after[0]]:
                     continue  # its tokens begin in the class: the class's part
                 q = s
