@@ -43,7 +43,8 @@ def piece_tokens(seed: int, size: int) -> TokenBytes:
         toks.append(b"".join(rng.choice(PIECES) for _ in range(rng.randint(1, 12))))
     toks += [b"ab" * k for k in (3, 9, 20)] + [b"x" * (MOST_CHARS + 3), "é".encode() * 30 + b'"',
                                                 b"y" * 20 + "é".encode() + b"z" * 5, "€".encode() * 14]
-    toks += [b' "', b' "ab', b' "a",', b' "\\"', ' "é'.encode(), b' "' + b"x" * 30, b' ""', b' "a\n']  # `` "``
+    toks += [b' "', b' "ab', b' "a",', b' "\\"', ' "é'.encode(), b' "' + b"x" * 30, b' ""',
+             b' "a\n']  # `` "``
     toks += [None, None]
     return TokenBytes.of(vocab_from_bytes(toks, eos_ids=[len(toks) - 1]))
 
