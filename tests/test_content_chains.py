@@ -348,3 +348,29 @@ def test_prefix_classes(name: str) -> None:
             else:
                 assert ct.chars[i] == 255 and rows[i] == (chars, rest[at:]), tok
         assert ct.members is not None and ct.members.tolist() == members
+
+
+@pytest.mark.parametrize("change", ["none", "past", "all"])
+def test_rows_checked_from_the_period(change: str) -> None:
+    """A ``maxLength`` chain inside its period is checked from its first row (``_periodic``): a
+    change past the period's end (the count after the last in range: ``past``) or in every row
+    alike (``Q`` loops on each count: the period still holds, ``all``) is seen, and the ends stay
+    the walk's."""
+    tokens = vocabulary("pieces1")
+    lang, counts = _count_language(120)  # longer than the chains: most rows are derived
+    (p,) = lang.checked_periods
+    trans = lang.trans.copy()
+    if change == "past":
+        q = next(q for q in counts if q >= p.b and trans[q, ord("a")] != lang.dead)
+        trans[q, ord("Q")] = counts[2]
+    elif change == "all":
+        for q in counts:
+            if p.a <= q < p.b:
+                trans[q, ord("Q")] = q
+    changed = TurnLanguage(trans, lang.accepting, lang.call_start, lang.rule, lang.format, lang.periods)
+    assert len(changed.checked_periods) == 1
+    index = TurnIndex(changed, tokens)
+    same_as_walk(index, counts)
+    fresh = TurnIndex(changed, tokens)
+    fresh.allowed(counts[3])
+    assert fresh.chained == (change != "all")  # ``Q`` looping: walked

@@ -911,6 +911,9 @@ _UTF8_STEPS = _Utf8Steps.of(_UTF8_SEQUENCES)
 #: :data:`_UTF8_SEQUENCES` with the lead bytes as runs ``[a, b)``.
 _UTF8_SPANS: tuple[tuple[tuple[tuple[int, int], ...], tuple[range, ...]], ...] = tuple(
     (tuple((a, b + 1) for a, b in _runs(leads)), rest) for leads, rest in _UTF8_SEQUENCES)
+#: A content chain of more rows than this inside a period is checked from its first row
+#: (:meth:`TurnIndex._periodic`).
+PERIOD_ROWS = 4
 #: Up to this many states are checked for UTF-8 row by row (:meth:`TurnIndex._utf8_row`), more at once.
 UTF8_ROWS = 3
 
@@ -1312,6 +1315,8 @@ class TurnIndex:
                 rows, loop = g, True
                 break
             g.append(n)
+        if not ct.digits and self.periods:
+            self._periodic(rows)
         if not (self._digit_steps(rows) if ct.digits else self._steps(rows, ct.wide)):
             return None
         ext = np.full(256, dead, dtype=np.int32)
@@ -1470,9 +1475,10 @@ class TurnIndex:
             p = np.where(grows, q, p)
         return ok & (p == to[:, None]).all(axis=1)
 
-    def _utf8_row(self, q: int, to: int) -> bool:
+    def _utf8_row(self, q: int, to: int, seen: set[int] | None = None) -> bool:
         """:meth:`_utf8_to` of one state: each range's bytes compared as one slice of the row's
-        bytes against its first state repeated."""
+        bytes against its first state repeated. ``seen``: where it holds, gets ``q`` and the
+        states inside the characters (every row read)."""
         trans = self.lang.trans
         w = trans.itemsize
         rows: dict[int, bytes] = {}
@@ -1495,7 +1501,44 @@ class TurnIndex:
                 p = trans.item(p, r.start)
             if p != to:
                 return False
+        if seen is not None:
+            seen.update(rows)
         return True
+
+    def _periodic(self, rows: list[int]) -> None:
+        """Check the rows of a long content chain inside a :class:`Period` (a ``maxLength``'s
+        counts) from its first row: where row ``g[0]`` sends the content bytes and every
+        multi-byte character to ``g[1] = g[0] + k`` and the control bytes to ``dead``, through
+        states inside the characters that stay in ``[a, b)``, row ``g[j]`` does the same, shifted
+        by ``j * k``, as long as each of those states shifted stays below ``b`` (the rows of
+        ``s`` and ``s + k`` agree, moved by ``k``, for ``s < b - k``). Those rows are marked
+        checked (``_step``, ``_step8``) without reading them; the others are left to
+        :meth:`_steps`."""
+        if len(rows) <= PERIOD_ROWS:
+            return
+        found = next(((i, p) for i, q in enumerate(rows[:PERIOD_ROWS]) if q not in self._step
+                      for p in self.periods if p.a <= q < p.b), None)
+        if found is None:
+            return
+        i, p = found
+        rows = rows[i:]  # the rows above are checked already, or left to :meth:`_steps`
+        q0 = rows[0]
+        if len(rows) < 2 or rows[1] != q0 + p.k:
+            return
+        if not self._steps([q0], 0) or self._step[q0] != rows[1]:
+            return
+        seen: set[int] = set()
+        if not self._utf8_row(q0, rows[1], seen) or min(seen) < p.a:
+            return
+        self._step8[q0] = True
+        top = max(seen | {rows[1]})
+        step, step8 = self._step, self._step8
+        for j in range(1, len(rows)):
+            q = q0 + j * p.k
+            if rows[j] != q or top + j * p.k >= p.b:
+                break
+            step[q] = q + p.k
+            step8[q] = True
 
     def _run(self, ids: np.ndarray, cur: np.ndarray, at: np.ndarray, end: np.ndarray,
              out: np.ndarray) -> None:
