@@ -150,7 +150,7 @@ def test_every_count_of_a_string_is_chained(name: str) -> None:
 
 
 @pytest.mark.parametrize("rows", [0, 10**6])
-@pytest.mark.parametrize("cell", ["ascii", "control", "continuation", "lead", "last"])
+@pytest.mark.parametrize("cell", ["ascii", "del", "control", "continuation", "lead", "last"])
 def test_a_row_off_the_chain_is_walked(cell: str, rows: int) -> None:
     """A count whose row breaks the chain in one byte (a content byte, a control byte, a byte
     inside a multi-byte character) makes every lower count fall back to the walk, and the ends
@@ -161,6 +161,8 @@ def test_a_row_off_the_chain_is_walked(cell: str, rows: int) -> None:
     q = counts[5]
     if cell == "ascii":
         trans[q, ord("Q")] = counts[2]
+    elif cell == "del":  # the last content byte
+        trans[q, 0x7F] = counts[2]
     elif cell == "control":
         trans[q, 0x09] = counts[6]
     else:

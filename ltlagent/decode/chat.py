@@ -147,6 +147,20 @@ class TurnLanguage:
         return byte_bits(self.trans == np.arange(self.trans.shape[0], dtype=np.int32)[:, None])
 
     @functools.cached_property
+    def content_step(self) -> np.ndarray:
+        """Per state, where every printable ASCII byte of JSON-string content leads
+        (:data:`CONTENT_ASCII`) if they all lead there and every control byte (< 0x20) leads to
+        ``dead``, else -1: the ASCII half of a content chain's row check
+        (:meth:`TurnIndex._steps`). One pass over the table, shared by the indexes of every
+        vocabulary."""
+        t = self.trans
+        to = t[:, 0x61]
+        same = t[:, 0x20:0x80] == to[:, None]
+        same[:, [0x22 - 0x20, 0x5C - 0x20]] = True
+        ok = same.all(axis=1) & (t[:, :0x20] == self.dead).all(axis=1)
+        return np.where(ok, to, -1).astype(np.int64)
+
+    @functools.cached_property
     def single(self) -> np.ndarray:
         """Per state, its only live byte where exactly one byte does not lead to ``dead`` (a
         key's, a literal's next byte), else -1: a first visit follows such states down the trie
@@ -1231,6 +1245,7 @@ class TurnIndex:
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
         self.lang.single  # noqa: B018 - likewise the states with one live byte
+        self.lang.content_step  # noqa: B018 - likewise where each state's content bytes lead
 
     @property
     def periods(self) -> tuple[Period, ...]:
@@ -1284,8 +1299,8 @@ class TurnIndex:
         prefix: a small share) are walked from ``g[prefix]`` (:meth:`_run`). A free string's
         state, its first character's, a character count's (``maxLength``, a fixed length of
         free characters) and the inside of a multi-byte character (whose chain is ``s, dead``)
-        have one; a state whose content bytes part ways (a key, a literal, ``[a-z]``) fails
-        the first probes and is walked."""
+        have one; a state whose content bytes part ways (a key, a literal, ``[a-z]``) has no
+        :attr:`TurnLanguage.content_step` and is walked (or goes along its class: :meth:`_class`)."""
         trans, dead = self.lang.trans, self._dead
         if s == dead:
             return None
@@ -1296,13 +1311,12 @@ class TurnIndex:
             if trans.item(s, 0x35) != trans.item(s, 0x30) or trans.item(s, 0x39) != trans.item(s, 0x30):
                 return None
         else:
-            guess, a = 0x61, trans.item(s, 0x61)
+            guess, a = 0x61, self.lang.content_step.item(s)
+            if a < 0:  # the content bytes part ways (a key, a literal, a class)
+                return None
             if a == dead:  # no content: only the inside of a character, where continuation bytes live
                 if trans.item(s, 0x80) == dead or trans.item(s, 0xBF) == dead:
                     return None
-            elif trans.item(s, 0x20) != a or trans.item(s, 0x7E) != a or trans.item(s, 0x30) != a \
-                    or trans.item(s, 0x5A) != a:
-                return None
         g = [s]
         loop = False
         while True:
@@ -1437,19 +1451,16 @@ class TurnIndex:
 
     def _steps(self, rows: list[int], wide: int) -> bool:
         """Whether every state of ``rows`` sends the content bytes (:data:`CONTENT_ASCII`) where
-        ``a`` leads and the control bytes to ``dead``, and the first ``wide`` rows every multi-byte
-        character there too; each state checked once (all new ones at once), kept."""
+        ``a`` leads and the control bytes to ``dead`` (:attr:`TurnLanguage.content_step`), and the
+        first ``wide`` rows every multi-byte character there too; each state checked once (all new
+        ones at once), kept."""
         step, step8 = self._step, self._step8
-        new = [q for q in dict.fromkeys(rows) if q not in step]
-        if new:
-            trans, dead = self.lang.trans, self._dead
-            t = trans[new]
-            to = t[:, 0x61]
-            ok = (t[:, CONTENT_ASCII] == to[:, None]).all(axis=1) & (t[:, :0x20] == dead).all(axis=1)
-            for q, good, n in zip(new, ok.tolist(), to.tolist()):
-                step[q] = n if good else -1
-        if any(step[q] < 0 for q in rows):
-            return False
+        content = self.lang.content_step
+        for q in rows:
+            if q not in step:
+                step[q] = content.item(q)
+            if step[q] < 0:
+                return False
         new = [q for q in dict.fromkeys(rows[:wide]) if q not in step8]
         if new:
             for q, good in zip(new, self._utf8_to(new).tolist()):
