@@ -858,6 +858,9 @@ SMALL_LEVEL = 12
 FINISH_TOKENS = 12
 #: ... and at most this many in all (tokens that die at their next bytes cost less by levels).
 FINISH_MOST = 256
+#: In a sparse walk, up to this many nodes of a level are each followed alone while their states
+#: have one live byte (:meth:`TurnIndex._follow`).
+FOLLOW_MOST = 64
 #: In a sparse walk, a node's children are found in Python, by the state's live bytes or by
 #: stepping each child, when either is at most this many (:meth:`TurnIndex._live_children`).
 LIVE_LOOKUPS = 24
@@ -1693,42 +1696,45 @@ class TurnIndex:
             self.opened += len(parts)
         out = _Writes()
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
-        below = self.tokens.level_bytes
-        for d in range(len(levels)):
-            if usual == dead and len(kids) == 1:
-                t = _ints(cur)[0]
-                x = single.item(t)
-                if x >= 0:  # one live byte (a key's, a literal's): its node's tokens, then its child
-                    n, lv = _ints(kids)[0], levels[d]
-                    if lv.own_hi.item(n) > lv.span_lo.item(n):
-                        out.lo.append(lv.span_lo.item(n))
-                        out.hi.append(lv.own_hi.item(n))
-                        out.to.append(t)
-                    if d + 1 == len(levels):
-                        break
-                    c = below[d + 1].find(x, lv.child_lo.item(n), lv.child_hi.item(n))
-                    if c < 0 or (not d and c == skip):
-                        break
-                    kids, cur = [c], [trans.item(t, x)]
-                    continue
-            if len(kids) > SMALL_LEVEL:
-                nodes, states = self._level(d, np.asarray(kids), np.asarray(cur, dtype=np.int32), usual, wrap,
-                                            out)
-            else:
-                nodes, states = self._level_small(d, _ints(kids), _ints(cur), usual, wrap, out)
-            if not len(nodes) or d + 1 == len(levels):
-                break
-            if usual != dead and self._few_below(d, nodes):  # few tokens, many levels: one by one
-                self._finish(d, _ints(nodes), _ints(states), usual, wrap, out)
-                break
-            kids, cur = self._children(d, nodes, states, usual)
-            if not d and skip >= 0:
-                if isinstance(kids, np.ndarray):
-                    keep = kids != skip
-                    kids, cur = kids[keep], np.asarray(cur)[keep]
+        pending: dict[int, tuple[list[int], list[int]]] = {}  # per level, nodes where paths stopped
+        d = 0
+        while d < len(levels):
+            more = pending.pop(d, None)
+            if more is not None:
+                kids, cur = _ints(kids) + more[0], _ints(cur) + more[1]
+            if usual == dead and 0 < len(kids) <= FOLLOW_MOST:  # one live byte: followed alone
+                rest: list[int] = []
+                rest_states: list[int] = []
+                for n, t in zip(_ints(kids), _ints(cur)):
+                    if single.item(t) < 0:
+                        rest.append(n)
+                        rest_states.append(t)
+                    else:
+                        self._follow(d, n, t, skip, out, pending)
+                kids, cur = rest, rest_states
+            if len(kids):
+                if len(kids) > SMALL_LEVEL:
+                    nodes, states = self._level(d, np.asarray(kids), np.asarray(cur, dtype=np.int32), usual,
+                                                wrap, out)
                 else:
-                    cur = [t for i, t in zip(kids, _ints(cur)) if i != skip]
-                    kids = [i for i in kids if i != skip]
+                    nodes, states = self._level_small(d, _ints(kids), _ints(cur), usual, wrap, out)
+                if not len(nodes) or d + 1 == len(levels):
+                    kids, cur = [], []
+                elif usual != dead and self._few_below(d, nodes):  # few tokens, many levels: one by one
+                    self._finish(d, _ints(nodes), _ints(states), usual, wrap, out)
+                    break
+                else:
+                    kids, cur = self._children(d, nodes, states, usual)
+                    if not d and skip >= 0:
+                        if isinstance(kids, np.ndarray):
+                            keep = kids != skip
+                            kids, cur = kids[keep], np.asarray(cur)[keep]
+                        else:
+                            cur = [t for i, t in zip(kids, _ints(cur)) if i != skip]
+                            kids = [i for i in kids if i != skip]
+            if not len(kids) and not pending:
+                break
+            d += 1
         if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
             few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to)
             return _Joined(few, parts, part) if parts or part is not None else few
@@ -1741,6 +1747,34 @@ class TurnIndex:
             idx, owner = ranges(lo, hi)
             ends[trie.order[idx]] = to[owner]
         return ends
+
+    def _follow(self, d: int, n: int, t: int, skip: int, out: _Writes,
+                pending: dict[int, tuple[list[int], list[int]]]) -> None:
+        """Node ``n`` of level ``d`` reached in ``t``, a state with one live byte (a key's, a
+        literal's), followed down the trie alone: each node's own tokens written as a span, then
+        its child by that byte, while the states have one live byte; the node where a state has
+        more is left in ``pending`` for the level walk (``skip``: the level-1 node of a subtree
+        settled apart)."""
+        trans, single, levels = self.lang.trans, self.lang.single, self.tokens.trie.levels
+        below = self.tokens.level_bytes
+        while True:
+            x = single.item(t)
+            if x < 0:
+                more = pending.setdefault(d, ([], []))
+                more[0].append(n)
+                more[1].append(t)
+                return
+            lv = levels[d]
+            if lv.own_hi.item(n) > lv.span_lo.item(n):
+                out.lo.append(lv.span_lo.item(n))
+                out.hi.append(lv.own_hi.item(n))
+                out.to.append(t)
+            if d + 1 == len(levels):
+                return
+            c = below[d + 1].find(x, lv.child_lo.item(n), lv.child_hi.item(n))
+            if c < 0 or (not d and c == skip):
+                return
+            n, t, d = c, trans.item(t, x), d + 1
 
     def _usual(self, s: int, row: np.ndarray, live: np.ndarray) -> int:
         """Where most tokens from ``s`` end: ``s`` when many bytes loop on it; the state most live
