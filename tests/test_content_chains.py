@@ -35,13 +35,16 @@ PIECES = [b"a", b"b", b"Z", b"0", b" ", b"~", b"\x7f", b'"', b"\\", b"\\n", b"\\
 
 def piece_tokens(seed: int, size: int) -> TokenBytes:
     """Every single byte, ``size`` random tokens of 1–12 pieces, long runs of letters (one longer
-    than :data:`MOST_CHARS`, walked whole), two special tokens (the last EOS)."""
+    than :data:`MOST_CHARS`, walked whole), tokens that open a string after a space, two special
+    tokens (the last EOS)."""
     rng = random.Random(seed)
     toks: list[bytes | None] = [bytes([b]) for b in range(256)]
     for _ in range(size):
         toks.append(b"".join(rng.choice(PIECES) for _ in range(rng.randint(1, 12))))
     toks += [b"ab" * k for k in (3, 9, 20)] + [b"x" * (MOST_CHARS + 3), "é".encode() * 30 + b'"',
                                                 b"y" * 20 + "é".encode() + b"z" * 5, "€".encode() * 14]
+    toks += [b' "', b' "ab', b' "a",', b' "\\"', ' "é'.encode(), b' "' + b"x" * 30, b' ""',
+             b' "a\n']  # `` "``
     toks += [None, None]
     return TokenBytes.of(vocab_from_bytes(toks, eos_ids=[len(toks) - 1]))
 
@@ -147,7 +150,7 @@ def test_every_count_of_a_string_is_chained(name: str) -> None:
 
 
 @pytest.mark.parametrize("rows", [0, 10**6])
-@pytest.mark.parametrize("cell", ["ascii", "control", "continuation", "lead", "last"])
+@pytest.mark.parametrize("cell", ["ascii", "del", "control", "continuation", "lead", "last"])
 def test_a_row_off_the_chain_is_walked(cell: str, rows: int) -> None:
     """A count whose row breaks the chain in one byte (a content byte, a control byte, a byte
     inside a multi-byte character) makes every lower count fall back to the walk, and the ends
@@ -158,6 +161,8 @@ def test_a_row_off_the_chain_is_walked(cell: str, rows: int) -> None:
     q = counts[5]
     if cell == "ascii":
         trans[q, ord("Q")] = counts[2]
+    elif cell == "del":  # the last content byte
+        trans[q, 0x7F] = counts[2]
     elif cell == "control":
         trans[q, 0x09] = counts[6]
     else:
@@ -315,6 +320,8 @@ def test_prefix_classes(name: str) -> None:
     classes = [(after, ct, False) for after, ct, _level, _node in tokens.quoted]
     classes += [(first, ct, True) for first, ct in tokens.numbers]
     assert [c[0] for c in classes[-2:]] == [b"0123456789", b"123456789"]
+    if tokens.quoted_both is not None:  # both openers at once
+        classes.append((chat.STRING_OPENERS, tokens.quoted_both[0], False))
     for prefix, ct, digits in classes:
         assert ct.digits == digits
         rows = {i: (c, vocab.flat[ct.row_at[r]:ct.row_end[r]])
@@ -328,7 +335,8 @@ def test_prefix_classes(name: str) -> None:
                 assert ct.chars[i] == 255 and i not in rows
                 continue
             members.append(i)
-            rest = tok[1:] if digits else tok[len(prefix):]
+            openers = (prefix,) if isinstance(prefix, bytes) else prefix
+            rest = tok[1:] if digits else tok[len(next(x for x in openers if tok.startswith(x))):]
             if digits:
                 run = len(rest) - len(rest.lstrip(b"0123456789"))
                 kind = "pure" if run == len(rest) else "walk"
@@ -342,3 +350,29 @@ def test_prefix_classes(name: str) -> None:
             else:
                 assert ct.chars[i] == 255 and rows[i] == (chars, rest[at:]), tok
         assert ct.members is not None and ct.members.tolist() == members
+
+
+@pytest.mark.parametrize("change", ["none", "past", "all"])
+def test_rows_checked_from_the_period(change: str) -> None:
+    """A ``maxLength`` chain inside its period is checked from its first row (``_periodic``): a
+    change past the period's end (the count after the last in range: ``past``) or in every row
+    alike (``Q`` loops on each count: the period still holds, ``all``) is seen, and the ends stay
+    the walk's."""
+    tokens = vocabulary("pieces1")
+    lang, counts = _count_language(120)  # longer than the chains: most rows are derived
+    (p,) = lang.checked_periods
+    trans = lang.trans.copy()
+    if change == "past":
+        q = next(q for q in counts if q >= p.b and trans[q, ord("a")] != lang.dead)
+        trans[q, ord("Q")] = counts[2]
+    elif change == "all":
+        for q in counts:
+            if p.a <= q < p.b:
+                trans[q, ord("Q")] = q
+    changed = TurnLanguage(trans, lang.accepting, lang.call_start, lang.rule, lang.format, lang.periods)
+    assert len(changed.checked_periods) == 1
+    index = TurnIndex(changed, tokens)
+    same_as_walk(index, counts)
+    fresh = TurnIndex(changed, tokens)
+    fresh.allowed(counts[3])
+    assert fresh.chained == (change != "all")  # ``Q`` looping: walked

@@ -147,6 +147,29 @@ class TurnLanguage:
         return byte_bits(self.trans == np.arange(self.trans.shape[0], dtype=np.int32)[:, None])
 
     @functools.cached_property
+    def content_step(self) -> np.ndarray:
+        """Per state, where every printable ASCII byte of JSON-string content leads
+        (:data:`CONTENT_ASCII`) if they all lead there and every control byte (< 0x20) leads to
+        ``dead``, else -1: the ASCII half of a content chain's row check
+        (:meth:`TurnIndex._steps`). One pass over the table, shared by the indexes of every
+        vocabulary."""
+        t = self.trans
+        to = t[:, 0x61]
+        same = t[:, 0x20:0x80] == to[:, None]
+        same[:, [0x22 - 0x20, 0x5C - 0x20]] = True
+        ok = same.all(axis=1) & (t[:, :0x20] == self.dead).all(axis=1)
+        return np.where(ok, to, -1).astype(np.int64)
+
+    @functools.cached_property
+    def single(self) -> np.ndarray:
+        """Per state, its only live byte where exactly one byte does not lead to ``dead`` (a
+        key's, a literal's next byte), else -1: a first visit follows such states down the trie
+        one node at a time (:meth:`TurnIndex._walk`). One pass over the table, shared by the
+        indexes of every vocabulary."""
+        live = self.trans != self.dead
+        return np.where(live.sum(axis=1) == 1, live.argmax(axis=1), -1).astype(np.int64)
+
+    @functools.cached_property
     def loop_count(self) -> np.ndarray:
         """Per state, how many bytes lead back to it (:attr:`loops`)."""
         return np.unpackbits(self.loops.view(np.uint8), axis=1).sum(axis=1, dtype=np.int64)
@@ -490,7 +513,11 @@ class TokenBytes:
         tb.content  # noqa: B018 - likewise the string-content classes of the tokens (TurnIndex._chain)
         tb.level_bytes  # noqa: B018
         tb.quoted  # noqa: B018
+        tb.quoted_both  # noqa: B018
         tb.numbers  # noqa: B018
+        tb.byte_sets  # noqa: B018 - likewise the bytes of each token (TurnIndex._class)
+        tb.first_at  # noqa: B018
+        tb.lengths8  # noqa: B018
         return tb
 
     @functools.cached_property
@@ -536,6 +563,17 @@ class TokenBytes:
         return tuple(out)
 
     @functools.cached_property
+    def quoted_both(self) -> tuple[ContentTokens, int, int] | None:
+        """The two string openers of :attr:`quoted` at once (where both lead to one string
+        state, one chain settles both subtrees: :meth:`TurnIndex._walk`): the classes of the tokens
+        that begin with either by what follows, and the nodes of ``"`` (level 0) and `` "``
+        (level 1); None unless both are in the trie."""
+        q = dict((after, node) for after, _ct, _level, node in self.quoted)
+        if set(q) != set(STRING_OPENERS):
+            return None
+        return ContentTokens.of(self.vocab, STRING_OPENERS), q[b'"'], q[b' "']
+
+    @functools.cached_property
     def numbers(self) -> tuple[tuple[bytes, ContentTokens], ...]:
         """Per set of first digits (:data:`NUMBER_STARTS`: any digit; 1–9, where a JSON number's
         leading zero parts ways), the classes of the tokens that begin with one of them by the
@@ -548,6 +586,63 @@ class TokenBytes:
         """Which tokens are JSON-string content and how many characters each has (once per
         vocabulary: :meth:`TurnIndex._chain`)."""
         return ContentTokens.of(self.vocab)
+
+    @functools.cached_property
+    def byte_sets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per text token in the trie's order (``VocabTrie.order``: by first byte, so the tokens
+        that begin in a run of bytes are one slice, :attr:`first_at`), the ASCII bytes it holds
+        as two 64-bit sets (``uint64``: bytes 0x00–0x3F, 0x40–0x7F; byte 0x00 also stands for
+        every byte from 0x80, which no class of :meth:`TurnIndex._class` holds) and its length
+        (``uint8``, 255 for 255 bytes or more), once per vocabulary: the tokens of a slice whose
+        bytes all lie in a class are then two masks and a comparison away."""
+        size = self.vocab.size
+        lo, hi = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.uint64)
+        one = np.uint64(1) << (np.arange(256, dtype=np.uint64) & np.uint64(63))
+        one[0x80:] = 1
+        low = np.where(np.arange(256) < 0x40, one, 0).astype(np.uint64)
+        low[0x80:] = 1
+        high = np.where((np.arange(256) >= 0x40) & (np.arange(256) < 0x80), one, 0).astype(np.uint64)
+        for j, rows in enumerate(self.columns):
+            col = self.matrix[rows, j]
+            lo[rows] |= low[col]
+            hi[rows] |= high[col]
+        order = self.trie.order
+        return lo[order], hi[order], np.minimum(self.vocab.lengths[order], 255).astype(np.uint8)
+
+    @functools.cached_property
+    def lengths8(self) -> np.ndarray:
+        """Each token's length, 255 for 255 bytes or more (``uint8``)."""
+        return np.minimum(self.vocab.lengths, 255).astype(np.uint8)
+
+    @functools.cached_property
+    def _classes(self) -> dict[bytes, ClassTokens]:
+        return {}
+
+    def class_tokens(self, has: np.ndarray) -> ClassTokens:
+        """The tokens by the class ``has`` (:class:`ClassTokens`), built on the class's first
+        visit and kept with the vocabulary: a class recurs (the characters of a pattern, a
+        hostname's, a date's digits) in every state of its chain, every text, every schema; the
+        :data:`CLASS_KEPT` most recent are kept."""
+        key = has.tobytes()
+        got = self._classes.get(key)
+        if got is None:
+            got = ClassTokens.of(self, has)
+            while len(self._classes) >= CLASS_KEPT:
+                del self._classes[next(iter(self._classes))]
+            self._classes[key] = got
+        return got
+
+    @functools.cached_property
+    def first_at(self) -> np.ndarray:
+        """Per byte ``x`` (and 256), where the tokens that begin with a byte ``>= x`` start in the
+        trie's token order (``VocabTrie.order``: by first byte, so the tokens that begin with
+        a byte in ``[a, b]`` are ``order[first_at[a]:first_at[b + 1]]``), once per vocabulary."""
+        trie = self.trie
+        if not trie.levels:
+            return np.zeros(257, dtype=np.int64)
+        lv = trie.levels[0]
+        k = np.searchsorted(lv.byte, np.arange(257))
+        return np.concatenate([lv.span_lo, [trie.order.size]]).astype(np.int64)[k]
 
     @functools.cached_property
     def token_nodes(self) -> tuple[np.ndarray, ...]:
@@ -615,27 +710,34 @@ class ContentTokens:
     digits: bool = False
 
     @staticmethod
-    def of(vocab: Vocab, after: bytes = b"", first: bytes = b"", digits: bool = False) -> ContentTokens:
+    def of(vocab: Vocab, after: bytes | tuple[bytes, ...] = b"", first: bytes = b"",
+           digits: bool = False) -> ContentTokens:
         """The classes of ``vocab``'s tokens; with ``after`` (or ``first``), of the tokens that
-        begin with those bytes (with one of those bytes), by what follows (the prefix alone: pure,
-        no character), the others marked 255 and not walked (:attr:`members`). With ``digits`` the
-        characters are the digits 0–9 and every other byte is walked (a number's digits)."""
+        begin with those bytes (one of those prefixes; with one of those bytes), by what follows
+        (the prefix alone: pure, no character), the others marked 255 and not walked
+        (:attr:`members`). With ``digits`` the characters are the digits 0–9 and every other byte
+        is walked (a number's digits)."""
+        afters = after if isinstance(after, tuple) else (after,) if after else ()
         flat, off, text = vocab.flat, vocab.offsets.tolist(), vocab.is_text.tolist()
         chars = np.full(vocab.size, 255, dtype=np.uint8)
         walk: list[tuple[int, int, int, int]] = []  # (prefix characters, id, at, end)
         longest = wide = 0
         match = (_DIGIT_RUN if digits else _CONTENT_RUN).match
-        skip = len(after) or (1 if first else 0)
+        skip = bool(afters or first)
         members: list[int] = []
         for i in range(vocab.size):
             a, b = off[i], off[i + 1]
             if not text[i] or a == b:
                 continue
             if skip:
-                if not (flat.startswith(after, a, b) if after else flat[a] in first):
+                if afters:
+                    k = next((len(x) for x in afters if flat.startswith(x, a, b)), 0)
+                else:
+                    k = 1 if flat[a] in first else 0
+                if not k:
                     continue
                 members.append(i)
-                a += skip
+                a += k
                 if a == b:
                     chars[i] = 0
                     continue
@@ -687,6 +789,45 @@ class ContentTokens:
             longest, wide, ints(members) if skip else None, digits)
 
 
+@dataclass(frozen=True, eq=False)
+class ClassTokens:
+    """A vocabulary's tokens by one class of ASCII bytes (:meth:`TurnIndex._class`), the same for
+    every state of that class: the *pure* tokens (every byte in the class) over the vocabulary,
+    the longest one's length, and the other tokens that begin in the class with the position of
+    their first byte out of it (they are walked from there). Built on a class's first visit
+    and kept by the vocabulary (:meth:`TokenBytes.class_tokens`)."""
+
+    pure: np.ndarray = field(repr=False)  # bool [size]
+    longest: int
+    walk: np.ndarray = field(repr=False)  # int64 token ids
+    walk_at: np.ndarray = field(repr=False)  # int64
+
+    @staticmethod
+    def of(tokens: TokenBytes, has: np.ndarray) -> ClassTokens:
+        """The tokens of ``tokens`` by the class ``has`` (per byte, whether it is in it; bytes
+        0x20–0x7F only): two masks over the byte sets of the slices of the tokens that begin in
+        each run of the class (:attr:`TokenBytes.byte_sets`)."""
+        lo, hi, lens = tokens.byte_sets
+        bits = int.from_bytes(np.packbits(has[:0x80], bitorder="little").tobytes(), "little")
+        off0, off1 = np.uint64(~bits & (2**64 - 1)), np.uint64(~(bits >> 64) & (2**64 - 1))
+        first, order = tokens.first_at, tokens.trie.order
+        pure = np.zeros(tokens.vocab.size, dtype=bool)
+        longest = 0
+        walks: list[np.ndarray] = []
+        for a, b in _runs(tuple(np.flatnonzero(has).tolist())):
+            i, j = first.item(a), first.item(b + 1)
+            if i == j:
+                continue
+            ok = ((lo[i:j] & off0) | (hi[i:j] & off1)) == 0
+            pure[order[i:j][ok]] = True
+            longest = max(longest, int(lens[i:j][ok].max(initial=0)))
+            walks.append(order[i:j][~ok])
+        walk = _cat(walks)
+        at = np.argmin(has[tokens.matrix[walk]], axis=1).astype(np.int64)  # the padding's 0 is out too
+        pure.flags.writeable = False
+        return ClassTokens(pure, longest, walk, at)
+
+
 #: Prefixes that open a JSON string, whose tokens a sparse first visit settles along the string's
 #: chain (:attr:`TokenBytes.quoted`): a quote, and a space and a quote.
 STRING_OPENERS = (b'"', b' "')
@@ -698,6 +839,17 @@ NUMBER_STARTS = (b"0123456789", b"123456789")
 #: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
 CONTENT_CHAINS = True
 
+#: First visits along class chains (:meth:`TurnIndex._class`); off: such states walk the trie.
+CLASS_CHAINS = True
+#: A state is tried for a class chain when at least this many bytes live, and its class holds
+#: at least this many ASCII bytes; the bytes live outside it are walked, at most :data:`LIVE_LOOKUPS`.
+CLASS_MIN = 10
+
+#: The bytes whose targets are tried as a state's class (:meth:`TurnIndex._class`): ``a``, ``0``, ``A``.
+CLASS_PROBES = (0x61, 0x30, 0x41)
+#: The classes a vocabulary keeps (:meth:`TokenBytes.class_tokens`).
+CLASS_KEPT = 64
+
 #: A state with at least this many bytes that loop back to it is walked as dense: tokens are
 #: written where they do not end at the state (:meth:`TurnIndex._walk`).
 DENSE_LOOPS = 32
@@ -708,6 +860,9 @@ SMALL_LEVEL = 12
 FINISH_TOKENS = 12
 #: ... and at most this many in all (tokens that die at their next bytes cost less by levels).
 FINISH_MOST = 256
+#: In a sparse walk, up to this many nodes of a level are each followed alone while their states
+#: have one live byte (:meth:`TurnIndex._follow`).
+FOLLOW_MOST = 64
 #: In a sparse walk, a node's children are found in Python, by the state's live bytes or by
 #: stepping each child, when either is at most this many (:meth:`TurnIndex._live_children`).
 LIVE_LOOKUPS = 24
@@ -775,6 +930,9 @@ _UTF8_STEPS = _Utf8Steps.of(_UTF8_SEQUENCES)
 #: :data:`_UTF8_SEQUENCES` with the lead bytes as runs ``[a, b)``.
 _UTF8_SPANS: tuple[tuple[tuple[tuple[int, int], ...], tuple[range, ...]], ...] = tuple(
     (tuple((a, b + 1) for a, b in _runs(leads)), rest) for leads, rest in _UTF8_SEQUENCES)
+#: A content chain of more rows than this inside a period is checked from its first row
+#: (:meth:`TurnIndex._periodic`).
+PERIOD_ROWS = 4
 #: Up to this many states are checked for UTF-8 row by row (:meth:`TurnIndex._utf8_row`), more at once.
 UTF8_ROWS = 3
 
@@ -789,6 +947,13 @@ def _whole(b: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _cat(parts: list[np.ndarray], dtype: type = np.int64) -> np.ndarray:
+    """``parts`` as one array (none: empty of ``dtype``)."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
 def _ints(xs: np.ndarray | list[int]) -> list[int]:
@@ -812,6 +977,9 @@ class _Few:
         mask = np.zeros(size, dtype=bool)
         mask[self.ids] = True
         return mask
+
+    def mark(self, mask: np.ndarray) -> None:
+        mask[self.ids] = True
 
     def get(self, token: int, dead: int) -> int:
         if self._map is None:
@@ -845,6 +1013,10 @@ class _Spans:
         mask = np.zeros(size, dtype=bool)
         mask[self._ids()] = True
         return mask
+
+    def mark(self, mask: np.ndarray) -> None:
+        for a, b in zip(self.lo, self.hi):
+            mask[self.order[a:b]] = True
 
     def get(self, token: int, dead: int) -> int:
         if self._map is None:
@@ -896,15 +1068,64 @@ class _Chain:
         return int(self.ext[self.chars[token]]) if got is None else got
 
 
+class _Class:
+    """The end states of the tokens that begin with a byte of a class along its chain
+    (:meth:`TurnIndex._class`): a *pure* token (``pure``: every byte in the class, shared by the
+    class's states: :class:`ClassTokens`) of ``n <= limit`` bytes (``lens``) ends at ``ext[n]``,
+    a longer one dies; the walked ones (``ids``) end at ``to``; no other token is this part's."""
+
+    def __init__(self, has: np.ndarray, pure: np.ndarray, lens: np.ndarray, ext: np.ndarray, limit: int,
+                 ids: np.ndarray, to: np.ndarray, dead: int, vocab: Vocab) -> None:
+        self.has = has  # the class: per byte, whether it is in it
+        self.pure, self.lens, self.ext, self.limit = pure, lens, ext, limit
+        self.ids, self.to, self.dead, self.vocab = ids, to, dead, vocab
+        self._map: dict[int, int] | None = None
+
+    def _live(self) -> np.ndarray:
+        """The pure tokens that live (at most ``limit`` bytes), over the vocabulary."""
+        return self.pure if self.limit >= 255 else self.pure & (self.lens <= self.limit)
+
+    def mask(self, size: int) -> np.ndarray:
+        mask = self._live().copy() if self.limit >= 255 else self._live()
+        mask[self.ids[self.to != self.dead]] = True
+        return mask
+
+    def mark(self, mask: np.ndarray) -> None:
+        """Set the tokens that live to True in ``mask``."""
+        mask |= self._live()
+        mask[self.ids[self.to != self.dead]] = True
+
+    def fill(self, ends: np.ndarray) -> None:
+        """Write the ends of this part's tokens into ``ends`` (dead there before)."""
+        live = self._live()
+        ends[live] = self.ext[self.lens[live]]
+        ends[self.ids] = self.to
+
+    def get(self, token: int, dead: int) -> int:
+        if self._map is None:
+            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
+        got = self._map.get(token)
+        if got is not None:
+            return got
+        data = self.vocab.token_bytes(token)  # pure past ``limit``: ``ext`` dead there, or walked
+        if data and all(self.has.item(x) for x in data):
+            return self.ext.item(min(len(data), 255))
+        return dead
+
+
 class _Joined:
     """A sparse walk's few live tokens and the subtrees it left to string chains (``parts``, the
     tokens that begin with a string opener: :attr:`TokenBytes.quoted`); no token is in two."""
 
-    def __init__(self, base: _Few | _Spans, parts: list[_Chain]) -> None:
-        self.base, self.parts = base, parts
+    def __init__(self, base: _Few | _Spans, parts: list[_Chain], cls: _Class | None = None) -> None:
+        self.base, self.parts, self.cls = base, parts, cls
 
     def mask(self, size: int) -> np.ndarray:
-        mask = self.base.mask(size)
+        if self.cls is None:
+            mask = self.base.mask(size)
+        else:  # the class's mask over the vocabulary, the few others set in it
+            mask = self.cls.mask(size)
+            self.base.mark(mask)
         for p in self.parts:
             p.mark(mask)
         return mask
@@ -913,6 +1134,8 @@ class _Joined:
         ends = self.base.dense(size, dead)
         for p in self.parts:
             p.fill(ends)
+        if self.cls is not None:
+            self.cls.fill(ends)
         return ends
 
     def get(self, token: int, dead: int) -> int:
@@ -921,6 +1144,8 @@ class _Joined:
             if got != dead:
                 break
             got = p.get(token, dead)
+        if got == dead and self.cls is not None:
+            got = self.cls.get(token, dead)
         return got
 
 
@@ -1020,9 +1245,12 @@ class TurnIndex:
         self._digit_step: dict[int, bool] = {}  # per state, whether the ten digits lead alike
         self.chained = 0  # first visits along a content chain (for benchmarks and tests)
         self.opened = 0  # string openers' subtrees settled along a chain in sparse visits (likewise)
+        self.classed = 0  # first visits whose tokens in a class went along its chain (likewise)
         self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
+        self.lang.single  # noqa: B018 - likewise the states with one live byte
+        self.lang.content_step  # noqa: B018 - likewise where each state's content bytes lead
 
     @property
     def periods(self) -> tuple[Period, ...]:
@@ -1076,8 +1304,8 @@ class TurnIndex:
         prefix: a small share) are walked from ``g[prefix]`` (:meth:`_run`). A free string's
         state, its first character's, a character count's (``maxLength``, a fixed length of
         free characters) and the inside of a multi-byte character (whose chain is ``s, dead``)
-        have one; a state whose content bytes part ways (a key, a literal, ``[a-z]``) fails
-        the first probes and is walked."""
+        have one; a state whose content bytes part ways (a key, a literal, ``[a-z]``) has no
+        :attr:`TurnLanguage.content_step` and is walked (or goes along its class: :meth:`_class`)."""
         trans, dead = self.lang.trans, self._dead
         if s == dead:
             return None
@@ -1088,13 +1316,12 @@ class TurnIndex:
             if trans.item(s, 0x35) != trans.item(s, 0x30) or trans.item(s, 0x39) != trans.item(s, 0x30):
                 return None
         else:
-            guess, a = 0x61, trans.item(s, 0x61)
+            guess, a = 0x61, self.lang.content_step.item(s)
+            if a < 0:  # the content bytes part ways (a key, a literal, a class)
+                return None
             if a == dead:  # no content: only the inside of a character, where continuation bytes live
                 if trans.item(s, 0x80) == dead or trans.item(s, 0xBF) == dead:
                     return None
-            elif trans.item(s, 0x20) != a or trans.item(s, 0x7E) != a or trans.item(s, 0x30) != a \
-                    or trans.item(s, 0x5A) != a:
-                return None
         g = [s]
         loop = False
         while True:
@@ -1107,6 +1334,8 @@ class TurnIndex:
                 rows, loop = g, True
                 break
             g.append(n)
+        if not ct.digits and self.periods:
+            self._periodic(rows)
         if not (self._digit_steps(rows) if ct.digits else self._steps(rows, ct.wide)):
             return None
         ext = np.full(256, dead, dtype=np.int32)
@@ -1120,6 +1349,76 @@ class TurnIndex:
         hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
         return _Chain(ct.chars, ext, most, ct.walk[:hi], self._rows(ext, most, ct)[ct.walk_row[:hi]], dead,
                       ct.members)
+
+    def _class(self, s: int, row: np.ndarray, live: np.ndarray) -> tuple[_Class, np.ndarray] | None:
+        """The tokens from ``s`` that begin with a byte of its *class* along the class's chain, and
+        the live bytes outside the class (their tokens are walked); None where there is no class.
+
+        The class: the printable ASCII bytes (0x20–0x7F) that lead from ``s`` to the state most
+        of them lead to (``[a-z0-9-]``, ``[0-9a-f]``: a pattern's, a format's character), at
+        least :data:`CLASS_MIN` of them. Its chain: ``g[0] = s``, ``g[j + 1]`` the state every
+        byte of the class leads to from ``g[j]``, until a state loops on the class (a ``+`` or
+        ``*``), ``dead`` (a count's last), or a row sends the class's bytes apart (``cut``). Then a
+        *pure* token (every byte in the class: :attr:`TokenBytes.byte_sets`, two masks over the
+        vocabulary) of ``n`` bytes ends at ``g[n]``, and the others that begin in the class (a
+        quote, a byte of another class or a non-ASCII byte further in; pure ones past a cut) are
+        walked from ``s`` (:meth:`_run`)."""
+        trans, dead = self.lang.trans, self._dead
+        r = row[0x20:0x80]
+        best, t = 0, dead
+        for x in CLASS_PROBES:  # the class of a letter, a digit or a capital: the largest
+            q = row.item(x)
+            if q != dead and q != t:
+                n = int(np.count_nonzero(r == q))
+                if n > best:
+                    best, t = n, q
+        if best < CLASS_MIN:
+            return None
+        has = np.zeros(256, dtype=bool)
+        has[0x20:0x80] = r == t
+        others = live[~has[live]]
+        if others.size > LIVE_LOOKUPS:
+            return None
+        members = np.flatnonzero(has)
+        runs = _runs(tuple(members.tolist()))
+        c0 = runs[0][0]
+        w = trans.itemsize
+        g = [s]
+        q, most = t, -1  # most: the longest pure token known to end on the chain (-1: any)
+        while True:
+            g.append(q)
+            if len(g) > MOST_CHARS:
+                most = len(g) - 1
+                break
+            u = trans.item(q, c0)
+            line = trans[q].tobytes()
+            one = line[w * c0:w * c0 + w]
+            if any(line[w * a:w * (b + 1)] != one * (b + 1 - a) for a, b in runs):
+                most = len(g) - 1  # cut: longer pure tokens are walked
+                break
+            if u == q or u == dead:
+                break
+            q = u
+        ext = np.full(256, dead, dtype=np.int32)
+        ext[:len(g)] = g
+        if most < 0 and trans.item(g[-1], c0) == g[-1]:
+            ext[len(g):] = g[-1]  # a loop: every longer pure token stays there
+        ct = self.tokens.class_tokens(has)
+        lens = self.tokens.lengths8
+        walk, at = ct.walk, ct.walk_at
+        if 0 <= most < ct.longest:  # pure tokens past the cut: walked from the cut
+            past = np.flatnonzero(ct.pure & (lens > most))
+            walk = np.concatenate([walk, past])
+            at = np.concatenate([at, np.full(past.size, most, dtype=np.int64)])
+        ends = np.full(walk.size, dead, dtype=np.int32)
+        if walk.size:  # from the first byte out of the class, on the chain (past a cut: from ``s``)
+            at = np.where(at < (len(g) if most >= 0 else 256), at, 0)
+            off = self.vocab.offsets
+            self._run(np.arange(walk.size), ext[at], off[walk] + at, off[walk + 1], ends)
+        limit = 255 if most < 0 and ext[255] != dead else min(most if most >= 0 else len(g) - 1, 255)
+        self.classed += 1
+        return _Class(has, ct.pure, lens, ext, limit if limit < ct.longest else 255, walk, ends, dead,
+                      self.vocab), others
 
     def _rows(self, ext: np.ndarray, most: int, ct: ContentTokens) -> np.ndarray:
         """The end of each walked row of :class:`ContentTokens` whose prefix has at most ``most``
@@ -1157,19 +1456,16 @@ class TurnIndex:
 
     def _steps(self, rows: list[int], wide: int) -> bool:
         """Whether every state of ``rows`` sends the content bytes (:data:`CONTENT_ASCII`) where
-        ``a`` leads and the control bytes to ``dead``, and the first ``wide`` rows every multi-byte
-        character there too; each state checked once (all new ones at once), kept."""
+        ``a`` leads and the control bytes to ``dead`` (:attr:`TurnLanguage.content_step`), and the
+        first ``wide`` rows every multi-byte character there too; each state checked once (all new
+        ones at once), kept."""
         step, step8 = self._step, self._step8
-        new = [q for q in dict.fromkeys(rows) if q not in step]
-        if new:
-            trans, dead = self.lang.trans, self._dead
-            t = trans[new]
-            to = t[:, 0x61]
-            ok = (t[:, CONTENT_ASCII] == to[:, None]).all(axis=1) & (t[:, :0x20] == dead).all(axis=1)
-            for q, good, n in zip(new, ok.tolist(), to.tolist()):
-                step[q] = n if good else -1
-        if any(step[q] < 0 for q in rows):
-            return False
+        content = self.lang.content_step
+        for q in rows:
+            if q not in step:
+                step[q] = content.item(q)
+            if step[q] < 0:
+                return False
         new = [q for q in dict.fromkeys(rows[:wide]) if q not in step8]
         if new:
             for q, good in zip(new, self._utf8_to(new).tolist()):
@@ -1195,9 +1491,10 @@ class TurnIndex:
             p = np.where(grows, q, p)
         return ok & (p == to[:, None]).all(axis=1)
 
-    def _utf8_row(self, q: int, to: int) -> bool:
+    def _utf8_row(self, q: int, to: int, seen: set[int] | None = None) -> bool:
         """:meth:`_utf8_to` of one state: each range's bytes compared as one slice of the row's
-        bytes against its first state repeated."""
+        bytes against its first state repeated. ``seen``: where it holds, gets ``q`` and the
+        states inside the characters (every row read)."""
         trans = self.lang.trans
         w = trans.itemsize
         rows: dict[int, bytes] = {}
@@ -1220,7 +1517,44 @@ class TurnIndex:
                 p = trans.item(p, r.start)
             if p != to:
                 return False
+        if seen is not None:
+            seen.update(rows)
         return True
+
+    def _periodic(self, rows: list[int]) -> None:
+        """Check the rows of a long content chain inside a :class:`Period` (a ``maxLength``'s
+        counts) from its first row: where row ``g[0]`` sends the content bytes and every
+        multi-byte character to ``g[1] = g[0] + k`` and the control bytes to ``dead``, through
+        states inside the characters that stay in ``[a, b)``, row ``g[j]`` does the same, shifted
+        by ``j * k``, as long as each of those states shifted stays below ``b`` (the rows of
+        ``s`` and ``s + k`` agree, moved by ``k``, for ``s < b - k``). Those rows are marked
+        checked (``_step``, ``_step8``) without reading them; the others are left to
+        :meth:`_steps`."""
+        if len(rows) <= PERIOD_ROWS:
+            return
+        found = next(((i, p) for i, q in enumerate(rows[:PERIOD_ROWS]) if q not in self._step
+                      for p in self.periods if p.a <= q < p.b), None)
+        if found is None:
+            return
+        i, p = found
+        rows = rows[i:]  # the rows above are checked already, or left to :meth:`_steps`
+        q0 = rows[0]
+        if len(rows) < 2 or rows[1] != q0 + p.k:
+            return
+        if not self._steps([q0], 0) or self._step[q0] != rows[1]:
+            return
+        seen: set[int] = set()
+        if not self._utf8_row(q0, rows[1], seen) or min(seen) < p.a:
+            return
+        self._step8[q0] = True
+        top = max(seen | {rows[1]})
+        step, step8 = self._step, self._step8
+        for j in range(1, len(rows)):
+            q = q0 + j * p.k
+            if rows[j] != q or top + j * p.k >= p.b:
+                break
+            step[q] = q + p.k
+            step8[q] = True
 
     def _run(self, ids: np.ndarray, cur: np.ndarray, at: np.ndarray, end: np.ndarray,
              out: np.ndarray) -> None:
@@ -1287,10 +1621,18 @@ class TurnIndex:
         lang = self.lang
         trans, dead = lang.trans, lang.dead
         row = trans[s]
-        live = np.flatnonzero(row != dead)
-        usual = self._usual(s, row, live)
-        if usual < 0:
-            return self._walk_levels(s)
+        single = lang.single
+        x = single.item(s)
+        live = np.array([x]) if x >= 0 else np.flatnonzero(row != dead)
+        cls = self._class(s, row, live) if CLASS_CHAINS and live.size >= CLASS_MIN else None
+        part: _Class | None = None
+        if cls is not None:  # the tokens that begin in the class along its chain, the others walked
+            part, live = cls
+            usual = dead
+        else:
+            usual = self._usual(s, row, live)
+            if usual < 0:
+                return self._walk_levels(s)
         trie = self.tokens.trie
         levels = trie.levels
         if not levels:
@@ -1311,7 +1653,21 @@ class TurnIndex:
         parts: list[_Chain] = []  # subtrees that open a string, settled along its chain
         skip = -1  # such a subtree's node at level 1
         if usual == dead and CONTENT_CHAINS:
-            for after, ct, level, node in self.tokens.quoted:
+            both = self.tokens.quoted_both
+            quoted = self.tokens.quoted
+            if both is not None and (part is None or not (part.has[0x22] or part.has[0x20])):
+                q = trans.item(s, 0x22)
+                if q != dead and q == trans.item(trans.item(s, 0x20), 0x22):  # both openers: one chain
+                    chain = self._chain(q, both[0])
+                    if chain is not None:
+                        parts.append(chain)
+                        cur = [t for i, t in zip(kids, cur) if i != both[1]]
+                        kids = [i for i in kids if i != both[1]]
+                        skip = both[2]
+                        quoted = ()
+            for after, ct, level, node in quoted:
+                if part is not None and part.has[after[0]]:
+                    continue  # its tokens begin in the class: the class's part
                 q = s
                 for x in after:
                     q = trans.item(q, x)
@@ -1330,6 +1686,8 @@ class TurnIndex:
                 q = trans.item(s, first[0])
                 if q == dead or any(trans.item(s, x) != q for x in first):
                     continue
+                if part is not None and any(part.has[x] for x in first):
+                    break  # its tokens begin in the class: the class's part
                 chain = self._chain(q, ct)
                 if chain is None:
                     continue
@@ -1340,37 +1698,85 @@ class TurnIndex:
             self.opened += len(parts)
         out = _Writes()
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
-        for d in range(len(levels)):
-            if len(kids) > SMALL_LEVEL:
-                nodes, states = self._level(d, np.asarray(kids), np.asarray(cur, dtype=np.int32), usual, wrap,
-                                            out)
-            else:
-                nodes, states = self._level_small(d, _ints(kids), _ints(cur), usual, wrap, out)
-            if not len(nodes) or d + 1 == len(levels):
-                break
-            if usual != dead and self._few_below(d, nodes):  # few tokens, many levels: one by one
-                self._finish(d, _ints(nodes), _ints(states), usual, wrap, out)
-                break
-            kids, cur = self._children(d, nodes, states, usual)
-            if not d and skip >= 0:
-                if isinstance(kids, np.ndarray):
-                    keep = kids != skip
-                    kids, cur = kids[keep], np.asarray(cur)[keep]
+        pending: dict[int, tuple[list[int], list[int]]] = {}  # per level, nodes where paths stopped
+        d = 0
+        while d < len(levels):
+            more = pending.pop(d, None)
+            if more is not None:
+                kids, cur = _ints(kids) + more[0], _ints(cur) + more[1]
+            if usual == dead and 0 < len(kids) <= FOLLOW_MOST:  # one live byte: followed alone
+                rest: list[int] = []
+                rest_states: list[int] = []
+                for n, t in zip(_ints(kids), _ints(cur)):
+                    if single.item(t) < 0:
+                        rest.append(n)
+                        rest_states.append(t)
+                    else:
+                        self._follow(d, n, t, skip, out, pending)
+                kids, cur = rest, rest_states
+            if len(kids):
+                if len(kids) > SMALL_LEVEL:
+                    nodes, states = self._level(d, np.asarray(kids), np.asarray(cur, dtype=np.int32), usual,
+                                                wrap, out)
                 else:
-                    cur = [t for i, t in zip(kids, _ints(cur)) if i != skip]
-                    kids = [i for i in kids if i != skip]
+                    nodes, states = self._level_small(d, _ints(kids), _ints(cur), usual, wrap, out)
+                if not len(nodes) or d + 1 == len(levels):
+                    kids, cur = [], []
+                elif usual != dead and self._few_below(d, nodes):  # few tokens, many levels: one by one
+                    self._finish(d, _ints(nodes), _ints(states), usual, wrap, out)
+                    break
+                else:
+                    kids, cur = self._children(d, nodes, states, usual)
+                    if not d and skip >= 0:
+                        if isinstance(kids, np.ndarray):
+                            keep = kids != skip
+                            kids, cur = kids[keep], np.asarray(cur)[keep]
+                        else:
+                            cur = [t for i, t in zip(kids, _ints(cur)) if i != skip]
+                            kids = [i for i in kids if i != skip]
+            if not len(kids) and not pending:
+                break
+            d += 1
         if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
             few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to)
-            return _Joined(few, parts) if parts else few
+            return _Joined(few, parts, part) if parts or part is not None else few
         lo, hi, to = out.arrays()
         if usual == dead:  # the few live tokens, without an array over the vocabulary
             idx, owner = ranges(lo, hi)
             few = _Few(trie.order[idx], to[owner])
-            return _Joined(few, parts) if parts else few
+            return _Joined(few, parts, part) if parts or part is not None else few
         if lo.size:
             idx, owner = ranges(lo, hi)
             ends[trie.order[idx]] = to[owner]
         return ends
+
+    def _follow(self, d: int, n: int, t: int, skip: int, out: _Writes,
+                pending: dict[int, tuple[list[int], list[int]]]) -> None:
+        """Node ``n`` of level ``d`` reached in ``t``, a state with one live byte (a key's, a
+        literal's), followed down the trie alone: each node's own tokens written as a span, then
+        its child by that byte, while the states have one live byte; the node where a state has
+        more is left in ``pending`` for the level walk (``skip``: the level-1 node of a subtree
+        settled apart)."""
+        trans, single, levels = self.lang.trans, self.lang.single, self.tokens.trie.levels
+        below = self.tokens.level_bytes
+        while True:
+            x = single.item(t)
+            if x < 0:
+                more = pending.setdefault(d, ([], []))
+                more[0].append(n)
+                more[1].append(t)
+                return
+            lv = levels[d]
+            if lv.own_hi.item(n) > lv.span_lo.item(n):
+                out.lo.append(lv.span_lo.item(n))
+                out.hi.append(lv.own_hi.item(n))
+                out.to.append(t)
+            if d + 1 == len(levels):
+                return
+            c = below[d + 1].find(x, lv.child_lo.item(n), lv.child_hi.item(n))
+            if c < 0 or (not d and c == skip):
+                return
+            n, t, d = c, trans.item(t, x), d + 1
 
     def _usual(self, s: int, row: np.ndarray, live: np.ndarray) -> int:
         """Where most tokens from ``s`` end: ``s`` when many bytes loop on it; the state most live
