@@ -349,3 +349,29 @@ def test_a_character_of_text_leaves_no_marker_byte_pending() -> None:
     for ch in ("é", "€", "😀", "a"):
         assert not lg.in_call(run(f"Hi {ch}tool_call>\n")), ch  # only text: no '<' was written
         assert lg.in_call(run(f"Hi {ch}<tool_call>\n")), ch
+
+
+def test_checked_periods_find_entries_in_one_pass() -> None:
+    """:attr:`TurnLanguage.checked_periods` finds every period's entry (the highest state of its
+    range entered from outside) in one pass over the edges, and each period's steps from the edges
+    out of its range: the same periods as :meth:`Period.check` on every edge, one period at a time,
+    on schemas with several counted strings (entered from keys, from each other, and nested in
+    arrays), and with the dead state's edges left in as the reference does."""
+    from ltlagent.decode.chat import Period
+    from ltlagent.text.bytetable import row_edges
+    from ltlagent.text.jsonschema import schema_table
+
+    schemas = [
+        {"type": "object", "properties": {k: {"type": "string", "maxLength": m} for k, m in
+                                           (("a", 12), ("b", 5), ("c", 30), ("d", 9))}},
+        {"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 20}, "maxItems": 3},
+        {"anyOf": [{"type": "string", "maxLength": 15}, {"type": "object", "properties": {
+            "x": {"type": "string", "maxLength": 25, "pattern": "^[a-f0-9]*$"}}}]},
+    ]
+    for schema in schemas:
+        lg = TurnLanguage.of_table(schema_table(schema))
+        assert len(lg.periods) >= 2, schema
+        src, dst = row_edges(lg.trans[:-1])
+        want = [Period.check(lg, a, b, k, src, dst) for a, b, k in lg.periods]
+        assert lg.checked_periods == tuple(p for p in want if p is not None), schema
+        assert any(p.entry >= p.a for p in lg.checked_periods), schema

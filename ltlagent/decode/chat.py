@@ -27,6 +27,7 @@ is the per-turn runtime.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,7 +40,8 @@ from ltlagent.decode.machine import UTF8, UTF8_BAD
 from ltlagent.decode.trie import VocabTrie, byte_bits, ranges, trie_of
 from ltlagent.decode.vocab import Vocab
 from ltlagent.errors import UsageError
-from ltlagent.text.bytetable import ByteTable, Glue, Periods, distance_to, row_edges
+from ltlagent.graph import csr, levels, row_edges
+from ltlagent.text.bytetable import ByteTable, Glue, Periods
 from ltlagent.text.jsonschema import (
     MAX_JSON_STATES,
     JsonArray,
@@ -123,10 +125,21 @@ class TurnLanguage:
     def distance(self) -> np.ndarray:
         """Fewest bytes from each state to an accepting one (a large number where none is
         reachable): budget steering keeps a turn completable in the tokens left. One vectorised
-        backward breadth-first search (:func:`ltlagent.text.bytetable.distance_to`)."""
+        backward breadth-first search over :attr:`edges` (as :func:`ltlagent.text.bytetable.distance_to`)."""
         far = np.iinfo(np.int32).max // 2
-        dist = distance_to(self.trans[:-1], self.accepting[:-1])
+        src, dst = self.edges
+        seeds = np.flatnonzero(self.accepting[:-1]).astype(np.int64)
+        dist = levels(*csr(dst, src, self.dead), seeds)
         return np.concatenate([np.where(dist >= 0, dist, far), [far]]).astype(np.int64)
+
+    @functools.cached_property
+    def edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The edges between live states as (source, target) arrays, one per run of equal
+        successors in a row (:func:`ltlagent.graph.row_edges`), sources ascending: one pass over
+        the table, shared by :attr:`distance` and :attr:`checked_periods`."""
+        src, dst = row_edges(self.trans[:-1])
+        keep = dst != self.dead
+        return src[keep], dst[keep]
 
     @functools.cached_property
     def checked_periods(self) -> tuple[Period, ...]:
@@ -134,8 +147,22 @@ class TurnLanguage:
         of every vocabulary."""
         if not self.periods:
             return ()
-        src, dst = row_edges(self.trans[:-1])
-        found = (Period.check(self, a, b, k, src, dst) for a, b, k in self.periods)
+        src, dst = self.edges
+        spans = sorted((a, b) for a, b, _k in self.periods)
+        entries: list[int | None] = [None] * len(self.periods)
+        if all(0 <= a < b <= self.dead for a, b in spans) and all(
+                b1 <= a2 for (_a1, b1), (a2, _b2) in itertools.pairwise(spans)):
+            # disjoint ranges: every period's highest state entered from outside it, in one pass
+            pid = np.full(self.dead + 1, -1, dtype=np.int64)
+            for i, (a, b, _k) in enumerate(self.periods):
+                pid[a:b] = i
+            p_dst = pid[dst]
+            into = (p_dst >= 0) & (p_dst != pid[src])
+            top = np.full(len(self.periods), -1, dtype=np.int64)
+            np.maximum.at(top, p_dst[into], dst[into])
+            entries = [int(e) if e >= 0 else a - 1 for e, (a, _b, _k) in zip(top.tolist(), self.periods)]
+        found = (Period.check(self, a, b, k, src, dst, entry)
+                 for (a, b, k), entry in zip(self.periods, entries))
         return tuple(p for p in found if p is not None)
 
     @functools.cached_property
@@ -1203,20 +1230,26 @@ class Period:
         return max(0, min((base - self.entry - 1) // (self.back + self.jump), (self.b - s - 1) // self.jump))
 
     @staticmethod
-    def check(lang: TurnLanguage, a: int, b: int, k: int, src: np.ndarray, dst: np.ndarray) -> Period | None:
+    def check(lang: TurnLanguage, a: int, b: int, k: int, src: np.ndarray, dst: np.ndarray,
+              entry: int | None = None) -> Period | None:
         """The period ``(a, b, k)`` of ``lang`` if its rows do repeat (None otherwise); ``src``/``dst``
-        are the language's edges (:func:`ltlagent.text.bytetable.row_edges`)."""
+        are the language's edges, sources ascending (:func:`ltlagent.text.bytetable.row_edges`);
+        ``entry``: the highest state of the range entered from outside, when the caller found it
+        (:attr:`TurnLanguage.checked_periods`, all periods in one pass)."""
         if not (0 <= a and a + 2 * k <= b <= lang.dead and k > 0):
             return None
         r1, r2 = lang.trans[a:b - k], lang.trans[a + k:b]
         inside = (r1 >= a) & (r1 < b)
         if not np.where(inside, r2 == r1 + k, r2 == r1).all():
             return None
-        inner = (src >= a) & (src < b) & (dst >= a) & (dst < b)
-        step = dst[inner] - src[inner]
-        into = (dst >= a) & (dst < b) & ~((src >= a) & (src < b))
-        return Period(a, b, k, max(1, int(step.max(initial=0))), max(0, int((-step).max(initial=0))),
-                      int(dst[into].max()) if into.any() else a - 1)
+        lo, hi = np.searchsorted(src, [a, b])  # the edges out of the range
+        s_in, d_in = src[lo:hi], dst[lo:hi]
+        inner = (d_in >= a) & (d_in < b)
+        step = d_in[inner] - s_in[inner]
+        if entry is None:
+            into = (dst >= a) & (dst < b) & ~((src >= a) & (src < b))
+            entry = int(dst[into].max()) if into.any() else a - 1
+        return Period(a, b, k, max(1, int(step.max(initial=0))), max(0, int((-step).max(initial=0))), entry)
 
 
 class TurnIndex:
