@@ -26,7 +26,8 @@ from ltlagent.errors import UsageError
 from ltlagent.graph import csr, levels, row_edges
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA
 
-__all__ = ["ByteTable", "Glue", "Periods", "trim", "runs", "distance_to", "row_edges", "sample_text"]
+__all__ = ["ByteTable", "Nested", "Block", "Glue", "Periods", "trim", "runs", "distance_to", "row_edges",
+           "sample_text"]
 
 #: ``(a, b, k)`` ranges of states that repeat with period ``k`` (see :attr:`ByteTable.periods`)
 Periods = tuple[tuple[int, int, int], ...]
@@ -89,6 +90,236 @@ class ByteTable:
         ``live``: every state is known to reach acceptance (only the unreachable ones are)."""
         t, a, p = _trim(trans, accepting, periods, reachable, live)
         return ByteTable(t, a, source, p)
+
+    def row(self, q: int) -> np.ndarray:
+        """State ``q``'s row (what a :class:`Nested` table holding this one reads)."""
+        return self.trans[q]
+
+    def table(self) -> ByteTable:
+        """Itself (a :class:`Nested` table's flat form is built on demand)."""
+        return self
+
+
+@dataclass(frozen=True, eq=False)
+class _Map:
+    """Which states of a block a table keeps, and their numbers there: states ``lo … hi - 1``
+    moved by ``delta`` (a block kept whole, or whole but its start), or, where ``lookup`` is set,
+    each state's number (``DEAD``: left out; one more last entry, ``DEAD``, which a dead target
+    ``-1`` reads). Either way the kept states keep their order and get consecutive numbers."""
+
+    lo: int
+    hi: int
+    delta: int
+    lookup: np.ndarray | None = field(default=None, repr=False)  # int32 [block states + 1]
+
+    @staticmethod
+    def of(lookup: np.ndarray) -> _Map | None:
+        """The map of a lookup table, as a shift where the kept states are one run; None when it
+        keeps nothing."""
+        kept = np.flatnonzero(lookup[:-1] >= 0)
+        if not kept.size:
+            return None
+        first, last = int(kept[0]), int(kept[-1])
+        if last - first + 1 == kept.size:
+            return _Map(first, last + 1, int(lookup[first]) - first)
+        return _Map(first, last + 1, 0, lookup)
+
+    @functools.cached_property
+    def kept(self) -> np.ndarray:
+        """The kept states, in order (their numbers are ``at``, ``at + 1``, …)."""
+        if self.lookup is None:
+            return np.arange(self.lo, self.hi, dtype=np.int64)
+        return np.flatnonzero(self.lookup[:-1] >= 0)
+
+    @property
+    def at(self) -> int:
+        """The number of the first kept state."""
+        return self.lo + self.delta if self.lookup is None else int(self.lookup[self.lo])
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo if self.lookup is None else int(self.kept.size)
+
+    def source(self, q: int) -> int:
+        """The block's state numbered ``q``."""
+        return q - self.delta if self.lookup is None else int(self.kept[q - self.at])
+
+    def apply(self, states: np.ndarray) -> np.ndarray:
+        """The numbers of ``states`` (``DEAD`` for those left out and for ``-1``)."""
+        if self.lookup is not None:
+            return self.lookup[states]
+        return np.where((states >= self.lo) & (states < self.hi), states + self.delta, DEAD)
+
+    def then(self, outer: _Map, n: int) -> _Map | None:
+        """This map (of a block of ``n`` states) followed by ``outer`` (of the table holding it);
+        None when nothing is kept through both."""
+        if self.lookup is None and outer.lookup is None:
+            lo = max(self.lo, outer.lo - self.delta)
+            hi = min(self.hi, outer.hi - self.delta)
+            return _Map(lo, hi, self.delta + outer.delta) if lo < hi else None
+        mine = self.lookup
+        if mine is None:
+            mine = np.full(n + 1, DEAD, dtype=np.int32)
+            mine[self.lo:self.hi] = np.arange(self.lo + self.delta, self.hi + self.delta, dtype=np.int32)
+        got = outer.apply(mine).astype(np.int32, copy=False)
+        got[-1] = DEAD
+        return _Map.of(got)
+
+
+@dataclass(frozen=True, eq=False)
+class Nested:
+    """A determinised table kept as its parts: the rows its subset construction built (``rows``,
+    as runs ``src``/``lo``/``hi``/``to``), and its blocks' kept states (``parts``, each a
+    :class:`ByteTable` or another :class:`Nested` with the :class:`_Map` of its states here). A
+    block's rows are read through the maps, never copied, until :meth:`table` writes every leaf
+    table's rows once, at their final numbers: a table nested ``d`` deep is copied once, not ``d``
+    times. What :class:`Glue` reads of a block (a row, ``sealed``, ``successors``, ``accepting``)
+    is answered from the parts. Immutable once built; the same table as its flat form, state for
+    state."""
+
+    num_states: int
+    accepting: np.ndarray = field(repr=False)  # bool [n]
+    rows: np.ndarray = field(repr=False)  # int64: the states whose rows were built here (sorted)
+    src: np.ndarray = field(repr=False)  # int64 runs of those rows: state, first and last byte, target
+    lo: np.ndarray = field(repr=False)
+    hi: np.ndarray = field(repr=False)
+    to: np.ndarray = field(repr=False)
+    parts: tuple[tuple[Block, _Map], ...] = field(repr=False)  # in the order of their numbers
+    source: str = ""
+    periods: Periods = ()
+
+    def __post_init__(self) -> None:
+        for a in (self.accepting, self.rows, self.src, self.lo, self.hi, self.to):
+            a.setflags(write=False)
+
+    @property
+    def empty(self) -> bool:
+        return not bool(self.accepting.any())
+
+    @functools.cached_property
+    def _built(self) -> np.ndarray:
+        """Per state, whether its row was built here (it replaces a part's)."""
+        built = np.zeros(self.num_states, dtype=bool)
+        built[self.rows] = True
+        return built
+
+    @functools.cached_property
+    def _ptr(self) -> list[int]:
+        """Row ``q``'s runs are ``ptr[q]:ptr[q + 1]`` (runs come row by row)."""
+        ptr = np.zeros(self.num_states + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.src, minlength=self.num_states), out=ptr[1:])
+        return ptr.tolist()
+
+    @functools.cached_property
+    def _starts(self) -> list[int]:
+        return [m.at for _b, m in self.parts]
+
+    @functools.cached_property
+    def sealed(self) -> bool:
+        """:attr:`ByteTable.sealed`, from the rows built here: state 0 and the accepting states are
+        subsets built here, and a part's rows lead to the part's own states, never to 0."""
+        return not bool((self.to == 0).any() or self.accepting[self.src].any())
+
+    def row(self, q: int) -> np.ndarray:
+        """State ``q``'s row (``int32 [256]``), read from the runs built here or from its part."""
+        if self._built[q]:
+            out = np.full(256, DEAD, dtype=np.int32)
+            ptr = self._ptr
+            for j in range(ptr[q], ptr[q + 1]):
+                out[self.lo[j]:self.hi[j] + 1] = self.to[j]
+            return out
+        block, m = self.parts[bisect.bisect_right(self._starts, q) - 1]
+        return m.apply(block.row(m.source(q))).astype(np.int32, copy=False)
+
+    @functools.cached_property
+    def successors(self) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`ByteTable.successors` (the same edges, maybe some repeated): those of the rows
+        built here, and each part's own, renumbered, but from rows built here (they replace the
+        part's)."""
+        srcs, dsts = [self.src], [self.to]
+        built = self._built
+        for block, m in self.parts:
+            b_src, b_dst = block.successors
+            s = m.apply(b_src)
+            ok = s >= 0
+            ok[ok] = ~built[s[ok]]
+            srcs.append(s[ok])
+            dsts.append(m.apply(b_dst[ok]))
+        src = np.concatenate(srcs).astype(np.int64, copy=False)
+        dst = np.concatenate(dsts).astype(np.int64, copy=False)
+        src.setflags(write=False)
+        dst.setflags(write=False)
+        return src, dst
+
+    @functools.cached_property
+    def flat(self) -> ByteTable:
+        """The table as one :class:`ByteTable`, each leaf's rows copied once (:func:`_write`); a
+        part met more than once below (an array's item, a definition used twice) is made flat
+        first and then copied whole each time, its rows built here written once, not per copy."""
+        trans = np.empty((self.num_states, 256), dtype=np.int32)
+        _write(self, trans, _Map(0, self.num_states, 0), _shared(self))
+        return ByteTable(trans, self.accepting, self.source, self.periods)
+
+    def table(self) -> ByteTable:
+        """:attr:`flat`."""
+        return self.flat
+
+
+#: A part of a :class:`Glue`: a table, flat or kept as its parts
+Block = ByteTable | Nested
+
+
+def _shifted(rows: np.ndarray, delta: int, out: np.ndarray) -> None:
+    """``out = where(rows >= 0, rows + delta, DEAD)`` for ``int32`` rows, in two streaming passes
+    and no mask: ``rows >> 31`` is all ones where a row is dead (``-1``) and zero elsewhere, so
+    or-ing it into the sum leaves ``-1`` exactly there (a boolean-mask assignment costs five times
+    as much on a table of tens of MB)."""
+    np.add(rows, delta, out=out)
+    if delta:
+        np.bitwise_or(out, np.right_shift(rows, 31), out=out)
+
+
+def _shared(top: Nested) -> frozenset[int]:
+    """The ids of the :class:`Nested` tables that are parts more than once below ``top``."""
+    count: dict[int, int] = {}
+    todo = [top]
+    while todo:
+        for b, _m in todo.pop().parts:
+            if isinstance(b, Nested):
+                count[id(b)] = count.get(id(b), 0) + 1
+                if count[id(b)] == 1:
+                    todo.append(b)
+    return frozenset(k for k, c in count.items() if c > 1)
+
+
+def _write(block: Block, out: np.ndarray, m: _Map, shared: frozenset[int]) -> None:
+    """Write the rows of ``block``'s states that ``m`` keeps into ``out``, at their numbers there:
+    a leaf's by one shift or one lookup; a :class:`Nested` one's parts first, then the rows built
+    for it, which replace theirs. One made flat already, or in ``shared``, is copied flat."""
+    if isinstance(block, Nested) and ("flat" in block.__dict__ or id(block) in shared):
+        block = block.flat
+    if isinstance(block, ByteTable):
+        t = block.trans
+        if m.lookup is None:
+            _shifted(t[m.lo:m.hi], m.delta, out[m.lo + m.delta:m.hi + m.delta])
+        else:
+            a = m.at
+            np.take(m.lookup, t[m.kept], out=out[a:a + m.size], mode="wrap")  # -1 wraps to the end
+        return
+    for part, pm in block.parts:
+        inner = pm.then(m, part.num_states)
+        if inner is not None:
+            _write(part, out, inner, shared)
+    rows = m.apply(block.rows)
+    out[rows[rows >= 0]] = DEAD
+    if block.src.size:
+        src = m.apply(block.src)
+        ok = src >= 0
+        lo = block.lo[ok]
+        lens = block.hi[ok] - lo + 1
+        starts = src[ok].astype(np.int64) * 256 + lo
+        at = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+        out.reshape(-1)[at] = np.repeat(m.apply(block.to[ok]), lens)
 
 
 def distance_to(trans: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -213,12 +444,12 @@ class Glue:
 
     def __init__(self) -> None:
         self.nfa = ByteNFA()
-        self.blocks: list[tuple[ByteTable, int, int]] = []
+        self.blocks: list[tuple[Block, int, int]] = []
 
     def new(self) -> int:
         return self.nfa.new()
 
-    def table(self, t: ByteTable, start: int, end: int) -> None:
+    def table(self, t: Block, start: int, end: int) -> None:
         """``t``'s language between ``start`` and ``end`` (nothing when it is empty)."""
         if not t.empty:
             self.blocks.append((t, start, end))
@@ -226,6 +457,11 @@ class Glue:
     def determinize(self, start: int, final: int, limit: int, what: str, hint: str) -> ByteTable:
         """The trimmed DFA from ``start``, accepting where ``final`` is reached; a
         :class:`UsageError` naming ``what`` beyond ``limit`` states."""
+        return self.nested(start, final, limit, what, hint).table()
+
+    def nested(self, start: int, final: int, limit: int, what: str, hint: str) -> Block:
+        """:meth:`determinize`, the blocks' rows not copied: a :class:`Nested` table (what a
+        block of another :class:`Glue` can be), or a flat one where the language is empty."""
         nfa, blocks = self.nfa, self.blocks
         n_glue = len(nfa.eps)
         offsets = [0, *itertools.accumulate(b[0].num_states for b in blocks)]
@@ -387,9 +623,9 @@ class Glue:
                     if whole is None:  # a row at a time, until a share of the block is asked for
                         asked[k] = asked.get(k, 0) + 1
                         if asked[k] >= 64 and asked[k] * 16 >= blocks[k][0].num_states:
-                            whole = block_runs[k] = _table_runs(blocks[k][0].trans)
+                            whole = block_runs[k] = _table_runs(blocks[k][0].table().trans)
                     if whole is None:
-                        got = _row_runs(blocks[k][0].trans[q], shift)
+                        got = _row_runs(blocks[k][0].row(q), shift)
                     else:
                         ptr, lo_l, hi_l, to_l = whole
                         a, b = ptr[q], ptr[q + 1]
@@ -506,45 +742,38 @@ class Glue:
             if keep is None:
                 keep = self._searched(base, gen, total, rows, place(r_id), targets)
             new = np.cumsum(keep) - 1  # the new number of each kept state
-            # every row is written below: a block's kept rows, each target renumbered by one lookup
-            # (dead stays dead: the lookup's last entry), then the rows computed here
-            trans = np.empty((int(new[-1]) + 1, 256), dtype=np.int32)
+            # a block's kept states, by one shift where they are one run (whole, or whole but its
+            # start), else by a lookup (states left out inside); its rows are not copied here
+            # (:class:`Nested`)
+            parts: list[tuple[Block, _Map]] = []
             for k, b0 in base.items():
-                t = blocks[k][0].trans
-                lo, hi = gen + b0, gen + b0 + t.shape[0]
+                t = blocks[k][0]
+                lo, hi = gen + b0, gen + b0 + t.num_states
                 local = np.flatnonzero(keep[lo:hi])
                 if not local.size:
                     continue
-                a = int(new[lo + local[0]])
                 first, last = int(local[0]), int(local[-1])
-                dst = trans[a:a + local.size]
-                if last - first + 1 == local.size:  # kept whole but maybe its start: moved by one shift
-                    # (a kept row's own targets are kept; rows built in Python are rewritten below)
-                    rows_k = t[first:last + 1]
-                    np.add(rows_k, a - first, out=dst)  # in place: a block's table may be tens of MB
-                    if a != first:
-                        dst[rows_k < 0] = DEAD
+                if last - first + 1 == local.size:
+                    parts.append((t, _Map(first, last + 1, int(new[lo + first]) - first)))
                     continue
-                lookup = np.empty(hi - lo + 1, dtype=np.int32)  # states left out inside: renumbered
-                lookup[:-1] = new[lo:hi]
-                lookup[-1] = DEAD  # a row's -1 reads the last entry
-                np.take(lookup, t[local], out=dst, mode="wrap")  # unbuffered; -1 wraps to the end
-            trans[new[rows[keep[rows]]]] = DEAD  # rows computed here replace the blocks'
-            if r_id:
-                src = place(r_id)
-                ok = keep[src]
-                lo_a = np.array(r_lo, dtype=np.int64)[ok]
-                lens = np.array(r_hi, dtype=np.int64)[ok] - lo_a + 1
-                starts = new[src[ok]] * 256 + lo_a
-                at = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
-                trans.reshape(-1)[at] = np.repeat(new[targets[ok]], lens)
-            acc = np.zeros(trans.shape[0], dtype=bool)
+                lookup = np.full(hi - lo + 1, DEAD, dtype=np.int32)  # the last entry serves -1
+                lookup[local] = new[lo + local]
+                parts.append((t, _Map(first, last + 1, 0, lookup)))
+            built = rows[keep[rows]]
+            src = place(r_id)
+            ok = keep[src]
+            acc = np.zeros(int(new[-1]) + 1, dtype=bool)
             fin = place(accepting)
             acc[new[fin[keep[fin]]]] = True
             periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
                             for j, b0 in base.items() for a, b, k in blocks[j][0].periods
                             if keep[a + gen + b0:b + gen + b0].all())
-            return ByteTable(trans, acc, what, periods)
+            r_src = new[src[ok]]
+            order = np.argsort(r_src, kind="stable")  # row by row, each row's runs in byte order
+            return Nested(acc.size, acc, np.sort(new[built]), r_src[order],
+                          np.array(r_lo, dtype=np.int64)[ok][order],
+                          np.array(r_hi, dtype=np.int64)[ok][order], new[targets[ok]][order],
+                          tuple(parts), what, periods)
         finally:
             # the nested functions above refer to one another (closure1 to itself): a reference
             # cycle that would keep every container they close over (subsets, closures, edges:
@@ -588,7 +817,7 @@ class Glue:
         for k, b0 in base.items():
             t = self.blocks[k][0]
             lo = gen + b0
-            first = t.trans[0]
+            first = t.row(0)
             if not t.sealed or hit[lo] or not hit[first[first >= 0] + lo].all():
                 return None
             keep[lo] = False
