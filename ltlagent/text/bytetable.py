@@ -32,6 +32,9 @@ __all__ = ["ByteTable", "Nested", "Block", "Glue", "Periods", "trim", "runs", "d
 #: ``(a, b, k)`` ranges of states that repeat with period ``k`` (see :attr:`ByteTable.periods`)
 Periods = tuple[tuple[int, int, int], ...]
 
+#: Every row's runs of a table, as :func:`_table_runs` gives them
+Runs = tuple[list[int], list[int], list[int], list[int]]
+
 
 @dataclass(frozen=True, eq=False)
 class ByteTable:
@@ -91,9 +94,21 @@ class ByteTable:
         t, a, p = _trim(trans, accepting, periods, reachable, live)
         return ByteTable(t, a, source, p)
 
-    def row(self, q: int) -> np.ndarray:
-        """State ``q``'s row (what a :class:`Nested` table holding this one reads)."""
-        return self.trans[q]
+    def row_runs(self, q: int) -> list[tuple[int, int, int]]:
+        """State ``q``'s row as :func:`runs` (from :attr:`runs` where they were found)."""
+        got = self.__dict__.get("runs")
+        if got is None:
+            return _row_runs(self.trans[q], 0)
+        ptr, lo, hi, to = got
+        a, b = ptr[q], ptr[q + 1]
+        return list(zip(lo[a:b], hi[a:b], to[a:b]))
+
+    @functools.cached_property
+    def runs(self) -> Runs:
+        """Every row's runs (:func:`_table_runs`), found once per table: what a :class:`Glue`
+        reads of a block whose rows it visits one by one, shared by every block and every glue the
+        table is part of."""
+        return _table_runs(self.trans)
 
     def table(self) -> ByteTable:
         """Itself (a :class:`Nested` table's flat form is built on demand)."""
@@ -143,6 +158,10 @@ class _Map:
     def source(self, q: int) -> int:
         """The block's state numbered ``q``."""
         return q - self.delta if self.lookup is None else int(self.kept[q - self.at])
+
+    def target(self, r: int) -> int:
+        """The number of the block's (kept) state ``r``."""
+        return r + self.delta if self.lookup is None else int(self.lookup[r])
 
     def apply(self, states: np.ndarray) -> np.ndarray:
         """The numbers of ``states`` (``DEAD`` for those left out and for ``-1``)."""
@@ -220,16 +239,26 @@ class Nested:
         subsets built here, and a part's rows lead to the part's own states, never to 0."""
         return not bool((self.to == 0).any() or self.accepting[self.src].any())
 
-    def row(self, q: int) -> np.ndarray:
-        """State ``q``'s row (``int32 [256]``), read from the runs built here or from its part."""
-        if self._built[q]:
-            out = np.full(256, DEAD, dtype=np.int32)
-            ptr = self._ptr
-            for j in range(ptr[q], ptr[q + 1]):
-                out[self.lo[j]:self.hi[j] + 1] = self.to[j]
-            return out
-        block, m = self.parts[bisect.bisect_right(self._starts, q) - 1]
-        return m.apply(block.row(m.source(q))).astype(np.int32, copy=False)
+    def row_runs(self, q: int) -> list[tuple[int, int, int]]:
+        """State ``q``'s row as :func:`runs` (each the longest, as from the flat table): from the
+        runs built here (neighbours with one target joined), or its part's, renumbered."""
+        built, ptr, lo, hi, to = self._lists
+        if not built[q]:
+            block, m = self.parts[bisect.bisect_right(self._starts, q) - 1]
+            return [(a, b, m.target(r)) for a, b, r in block.row_runs(m.source(q))]
+        out: list[tuple[int, int, int]] = []
+        for j in range(ptr[q], ptr[q + 1]):
+            if out and out[-1][1] + 1 == lo[j] and out[-1][2] == to[j]:
+                out[-1] = (out[-1][0], hi[j], to[j])
+            else:
+                out.append((lo[j], hi[j], to[j]))
+        return out
+
+    @functools.cached_property
+    def _lists(self) -> tuple[list[bool], list[int], list[int], list[int], list[int]]:
+        """Per state whether its row was built here, and the runs of those rows (``ptr``, first
+        and last byte, target), as lists for :meth:`row_runs`."""
+        return (self._built.tolist(), self._ptr, self.lo.tolist(), self.hi.tolist(), self.to.tolist())
 
     @functools.cached_property
     def successors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -264,19 +293,32 @@ class Nested:
         """:attr:`flat`."""
         return self.flat
 
+    @property
+    def runs(self) -> Runs:
+        """:attr:`ByteTable.runs` of :attr:`flat` (which it makes)."""
+        return self.flat.runs
+
 
 #: A part of a :class:`Glue`: a table, flat or kept as its parts
 Block = ByteTable | Nested
 
 
 def _shifted(rows: np.ndarray, delta: int, out: np.ndarray) -> None:
-    """``out = where(rows >= 0, rows + delta, DEAD)`` for ``int32`` rows, in two streaming passes
-    and no mask: ``rows >> 31`` is all ones where a row is dead (``-1``) and zero elsewhere, so
-    or-ing it into the sum leaves ``-1`` exactly there (a boolean-mask assignment costs five times
-    as much on a table of tens of MB)."""
-    np.add(rows, delta, out=out)
-    if delta:
-        np.bitwise_or(out, np.right_shift(rows, 31), out=out)
+    """``out = where(rows >= 0, rows + delta, DEAD)`` for ``int32`` rows, with no mask: ``rows >>
+    31`` is all ones where a row is dead (``-1``) and zero elsewhere, so or-ing it into the sum
+    leaves ``-1`` exactly there (a boolean-mask assignment costs five times as much on a table of
+    tens of MB); a thousand rows at a time, so that the sign stays in the cache."""
+    if not delta:
+        np.copyto(out, rows)
+        return
+    step = 1024
+    sign = np.empty((min(step, rows.shape[0]), 256), dtype=np.int32)
+    for a in range(0, rows.shape[0], step):
+        r, o = rows[a:a + step], out[a:a + step]
+        s = sign[:r.shape[0]]
+        np.right_shift(r, 31, out=s)
+        np.add(r, delta, out=o)
+        np.bitwise_or(o, s, out=o)
 
 
 def _shared(top: Nested) -> frozenset[int]:
@@ -391,7 +433,12 @@ def _row_runs(row: np.ndarray, shift: int) -> list[tuple[int, int, int]]:
     return [(a, b, r + shift) for a, b, r in zip(firsts, lasts, targets) if r >= 0]
 
 
-def _table_runs(trans: np.ndarray) -> tuple[list[int], list[int], list[int], list[int]]:
+#: A flat block of at most this many states has its rows' runs found all at once on the first row
+#: read (about the cost of a few rows read one by one)
+_SMALL = 64
+
+
+def _table_runs(trans: np.ndarray) -> Runs:
     """:func:`runs` of every row of a table at once: row ``q``'s runs are entries
     ``ptr[q]:ptr[q + 1]`` of the (first byte, last byte, target) lists."""
     n = int(trans.shape[0])
@@ -608,8 +655,8 @@ class Glue:
             return j
 
         out_edges: dict[int, list[tuple[int, int, int]]] = {}  # per position, its live byte edges
-        asked: dict[int, int] = {}  # per block, how many of its rows were read one by one
-        block_runs: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
+        asked: dict[int, int] = {}  # per table (its id), how many of its rows were read one by one
+        block_runs: dict[int, Runs] = {}  # per table (its id), every row's runs (:attr:`ByteTable.runs`)
 
         def edges(p: int) -> list[tuple[int, int, int]]:
             got = out_edges.get(p)
@@ -619,13 +666,16 @@ class Glue:
                 else:
                     k, q = where(p)
                     shift = n_glue + offsets[k]
-                    whole = block_runs.get(k)
-                    if whole is None:  # a row at a time, until a share of the block is asked for
-                        asked[k] = asked.get(k, 0) + 1
-                        if asked[k] >= 64 and asked[k] * 16 >= blocks[k][0].num_states:
-                            whole = block_runs[k] = _table_runs(blocks[k][0].table().trans)
+                    t = blocks[k][0]
+                    whole = block_runs.get(id(t))
+                    if whole is None:  # a row at a time, until a share of the table is asked for
+                        # (the same table may be several blocks: an array's items, a key's lanes)
+                        n_asked = asked[id(t)] = asked.get(id(t), 0) + 1
+                        if ((n_asked >= 64 and n_asked * 16 >= t.num_states) or "runs" in t.__dict__
+                                or (t.num_states <= _SMALL and isinstance(t, ByteTable))):
+                            whole = block_runs[id(t)] = t.runs
                     if whole is None:
-                        got = _row_runs(blocks[k][0].row(q), shift)
+                        got = [(lo, hi, r + shift) for lo, hi, r in t.row_runs(q)]
                     else:
                         ptr, lo_l, hi_l, to_l = whole
                         a, b = ptr[q], ptr[q + 1]
@@ -817,8 +867,8 @@ class Glue:
         for k, b0 in base.items():
             t = self.blocks[k][0]
             lo = gen + b0
-            first = t.row(0)
-            if not t.sealed or hit[lo] or not hit[first[first >= 0] + lo].all():
+            first = np.array([r for _a, _b, r in t.row_runs(0)], dtype=np.int64)
+            if not t.sealed or hit[lo] or not hit[first + lo].all():
                 return None
             keep[lo] = False
         return keep
