@@ -18,6 +18,7 @@ import functools
 import heapq
 import itertools
 import random
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -537,6 +538,7 @@ class Glue:
             return got
 
         closures: dict[int, frozenset[int]] = {}  # per position, its epsilon closure
+        alone: set[int] = set()  # the positions known to be their own closure
 
         def closure1(p: int) -> frozenset[int]:
             got = closures.get(p)
@@ -544,11 +546,15 @@ class Glue:
                 return got
             if p < n_glue and not nfa.eps[p] and p not in enter:  # most glue nodes: itself
                 got = closures[p] = frozenset((p,))
+                alone.add(p)
                 return got
             if p >= n_glue:  # a block's state: itself, and its end's closure where it accepts
                 k, q = where(p)
-                got = closures[p] = (closure1(blocks[k][2]) | {p} if q in accepting_in(k)
-                                     else frozenset((p,)))
+                if q in accepting_in(k):
+                    got = closures[p] = closure1(blocks[k][2]) | {p}
+                else:
+                    got = closures[p] = frozenset((p,))
+                    alone.add(p)
                 return got
             # the closures of the epsilon successors first (post-order, each kept), then the union:
             # a chain of optional properties costs a union per node, not a walk per node
@@ -600,6 +606,8 @@ class Glue:
         def closure(key: frozenset[int]) -> frozenset[int]:
             if len(key) == 1:
                 return closure1(next(iter(key)))
+            if key <= alone:  # a trie of literals: the subset itself (its hash already known)
+                return key
             out: set[int] = set()
             for p in key:
                 out |= closure1(p)
@@ -687,12 +695,9 @@ class Glue:
             return all(a[1] < b[0] for a, b in itertools.pairwise(es))
 
         # the rows computed here, as runs: (result id, first byte, last byte, target id)
-        r_id: list[int] = []
-        r_lo: list[int] = []
-        r_hi: list[int] = []
-        r_to: list[int] = []
-        done: list[int] = []
-        accepting: list[int] = []
+        # (typed arrays: appended as fast as lists, and read by numpy as they are)
+        r_id, r_lo, r_hi, r_to = array("q"), array("q"), array("q"), array("q")
+        done, accepting = array("q"), array("q")
         # a glue node whose closure is itself and whose one live edge is one byte to another such
         # node (a literal's inner byte): its target, followed below without the stack
         chain: dict[int, tuple[int, int] | None] = {}
@@ -738,6 +743,7 @@ class Glue:
                         break
                     j = ids[key] = single[v] = n_gen[0]
                     closures[v] = key
+                    alone.add(v)
                     n_gen[0] += 1
                     grow(1)
                     done.append(rid)
@@ -779,7 +785,7 @@ class Glue:
             gen = n_gen[0]
             total = size[0]
 
-            def place(ids_: list[int]) -> np.ndarray:
+            def place(ids_: array[int]) -> np.ndarray:
                 a = np.array(ids_, dtype=np.int64)
                 return np.where(a >= virt, a - virt + gen, a)
 
@@ -828,7 +834,7 @@ class Glue:
             # the nested functions above refer to one another (closure1 to itself): a reference
             # cycle that would keep every container they close over (subsets, closures, edges:
             # hundreds of thousands of objects) alive until the cyclic collector ran
-            for memo in (closures, ids, raw, single, out_edges, block_runs, chain, asked):
+            for memo in (closures, ids, raw, single, out_edges, block_runs, chain, asked, alone):
                 memo.clear()
             todo.clear()
             # and the cycle itself, which holds the glue's NFA (its lists, one per node) as well
