@@ -283,7 +283,8 @@ _Item = tuple[str, object]
 #: a node: its alternatives (sequences of items) and whether it repeats (its end back to its start)
 _Node = tuple[list[list[_Item]], bool]
 
-_items = st.one_of(st.sampled_from([b"a", b"b", b"x", b"ab", b"c"]).map(lambda b: ("lit", b)),
+_literals = [b"a", b"b", b"x", b"ab", b"c", b"\xe9", b"a\xe9"]  # a byte above 127 too
+_items = st.one_of(st.sampled_from(_literals).map(lambda b: ("lit", b)),
                    st.integers(0, len(_LEAVES) - 1).map(lambda i: ("leaf", i)),
                    st.integers(0, 3).map(lambda i: ("node", i)))
 _nodes = st.lists(st.tuples(st.lists(st.lists(_items, min_size=1, max_size=3), min_size=1, max_size=3),

@@ -231,6 +231,16 @@ class Nested:
         return ptr.tolist()
 
     @functools.cached_property
+    def _spread(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """The rows built here byte by byte: each byte's place in the flat table (``256 * state +
+        byte``), its target, and where each run's bytes begin (for :func:`_write`)."""
+        lens = self.hi - self.lo + 1
+        cut = np.zeros(lens.size + 1, dtype=np.int64)
+        np.cumsum(lens, out=cut[1:])
+        at = np.repeat(self.src * 256 + self.lo - cut[:-1], lens) + np.arange(int(cut[-1]))
+        return at, np.repeat(self.to, lens), cut.tolist()
+
+    @functools.cached_property
     def _starts(self) -> list[int]:
         return [m.at for _b, m in self.parts]
 
@@ -313,6 +323,10 @@ def _shifted(rows: np.ndarray, delta: int, out: np.ndarray) -> None:
         np.copyto(out, rows)
         return
     step = 1024
+    if rows.shape[0] <= step:
+        np.add(rows, delta, out=out)
+        np.bitwise_or(out, np.right_shift(rows, 31), out=out)
+        return
     sign = np.empty((min(step, rows.shape[0]), 256), dtype=np.int32)
     for a in range(0, rows.shape[0], step):
         r, o = rows[a:a + step], out[a:a + step]
@@ -353,16 +367,23 @@ def _write(block: Block, out: np.ndarray, m: _Map, shared: frozenset[int]) -> No
         inner = pm.then(m, part.num_states)
         if inner is not None:
             _write(part, out, inner, shared)
-    rows = m.apply(block.rows)
+    at, to, cut = block._spread
+    flat = out.reshape(-1)
+    if m.lookup is None:  # the rows in [lo, hi) (rows and runs are sorted by state), moved
+        i0, i1 = np.searchsorted(block.rows, (m.lo, m.hi)).tolist()
+        out[block.rows[i0:i1] + m.delta] = DEAD
+        j0, j1 = np.searchsorted(block.src, (m.lo, m.hi)).tolist()
+        a, b = cut[j0], cut[j1]
+        if m.delta:  # (a target outside [lo, hi) is in a row that a table above rewrites)
+            flat[at[a:b] + 256 * m.delta] = to[a:b] + m.delta
+        else:
+            flat[at[a:b]] = to[a:b]
+        return
+    rows = m.lookup[block.rows]
     out[rows[rows >= 0]] = DEAD
-    if block.src.size:
-        src = m.apply(block.src)
-        ok = src >= 0
-        lo = block.lo[ok]
-        lens = block.hi[ok] - lo + 1
-        starts = src[ok].astype(np.int64) * 256 + lo
-        at = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
-        out.reshape(-1)[at] = np.repeat(m.apply(block.to[ok]), lens)
+    src = m.lookup[at >> 8]
+    ok = src >= 0
+    flat[src[ok] * 256 + (at[ok] & 255)] = m.lookup[to[ok]]
 
 
 def distance_to(trans: np.ndarray, targets: np.ndarray) -> np.ndarray:
