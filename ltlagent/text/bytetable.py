@@ -740,11 +740,16 @@ class Glue:
             """The targets of each byte, where every edge of every position is one byte (a
             subset of keys' or constants' literals: no ranges to cut into classes); else None."""
             by_byte: dict[int, list[int]] = {}
-            for p in cur:
-                for lo, hi, v in edges(p):
+            for p in cur:  # (the hottest loop of a trie of many keys: edges' memo read inline)
+                es = out_edges.get(p)
+                for lo, hi, v in edges(p) if es is None else es:
                     if lo != hi:
                         return None
-                    by_byte.setdefault(lo, []).append(v)
+                    got = by_byte.get(lo)
+                    if got is None:
+                        by_byte[lo] = [v]
+                    else:
+                        got.append(v)
             return by_byte
 
         try:
