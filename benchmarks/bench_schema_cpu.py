@@ -71,19 +71,17 @@ def _measure(schemas: list[tuple[str, Any]], repeat: int, hashes: bool, timeout:
             signal.setitimer(signal.ITIMER_REAL, timeout)
             t0 = time.process_time()
             try:
-                table = js.schema_table(schema)
+                try:
+                    table = js.schema_table(schema)
+                finally:  # the timer off before any handler runs (it may fire inside one)
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except _Overtime:  # also where it fired after the compile, before the line above
+                digest, best = f"over {timeout:g} s", None
+                break
             except (SchemaError, UsageError) as e:
                 digest = f"refused {type(e).__name__}: {e}"
                 best = None
                 break
-            except _Overtime:
-                digest, best = f"over {timeout:g} s", None
-                break
-            finally:
-                try:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                except _Overtime:  # fired between the compile's end and this line
-                    pass
             dt = time.process_time() - t0
             best = dt if best is None else min(best, dt)
             if hashes and not digest:
