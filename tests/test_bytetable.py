@@ -1,11 +1,13 @@
-"""The subset construction over table blocks (``text/bytetable.py``) against independent references.
+"""The subset construction over table blocks (``text/glue.py``, over ``text/bytetable.py``'s tables)
+against independent references.
 
 The compile-time work of issue 30 (literal runs followed without the stack, byte classes cut by a
 sweep, a block's rows read as runs all at once, blocks copied in place) must not change a language:
 each helper is checked against the plain definition it replaces, and whole tables against the
 reference construction (every part copied into one ``ByteNFA``, determinised by independent code)
 on real schemas of JSONSchemaBench's sample (where the data is present) and on schemas made to
-exercise literal runs (enums and keys sharing prefixes, constants inside unions).
+exercise literal runs (enums and keys sharing prefixes, constants inside unions). Tables kept as
+their parts (``Nested``) are checked against the eager construction, state for state.
 """
 
 from __future__ import annotations
@@ -21,20 +23,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import SchemaError, UsageError
-from ltlagent.text.bytetable import (
-    Block,
-    ByteTable,
-    Glue,
-    Nested,
-    _classes,
-    _Map,
-    _row_runs,
-    _table_runs,
-    _write,
-    runs,
-    trim,
-)
+from ltlagent.text.bytetable import ByteTable, _row_runs, _table_runs, runs, trim
 from ltlagent.text.content import ByteNFA, as_dfa
+from ltlagent.text.glue import Block, Glue, Nested, _classes, _Map, _write
 from ltlagent.text.jsonschema import clear_caches, emit, parse_schema, schema_table
 from tests.test_jsonschema import _equivalent
 

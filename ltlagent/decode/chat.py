@@ -39,7 +39,8 @@ from ltlagent.decode.machine import UTF8, UTF8_BAD
 from ltlagent.decode.trie import VocabTrie, byte_bits, ranges, trie_of
 from ltlagent.decode.vocab import Vocab
 from ltlagent.errors import UsageError
-from ltlagent.text.bytetable import ByteTable, Glue, Periods, distance_to, row_edges
+from ltlagent.text.bytetable import ByteTable, Periods, distance_to, row_edges
+from ltlagent.text.glue import Glue
 from ltlagent.text.jsonschema import (
     MAX_JSON_STATES,
     JsonArray,

@@ -39,7 +39,7 @@ import numpy as np
 
 from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text import jsontype, numbertext
-from ltlagent.text.bytetable import Block, ByteTable, Glue
+from ltlagent.text.bytetable import ByteTable
 from ltlagent.text.content import (
     DEAD,
     ByteNFA,
@@ -51,6 +51,7 @@ from ltlagent.text.content import (
     predecessors,
     refine,
 )
+from ltlagent.text.glue import Block, Glue
 from ltlagent.text.jsontype import (
     NEVER,
     JsonAny,
