@@ -252,6 +252,15 @@ def _shifted(rows: np.ndarray, delta: int, out: np.ndarray) -> None:
         np.bitwise_or(o, s, out=o)
 
 
+def _start_targets(t: Block) -> np.ndarray:
+    """The successors of a block's start (a :class:`Nested` one's: its first runs, its start's
+    row being built there and its runs sorted by state)."""
+    if isinstance(t, ByteTable):
+        first = t.trans[0]
+        return first[first >= 0]
+    return t.to[:int(np.searchsorted(t.src, 1))]
+
+
 def _shared(top: Nested) -> frozenset[int]:
     """The ids of the :class:`Nested` tables that are parts more than once below ``top``."""
     count: dict[int, int] = {}
@@ -285,6 +294,10 @@ def _write(block: Block, out: np.ndarray, m: _Map, shared: frozenset[int]) -> No
             _write(part, out, inner, shared)
     at, to, cut = block._spread
     flat = out.reshape(-1)
+    if m.lookup is None and m.delta == 0 and m.lo == 0 and m.hi == block.num_states:  # the top
+        out[block.rows] = DEAD
+        flat[at] = to
+        return
     if m.lookup is None:  # the rows in [lo, hi) (rows and runs are sorted by state), moved
         i0, i1 = np.searchsorted(block.rows, (m.lo, m.hi)).tolist()
         out[block.rows[i0:i1] + m.delta] = DEAD
@@ -302,8 +315,8 @@ def _write(block: Block, out: np.ndarray, m: _Map, shared: frozenset[int]) -> No
     flat[src[ok] * 256 + (at[ok] & 255)] = m.lookup[to[ok]]
 
 
-#: A flat block of at most this many states has its rows' runs found all at once on the first row
-#: read (about the cost of a few rows read one by one)
+#: A flat block of at most this many states has its rows' runs found all at once on the fourth row
+#: read by one glue (about the cost of a few rows read one by one; kept for every later glue)
 _SMALL = 64
 
 
@@ -530,7 +543,7 @@ class Glue:
                         # (the same table may be several blocks: an array's items, a key's lanes)
                         n_asked = asked[id(t)] = asked.get(id(t), 0) + 1
                         if ((n_asked >= 64 and n_asked * 16 >= t.num_states) or "runs" in t.__dict__
-                                or (t.num_states <= _SMALL and isinstance(t, ByteTable))):
+                                or (n_asked >= 4 and t.num_states <= _SMALL and isinstance(t, ByteTable))):
                             whole = block_runs[id(t)] = t.runs
                     if whole is None:
                         got = [(lo, hi, r + shift) for lo, hi, r in t.row_runs(q)]
@@ -728,8 +741,7 @@ class Glue:
         for k, b0 in base.items():
             t = self.blocks[k][0]
             lo = gen + b0
-            first = np.array([r for _a, _b, r in t.row_runs(0)], dtype=np.int64)
-            if not t.sealed or hit[lo] or not hit[first + lo].all():
+            if not t.sealed or hit[lo] or not hit[_start_targets(t) + lo].all():
                 return None
             keep[lo] = False
         return keep
