@@ -1,11 +1,13 @@
-"""The subset construction over table blocks (``text/bytetable.py``) against independent references.
+"""The subset construction over table blocks (``text/glue.py``, over ``text/bytetable.py``'s tables)
+against independent references.
 
 The compile-time work of issue 30 (literal runs followed without the stack, byte classes cut by a
 sweep, a block's rows read as runs all at once, blocks copied in place) must not change a language:
 each helper is checked against the plain definition it replaces, and whole tables against the
 reference construction (every part copied into one ``ByteNFA``, determinised by independent code)
 on real schemas of JSONSchemaBench's sample (where the data is present) and on schemas made to
-exercise literal runs (enums and keys sharing prefixes, constants inside unions).
+exercise literal runs (enums and keys sharing prefixes, constants inside unions). Tables kept as
+their parts (``Nested``) are checked against the eager construction, state for state.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import SchemaError, UsageError
-from ltlagent.text.bytetable import Glue, _classes, _row_runs, _table_runs, runs
+from ltlagent.text.bytetable import ByteTable, _row_runs, _table_runs, runs, trim
 from ltlagent.text.content import ByteNFA, as_dfa
+from ltlagent.text.glue import Block, Glue, Nested, _classes, _Map, _write
 from ltlagent.text.jsonschema import clear_caches, emit, parse_schema, schema_table
 from tests.test_jsonschema import _equivalent
 
@@ -67,6 +70,10 @@ def test_row_runs_are_runs() -> None:
         assert _row_runs(t[q], 0) == want
         assert list(zip(lo[ptr[q]:ptr[q + 1]], hi[ptr[q]:ptr[q + 1]], to[ptr[q]:ptr[q + 1]])) == want
         assert _row_runs(t[q], 7) == [(a, b, r + 7) for a, b, r in want]
+    table = ByteTable(t, np.zeros(t.shape[0], dtype=bool))
+    assert [table.row_runs(q) for q in range(t.shape[0])] == [runs(r) for r in t.tolist()]
+    assert table.runs == (ptr, lo, hi, to)  # found once; rows read from them from now on
+    assert [table.row_runs(q) for q in range(t.shape[0])] == [runs(r) for r in t.tolist()]
 
 
 def _reference_agrees(schema: object) -> bool:
@@ -235,6 +242,162 @@ def test_determinize_leaves_no_garbage_cycles() -> None:
         if was:
             gc.enable()
     assert left < 200, left
+
+
+# --- tables kept as their parts (Nested) -------------------------------------------------------
+
+def _leaf(edges: list[tuple[int, int, int, int]], accepting: list[int], n: int,
+          periods: tuple[tuple[int, int, int], ...] = ()) -> ByteTable:
+    """A small block: ``(state, first byte, last byte, target)`` edges."""
+    t = np.full((n, 256), -1, dtype=np.int32)
+    for q, lo, hi, r in edges:
+        t[q, lo:hi + 1] = r
+    acc = np.zeros(n, dtype=bool)
+    acc[accepting] = True
+    return ByteTable(t, acc, "leaf", periods)
+
+
+_A, _B, _C, _E, _X = (ord(c) for c in "abcex")
+#: sealed ("ab"); accepting and going on ("a", "ab"); its start entered again ("(ac)*a"); with
+#: states left out inside where it meets glue ("a", "ab", "ce…"); a count with a period hint
+_LEAVES = (
+    _leaf([(0, _A, _A, 1), (1, _B, _B, 2)], [2], 3),
+    _leaf([(0, _A, _A, 1), (1, _B, _B, 2)], [1, 2], 3),
+    _leaf([(0, _A, _A, 1), (1, _C, _C, 0)], [1], 2),
+    _leaf([(0, _A, _A, 1), (1, _B, _B, 2), (0, _C, _C, 3), (3, _E, _E, 1)], [1, 2], 4),
+    _leaf([(0, _X, _X, 1), *((q, _A, ord("z"), q + 1) for q in range(1, 6)),
+           *((q, _B, _B, 7) for q in range(2, 7))], [7], 8, ((2, 6, 1),)),
+)
+
+#: an item of an alternative: a literal, a leaf (by index) or an earlier node (by index, modulo)
+_Item = tuple[str, object]
+#: a node: its alternatives (sequences of items) and whether it repeats (its end back to its start)
+_Node = tuple[list[list[_Item]], bool]
+
+_literals = [b"a", b"b", b"x", b"ab", b"c", b"\xe9", b"a\xe9"]  # a byte above 127 too
+_items = st.one_of(st.sampled_from(_literals).map(lambda b: ("lit", b)),
+                   st.integers(0, len(_LEAVES) - 1).map(lambda i: ("leaf", i)),
+                   st.integers(0, 3).map(lambda i: ("node", i)))
+_nodes = st.lists(st.tuples(st.lists(st.lists(_items, min_size=1, max_size=3), min_size=1, max_size=3),
+                            st.booleans()), min_size=1, max_size=4)
+
+
+def _item(nodes: list[_Node], i: int, it: _Item) -> _Item:
+    """An item of node ``i``, a reference to a later node (or any, for the first) read as a leaf."""
+    kind, v = it
+    if kind == "node" and i == 0:
+        return ("leaf", int(v) % len(_LEAVES))  # type: ignore[call-overload]
+    return (kind, int(v) % i if kind == "node" else v)  # type: ignore[call-overload]
+
+
+def _build(nodes: list[_Node], flat: bool) -> list[Block]:
+    """Each node's table through :class:`Glue` (its earlier nodes shared as blocks): kept as parts
+    (``Nested``) or, ``flat``, every block made flat before its parent is built (the eager
+    construction, which copies each block into each enclosing table)."""
+    built: list[Block] = []
+    for i, (alts, loop) in enumerate(nodes):
+        glue = Glue()
+        s, f = glue.new(), glue.new()
+        for alt in alts:
+            cur = s
+            for j, it in enumerate(alt):
+                nxt = f if j == len(alt) - 1 else glue.new()
+                kind, v = _item(nodes, i, it)
+                if kind == "lit":
+                    glue.nfa.literal(v, cur, nxt)  # type: ignore[arg-type]
+                else:
+                    b = _LEAVES[v] if kind == "leaf" else built[v]  # type: ignore[index]
+                    glue.table(b.table() if flat else b, cur, nxt)
+                cur = nxt
+        if loop:
+            glue.nfa.eps[f].append(s)
+        built.append(glue.nested(s, f, 20_000, f"node {i}", ""))
+    return built
+
+
+def _reference(nodes: list[_Node], i: int, nfa: ByteNFA, start: int, end: int) -> None:
+    """Node ``i`` written inline into a plain NFA (leaves copied state by state)."""
+    alts, loop = nodes[i]
+    s, f = nfa.new(), nfa.new()
+    nfa.eps[start].append(s)
+    nfa.eps[f].append(end)
+    for alt in alts:
+        cur = s
+        for j, it in enumerate(alt):
+            nxt = f if j == len(alt) - 1 else nfa.new()
+            kind, v = _item(nodes, i, it)
+            if kind == "lit":
+                nfa.literal(v, cur, nxt)  # type: ignore[arg-type]
+            elif kind == "leaf":
+                nfa.embed(_LEAVES[v].content, cur, nxt)  # type: ignore[index]
+            else:
+                _reference(nodes, v, nfa, cur, nxt)  # type: ignore[arg-type]
+            cur = nxt
+    if loop:
+        nfa.eps[f].append(s)
+
+
+def _answers_like_flat(t: Nested) -> None:
+    """What a glue reads of a block kept as parts is what it would read of the flat table (written
+    here without making ``t`` flat)."""
+    trans = np.empty((t.num_states, 256), dtype=np.int32)
+    _write(t, trans, _Map(0, t.num_states, 0), frozenset())
+    flat = ByteTable(trans, t.accepting.copy())
+    for q in range(t.num_states):
+        assert t.row_runs(q) == runs(flat.trans[q].tolist()), q
+    assert t.sealed == flat.sealed
+    got, want = t.successors, flat.successors
+    assert set(zip(got[0].tolist(), got[1].tolist())) == set(zip(want[0].tolist(), want[1].tolist()))
+
+
+@settings(max_examples=150, deadline=None)
+@given(_nodes)
+@example([([[("lit", b"a")], [("lit", b"b")]], False), ([[("node", 0), ("lit", b"x")]], True)])
+@example([([[("leaf", 0), ("lit", b"x")]], False), ([[("node", 0)], [("lit", b"ab")]], False),
+          ([[("lit", b"c"), ("node", 1)], [("node", 1), ("node", 1)]], False)])
+def test_nested_tables_are_the_eager_tables(nodes: list[_Node]) -> None:
+    """Random nestings of glue (literals, alternatives, repetition) around blocks several levels
+    deep, blocks shared by several parents and used twice in one: each table kept as its parts
+    writes out the very table (state for state, periods included) that copying every block into
+    each enclosing table gives; it accepts what the reference construction (every part copied into
+    one plain NFA) accepts; it is trimmed; and every answer a parent's subset construction reads of
+    it (rows, ``sealed``, ``successors``) is the flat table's. The first example keeps a block's
+    states up to where an alternative leaves it (a block's states dropped inside a block); the
+    second has a row of two runs to one target built in Python (read back as one run)."""
+    try:
+        lazy = _build(nodes, flat=False)
+        eager = _build(nodes, flat=True)
+    except UsageError:
+        return
+    for got in lazy:  # before anything is made flat (a flat part is copied whole)
+        if isinstance(got, Nested):
+            _answers_like_flat(got)
+    for got, want in reversed(list(zip(lazy, eager))):  # the top first: written through its parts
+        t, w = got.table(), want.table()
+        assert np.array_equal(t.trans, w.trans)
+        assert np.array_equal(t.accepting, w.accepting)
+        assert t.periods == w.periods
+    top = lazy[-1].table()
+    assert trim(top.trans, top.accepting)[0].shape == top.trans.shape
+    nfa = ByteNFA()
+    start, final = nfa.new(), nfa.new()
+    _reference(nodes, len(nodes) - 1, nfa, start, final)
+    trans, acc = nfa.determinize(start, final, 200_000, "reference", "")
+    assert _equivalent(top.content, as_dfa(trans, acc, "copied"))
+
+
+def test_a_part_met_twice_is_made_flat_once() -> None:
+    """A table kept as parts that is a part twice below the table being written (an array's two
+    items) is made flat first and copied whole each time; one met once is written through."""
+    nodes: list[_Node] = [([[("leaf", 0)], [("lit", b"x")]], False),
+                          ([[("lit", b"c"), ("node", 0)]], False),
+                          ([[("node", 0), ("lit", b"c"), ("node", 0), ("node", 1)]], False)]
+    lazy = _build(nodes, flat=False)
+    top = lazy[2]
+    assert isinstance(top, Nested) and all(isinstance(b, Nested) for b in lazy)
+    t = top.table()
+    assert "flat" in lazy[0].__dict__ and "flat" not in lazy[1].__dict__
+    assert np.array_equal(t.trans, _build(nodes, flat=True)[2].table().trans)
 
 
 def test_classes_with_disjoint_wide_ranges_and_single_bytes() -> None:

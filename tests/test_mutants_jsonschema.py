@@ -122,8 +122,8 @@ def test_the_reference_construction_writes_the_same_texts(schema: dict[str, obje
     """``emit`` into a plain ``ByteNFA`` (strings copied state by state, arrays and objects written
     inline) accepts what ``schema_dfa`` accepts, on these texts."""
     from ltlagent.errors import UsageError
-    from ltlagent.text.bytetable import Glue
     from ltlagent.text.content import ByteNFA, as_dfa
+    from ltlagent.text.glue import Glue
     from ltlagent.text.jsonschema import emit, parse_schema
 
     nfa = ByteNFA()

@@ -41,7 +41,8 @@ from ltlagent.decode.trie import VocabTrie, byte_bits, ranges, trie_of
 from ltlagent.decode.vocab import Vocab
 from ltlagent.errors import UsageError
 from ltlagent.graph import csr, levels, row_edges
-from ltlagent.text.bytetable import ByteTable, Glue, Periods
+from ltlagent.text.bytetable import ByteTable, Periods
+from ltlagent.text.glue import Glue
 from ltlagent.text.jsonschema import (
     MAX_JSON_STATES,
     JsonArray,

@@ -1,21 +1,12 @@
-"""Byte DFAs as numpy tables, and the subset construction over NFAs whose parts are whole tables.
-
-The JSON-schema compiler (:mod:`ltlagent.text.jsonschema`) builds each string, array and object
-once and embeds it in its parents. Copying an embedded DFA state by state into an NFA and
-determinising it again costs Python work per state and byte (seconds for an 11k-state tool-call
-automaton). Here an embedded part stays a table (a *block*): :class:`Glue` is a
-:class:`~ltlagent.text.content.ByteNFA` for the glue between blocks (literals, optional spaces,
-alternatives), and its subset construction treats a block's inner states, whose subsets are
-singletons, as a whole: their rows are the block's rows shifted by one numpy operation. Only the
-subsets where glue and blocks meet (a block's accepting states, overlapping alternatives) are built
-in Python. Reachability and liveness are vectorised breadth-first searches.
+"""Byte DFAs as numpy tables (:class:`ByteTable`): trimming, rows as runs of equal successors,
+distances, sampling. The subset construction over NFAs whose parts are whole tables, and tables
+kept as their parts, are :mod:`ltlagent.text.glue`'s. Reachability and liveness are vectorised
+breadth-first searches.
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
-import heapq
 import itertools
 import random
 from dataclasses import dataclass, field
@@ -24,12 +15,15 @@ import numpy as np
 
 from ltlagent.errors import UsageError
 from ltlagent.graph import csr, levels, row_edges
-from ltlagent.text.content import DEAD, ByteNFA, ContentDFA
+from ltlagent.text.content import DEAD, ContentDFA
 
-__all__ = ["ByteTable", "Glue", "Periods", "trim", "runs", "distance_to", "row_edges", "sample_text"]
+__all__ = ["ByteTable", "Periods", "Runs", "trim", "runs", "distance_to", "row_edges", "sample_text"]
 
 #: ``(a, b, k)`` ranges of states that repeat with period ``k`` (see :attr:`ByteTable.periods`)
 Periods = tuple[tuple[int, int, int], ...]
+
+#: Every row's runs of a table, as :func:`_table_runs` gives them
+Runs = tuple[list[int], list[int], list[int], list[int]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,6 +83,27 @@ class ByteTable:
         ``live``: every state is known to reach acceptance (only the unreachable ones are)."""
         t, a, p = _trim(trans, accepting, periods, reachable, live)
         return ByteTable(t, a, source, p)
+
+    def row_runs(self, q: int) -> list[tuple[int, int, int]]:
+        """State ``q``'s row as :func:`runs` (from :attr:`runs` where they were found): what a
+        :class:`~ltlagent.text.glue.Glue` reads of a block."""
+        got = self.__dict__.get("runs")
+        if got is None:
+            return _row_runs(self.trans[q], 0)
+        ptr, lo, hi, to = got
+        a, b = ptr[q], ptr[q + 1]
+        return list(zip(lo[a:b], hi[a:b], to[a:b]))
+
+    @functools.cached_property
+    def runs(self) -> Runs:
+        """Every row's runs (:func:`_table_runs`), found once per table: what a
+        :class:`~ltlagent.text.glue.Glue` reads of a block whose rows it visits one by one, shared
+        by every block and every glue the table is part of."""
+        return _table_runs(self.trans)
+
+    def table(self) -> ByteTable:
+        """Itself (what :class:`~ltlagent.text.glue.Nested` makes on demand)."""
+        return self
 
 
 def distance_to(trans: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -160,7 +175,7 @@ def _row_runs(row: np.ndarray, shift: int) -> list[tuple[int, int, int]]:
     return [(a, b, r + shift) for a, b, r in zip(firsts, lasts, targets) if r >= 0]
 
 
-def _table_runs(trans: np.ndarray) -> tuple[list[int], list[int], list[int], list[int]]:
+def _table_runs(trans: np.ndarray) -> Runs:
     """:func:`runs` of every row of a table at once: row ``q``'s runs are entries
     ``ptr[q]:ptr[q + 1]`` of the (first byte, last byte, target) lists."""
     n = int(trans.shape[0])
@@ -176,499 +191,6 @@ def _table_runs(trans: np.ndarray) -> tuple[list[int], list[int], list[int], lis
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
     return ptr.tolist(), col.tolist(), last.tolist(), to.tolist()
-
-
-def _classes(es: list[tuple[int, int, int]]) -> list[tuple[int, int, frozenset[int]]]:
-    """Overlapping byte ranges ``(lo, hi, target)`` (sorted) cut into the classes of bytes with
-    the same targets: ``(lo, hi, targets)``, bytes with no target left out, cut wherever a range
-    begins or ends. Where the ranges wider than a byte do not overlap one another (a string's
-    row beside the first bytes of keys: the common case) they are cut at the single bytes
-    directly (:func:`_cut_at_bytes`); else one sweep over the ranges' ends (a range is added
-    where it begins and dropped where it ends)."""
-    wide = [e for e in es if e[0] != e[1]]
-    if all(a[1] < b[0] for a, b in itertools.pairwise(wide)):
-        at: dict[int, list[int]] = {}
-        for b, _b, v in es:
-            if b == _b:
-                at.setdefault(b, []).append(v)
-        return _cut_at_bytes(wide, at)
-    bounds = sorted({*(lo for lo, _h, _v in es), *(hi + 1 for _l, hi, _v in es)})
-    active: dict[int, int] = {}  # target -> how many ranges give it here
-    ends: list[tuple[int, int]] = []  # a heap of (first byte after the range, target)
-    out: list[tuple[int, int, frozenset[int]]] = []
-    i = 0
-    for lo, nxt in itertools.pairwise(bounds):
-        while ends and ends[0][0] <= lo:
-            v = heapq.heappop(ends)[1]
-            if active[v] == 1:
-                del active[v]
-            else:
-                active[v] -= 1
-        while i < len(es) and es[i][0] == lo:
-            v = es[i][2]
-            active[v] = active.get(v, 0) + 1
-            heapq.heappush(ends, (es[i][1] + 1, v))
-            i += 1
-        if active:
-            out.append((lo, nxt - 1, frozenset(active)))
-    return out
-
-
-def _cut_at_bytes(wide: list[tuple[int, int, int]], at: dict[int, list[int]]
-                  ) -> list[tuple[int, int, frozenset[int]]]:
-    """:func:`_classes` where the ranges wider than a byte (``wide``, sorted) are disjoint: each
-    is cut around the single bytes (``at``: each one's targets) that fall inside it, a byte's
-    class holding its range's target and its own; single bytes outside every range are classes
-    alone."""
-    points = sorted(at)
-    out: list[tuple[int, int, frozenset[int]]] = []
-    i = 0
-    for lo, hi, v in wide:
-        while i < len(points) and points[i] < lo:  # before this range: alone
-            b = points[i]
-            out.append((b, b, frozenset(at[b])))
-            i += 1
-        cur = lo
-        mine = frozenset((v,))
-        while i < len(points) and points[i] <= hi:
-            b = points[i]
-            if cur < b:
-                out.append((cur, b - 1, mine))
-            out.append((b, b, frozenset((*at[b], v))))
-            cur = b + 1
-            i += 1
-        if cur <= hi:
-            out.append((cur, hi, mine))
-    for b in points[i:]:
-        out.append((b, b, frozenset(at[b])))
-    return out
-
-
-class Glue:
-    """An NFA whose parts may be whole :class:`ByteTable` blocks, determinised into one table.
-
-    Positions are the glue NFA's nodes (``0 … N-1``) and the blocks' states (block ``k``'s state
-    ``q`` at ``N + offset[k] + q``); a block is entered by an epsilon edge from its start node and
-    left by an epsilon edge from each accepting state to its end node."""
-
-    def __init__(self) -> None:
-        self.nfa = ByteNFA()
-        self.blocks: list[tuple[ByteTable, int, int]] = []
-
-    def new(self) -> int:
-        return self.nfa.new()
-
-    def table(self, t: ByteTable, start: int, end: int) -> None:
-        """``t``'s language between ``start`` and ``end`` (nothing when it is empty)."""
-        if not t.empty:
-            self.blocks.append((t, start, end))
-
-    def determinize(self, start: int, final: int, limit: int, what: str, hint: str) -> ByteTable:
-        """The trimmed DFA from ``start``, accepting where ``final`` is reached; a
-        :class:`UsageError` naming ``what`` beyond ``limit`` states."""
-        nfa, blocks = self.nfa, self.blocks
-        n_glue = len(nfa.eps)
-        offsets = [0, *itertools.accumulate(b[0].num_states for b in blocks)]
-        # liveness on the NFA side, so that the DFA needs no backward search: a glue node is live
-        # when ``final`` is reachable from it; a block's state when its block's end node is (its
-        # table is trimmed: each of its states reaches an accepting one, which leads to the end).
-        # Dead positions are left out of every subset, so every subset built is live.
-        live = self._live(final)
-        if not live[start]:
-            return ByteTable.build(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool),
-                                   what, reachable=True, live=True)
-        enter: dict[int, list[int]] = {}
-        for k, (_t, s, e) in enumerate(blocks):
-            if live[e]:
-                enter.setdefault(s, []).append(n_glue + offsets[k])
-        acc_of: list[frozenset[int] | None] = [None] * len(blocks)
-
-        def where(p: int) -> tuple[int, int]:
-            k = bisect.bisect_right(offsets, p - n_glue) - 1
-            return k, p - n_glue - offsets[k]
-
-        def accepting_in(k: int) -> frozenset[int]:
-            got = acc_of[k]
-            if got is None:
-                got = acc_of[k] = frozenset(np.nonzero(blocks[k][0].accepting)[0].tolist())
-            return got
-
-        closures: dict[int, frozenset[int]] = {}  # per position, its epsilon closure
-
-        def closure1(p: int) -> frozenset[int]:
-            got = closures.get(p)
-            if got is not None:
-                return got
-            if p < n_glue and not nfa.eps[p] and p not in enter:  # most glue nodes: itself
-                got = closures[p] = frozenset((p,))
-                return got
-            if p >= n_glue:  # a block's state: itself, and its end's closure where it accepts
-                k, q = where(p)
-                got = closures[p] = (closure1(blocks[k][2]) | {p} if q in accepting_in(k)
-                                     else frozenset((p,)))
-                return got
-            # the closures of the epsilon successors first (post-order, each kept), then the union:
-            # a chain of optional properties costs a union per node, not a walk per node
-            on_path = {p}
-            stack = [(p, iter(succ(p)))]
-            while stack:
-                u, it = stack[-1]
-                for v in it:
-                    if v in closures:
-                        continue
-                    if v in on_path:  # an epsilon cycle: walk from p instead
-                        return walk(p)
-                    on_path.add(v)
-                    stack.append((v, iter(succ(v))))
-                    break
-                else:
-                    stack.pop()
-                    on_path.discard(u)
-                    c = {u}
-                    for v in succ(u):
-                        c |= closures[v]
-                    closures[u] = frozenset(c)
-            return closures[p]
-
-        def succ(u: int) -> list[int]:
-            """The epsilon successors of a position (into blocks from their start nodes, out of a
-            block from its accepting states)."""
-            if u < n_glue:
-                return [*(v for v in nfa.eps[u] if live[v]), *enter.get(u, ())]
-            k, q = where(u)
-            return [blocks[k][2]] if q in accepting_in(k) else []
-
-        def walk(p: int) -> frozenset[int]:
-            """``p``'s closure by a plain search (where epsilon edges make a cycle)."""
-            seen = {p}
-            todo = [p]
-            while todo:
-                for v in succ(todo.pop()):
-                    if v not in seen:
-                        known = closures.get(v)
-                        if known is not None:
-                            seen |= known
-                        else:
-                            seen.add(v)
-                            todo.append(v)
-            got = closures[p] = frozenset(seen)
-            return got
-
-        def closure(key: frozenset[int]) -> frozenset[int]:
-            if len(key) == 1:
-                return closure1(next(iter(key)))
-            out: set[int] = set()
-            for p in key:
-                out |= closure1(p)
-            return frozenset(out)
-
-        # result ids: general subsets 0, 1, …; block k's states, once entered, at VIRT + base[k] + q
-        virt = 1 << 30
-        base: dict[int, int] = {}
-        size = [0]
-        ids: dict[frozenset[int], int] = {}  # closed subset → id
-        raw: dict[frozenset[int], int] = {}  # subset before closing → id
-        single: dict[int, int] = {}  # one position → id
-        n_gen = [0]
-        todo: list[tuple[int, frozenset[int]]] = []  # (result id, subset) rows to compute in Python
-
-        def grow(by: int) -> None:
-            size[0] += by
-            if size[0] > limit:
-                raise UsageError(f"{what} needs more than {limit} automaton states", hint=hint)
-
-        def closed(nxt: frozenset[int]) -> int:
-            j = ids.get(nxt)
-            if j is None:
-                j = ids[nxt] = n_gen[0]
-                n_gen[0] += 1
-                grow(1)
-                todo.append((j, nxt))
-            return j
-
-        def state_of1(p: int) -> int:
-            j = single.get(p)
-            if j is not None:
-                return j
-            if p >= n_glue:  # a block's state alone: the block's own row
-                k, q = where(p)
-                if k not in base:
-                    base[k] = size[0] - n_gen[0]
-                    grow(blocks[k][0].num_states)
-                    for a in sorted(accepting_in(k)):
-                        todo.append((virt + base[k] + a, closure1(n_glue + offsets[k] + a)))
-                j = virt + base[k] + q
-            else:
-                j = closed(closure1(p))
-            single[p] = j
-            return j
-
-        def state_of(key: frozenset[int]) -> int:
-            if len(key) == 1:
-                return state_of1(next(iter(key)))
-            j = raw.get(key)
-            if j is None:
-                j = raw[key] = closed(closure(key))
-            return j
-
-        out_edges: dict[int, list[tuple[int, int, int]]] = {}  # per position, its live byte edges
-        asked: dict[int, int] = {}  # per block, how many of its rows were read one by one
-        block_runs: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
-
-        def edges(p: int) -> list[tuple[int, int, int]]:
-            got = out_edges.get(p)
-            if got is None:
-                if p < n_glue:
-                    got = sorted(e for e in nfa.edges[p] if live[e[2]])
-                else:
-                    k, q = where(p)
-                    shift = n_glue + offsets[k]
-                    whole = block_runs.get(k)
-                    if whole is None:  # a row at a time, until a share of the block is asked for
-                        asked[k] = asked.get(k, 0) + 1
-                        if asked[k] >= 64 and asked[k] * 16 >= blocks[k][0].num_states:
-                            whole = block_runs[k] = _table_runs(blocks[k][0].trans)
-                    if whole is None:
-                        got = _row_runs(blocks[k][0].trans[q], shift)
-                    else:
-                        ptr, lo_l, hi_l, to_l = whole
-                        a, b = ptr[q], ptr[q + 1]
-                        got = [(lo, hi, r + shift) for lo, hi, r in zip(lo_l[a:b], hi_l[a:b], to_l[a:b])]
-                out_edges[p] = got
-            return got
-
-        def disjoint(es: list[tuple[int, int, int]]) -> bool:
-            return all(a[1] < b[0] for a, b in itertools.pairwise(es))
-
-        # the rows computed here, as runs: (result id, first byte, last byte, target id)
-        r_id: list[int] = []
-        r_lo: list[int] = []
-        r_hi: list[int] = []
-        r_to: list[int] = []
-        done: list[int] = []
-        accepting: list[int] = []
-        # a glue node whose closure is itself and whose one live edge is one byte to another such
-        # node (a literal's inner byte): its target, followed below without the stack
-        chain: dict[int, tuple[int, int] | None] = {}
-
-        def chain_of(p: int) -> tuple[int, int] | None:
-            if p in chain:
-                return chain[p]
-            got = None
-            if p < n_glue and not nfa.eps[p] and p not in enter:
-                es = edges(p)
-                if len(es) == 1 and es[0][0] == es[0][1]:
-                    v = es[0][2]
-                    if v < n_glue and not nfa.eps[v] and v not in enter:
-                        got = (es[0][0], v)
-            chain[p] = got
-            return got
-
-        def split_edges(cur: frozenset[int]) -> tuple[dict[int, list[int]], list[tuple[int, int, int]]]:
-            """A subset's edges in one pass: the targets of each single byte (keys' and
-            constants' literals), and the ranges wider than a byte (strings' and numbers' rows)."""
-            by_byte: dict[int, list[int]] = {}
-            wide: list[tuple[int, int, int]] = []
-            for p in cur:
-                for e in edges(p):
-                    if e[0] == e[1]:
-                        got = by_byte.get(e[0])
-                        if got is None:
-                            by_byte[e[0]] = [e[2]]
-                        else:
-                            got.append(e[2])
-                    else:
-                        wide.append(e)
-            return by_byte, wide
-
-        try:
-            closed(closure1(start))
-            while todo:
-                rid, cur = todo.pop()
-                # a run of literal bytes to states not built yet: each row is one byte to the next, in
-                # the order the stack would give (the next one would be pushed and popped at once)
-                while len(cur) == 1:
-                    p = next(iter(cur))
-                    link = chain_of(p)
-                    if link is None:
-                        break
-                    b, v = link
-                    key = frozenset((v,))
-                    if v in single or key in ids:
-                        break
-                    j = ids[key] = single[v] = n_gen[0]
-                    closures[v] = key
-                    n_gen[0] += 1
-                    grow(1)
-                    done.append(rid)
-                    if p == final:
-                        accepting.append(rid)
-                    r_id.append(rid)
-                    r_lo.append(b)
-                    r_hi.append(b)
-                    r_to.append(j)
-                    rid, cur = j, key
-                done.append(rid)
-                if final in cur:
-                    accepting.append(rid)
-                if len(cur) == 1:  # one position (a literal's byte, a block's accepting state)
-                    es = edges(next(iter(cur)))
-                else:
-                    by_byte, wide = split_edges(cur)
-                    if not wide:  # the classes are the bytes themselves (keys' tries)
-                        for b in sorted(by_byte):
-                            to = by_byte[b]
-                            r_id.append(rid)
-                            r_lo.append(b)
-                            r_hi.append(b)
-                            r_to.append(state_of1(to[0]) if len(to) == 1 else state_of(frozenset(to)))
-                        continue
-                    wide.sort()
-                    if disjoint(wide):  # cut at the single bytes (a string beside keys)
-                        for lo, hi, vs in _cut_at_bytes(wide, by_byte):
-                            r_id.append(rid)
-                            r_lo.append(lo)
-                            r_hi.append(hi)
-                            r_to.append(state_of(vs))
-                        continue
-                    es = sorted([*wide, *((b, b, v) for b, vs in by_byte.items() for v in vs)])
-                if len(es) < 2 or disjoint(es):  # no classes needed
-                    for lo, hi, v in es:
-                        r_id.append(rid)
-                        r_lo.append(lo)
-                        r_hi.append(hi)
-                        r_to.append(state_of1(v))
-                else:
-                    for lo, hi, vs in _classes(es):
-                        r_id.append(rid)
-                        r_lo.append(lo)
-                        r_hi.append(hi)
-                        r_to.append(state_of(vs))
-            gen = n_gen[0]
-            total = size[0]
-
-            def place(ids_: list[int]) -> np.ndarray:
-                a = np.array(ids_, dtype=np.int64)
-                return np.where(a >= virt, a - virt + gen, a)
-
-            # every subset holds a live position; a block's rows come whole, and its start's row is
-            # left out where it is known unreachable (:meth:`_reached`); else a forward search over the
-            # rows built here and the blocks' own edges (each block's, computed once per table)
-            targets = place(r_to)
-            rows = place(done)
-            keep = self._reached(base, gen, total, targets)
-            if keep is None:
-                keep = self._searched(base, gen, total, rows, place(r_id), targets)
-            new = np.cumsum(keep) - 1  # the new number of each kept state
-            # every row is written below: a block's kept rows, each target renumbered by one lookup
-            # (dead stays dead: the lookup's last entry), then the rows computed here
-            trans = np.empty((int(new[-1]) + 1, 256), dtype=np.int32)
-            for k, b0 in base.items():
-                t = blocks[k][0].trans
-                lo, hi = gen + b0, gen + b0 + t.shape[0]
-                local = np.flatnonzero(keep[lo:hi])
-                if not local.size:
-                    continue
-                a = int(new[lo + local[0]])
-                first, last = int(local[0]), int(local[-1])
-                dst = trans[a:a + local.size]
-                if last - first + 1 == local.size:  # kept whole but maybe its start: moved by one shift
-                    # (a kept row's own targets are kept; rows built in Python are rewritten below)
-                    rows_k = t[first:last + 1]
-                    np.add(rows_k, a - first, out=dst)  # in place: a block's table may be tens of MB
-                    if a != first:
-                        dst[rows_k < 0] = DEAD
-                    continue
-                lookup = np.empty(hi - lo + 1, dtype=np.int32)  # states left out inside: renumbered
-                lookup[:-1] = new[lo:hi]
-                lookup[-1] = DEAD  # a row's -1 reads the last entry
-                np.take(lookup, t[local], out=dst, mode="wrap")  # unbuffered; -1 wraps to the end
-            trans[new[rows[keep[rows]]]] = DEAD  # rows computed here replace the blocks'
-            if r_id:
-                src = place(r_id)
-                ok = keep[src]
-                lo_a = np.array(r_lo, dtype=np.int64)[ok]
-                lens = np.array(r_hi, dtype=np.int64)[ok] - lo_a + 1
-                starts = new[src[ok]] * 256 + lo_a
-                at = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
-                trans.reshape(-1)[at] = np.repeat(new[targets[ok]], lens)
-            acc = np.zeros(trans.shape[0], dtype=bool)
-            fin = place(accepting)
-            acc[new[fin[keep[fin]]]] = True
-            periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
-                            for j, b0 in base.items() for a, b, k in blocks[j][0].periods
-                            if keep[a + gen + b0:b + gen + b0].all())
-            return ByteTable(trans, acc, what, periods)
-        finally:
-            # the nested functions above refer to one another (closure1 to itself): a reference
-            # cycle that would keep every container they close over (subsets, closures, edges:
-            # hundreds of thousands of objects) alive until the cyclic collector ran
-            for memo in (closures, ids, raw, single, out_edges, block_runs, chain, asked):
-                memo.clear()
-            todo.clear()
-            # and the cycle itself, which holds the glue's NFA (its lists, one per node) as well
-            where = accepting_in = closure1 = succ = walk = closure = grow = closed = None  # type: ignore[assignment]
-            state_of1 = state_of = edges = disjoint = chain_of = split_edges = None  # type: ignore[assignment]
-
-    def _searched(self, base: dict[int, int], gen: int, total: int, rows: np.ndarray,
-                  src: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """The states reachable from the start in a determinised table, by a forward search over
-        its edges without building it: the rows computed in Python (``rows``; their edges
-        ``src`` → ``targets``) and, for every other state of a block copied whole at
-        ``gen + base[k]``, the block's own edges (:attr:`ByteTable.successors`, once per block)."""
-        built = np.zeros(total, dtype=bool)
-        built[rows] = True
-        srcs, dsts = [src], [targets]
-        for k, b0 in base.items():
-            lo = gen + b0
-            b_src, b_dst = self.blocks[k][0].successors
-            own = ~built[b_src + lo]  # a row built here replaces the block's
-            srcs.append(b_src[own] + lo)
-            dsts.append(b_dst[own] + lo)
-        ptr, adj = csr(np.concatenate(srcs), np.concatenate(dsts), total)
-        return levels(ptr, adj, np.zeros(1, dtype=np.int64)) >= 0
-
-    def _reached(self, base: dict[int, int], gen: int, total: int, targets: np.ndarray
-                 ) -> np.ndarray | None:
-        """The reachable states of a determinised table whose subsets (the first ``gen``) are all
-        reachable, and whose blocks' rows were copied whole at ``gen + base[k]``, ``targets`` being
-        the states the rows built in Python lead to: a block's states but its start, when the block
-        is :attr:`ByteTable.sealed` and each successor of its start is among ``targets`` (every
-        other state lies on a path from one of them that neither returns to the start nor passes
-        an accepting state, whose row was built in Python). None when some block is not so."""
-        keep = np.ones(total, dtype=bool)
-        hit = np.zeros(total, dtype=bool)
-        hit[targets] = True
-        for k, b0 in base.items():
-            t = self.blocks[k][0]
-            lo = gen + b0
-            first = t.trans[0]
-            if not t.sealed or hit[lo] or not hit[first[first >= 0] + lo].all():
-                return None
-            keep[lo] = False
-        return keep
-
-    def _live(self, final: int) -> list[bool]:
-        """Per glue node, whether ``final`` is reachable from it (blocks count as edges from their
-        start to their end: a block is never empty here)."""
-        nfa = self.nfa
-        back: list[list[int]] = [[] for _ in nfa.eps]
-        for u, (eps, es) in enumerate(zip(nfa.eps, nfa.edges)):
-            for v in eps:
-                back[v].append(u)
-            for _lo, _hi, v in es:
-                back[v].append(u)
-        for _t, s, e in self.blocks:
-            back[e].append(s)
-        live = [False] * len(back)
-        live[final] = True
-        todo = [final]
-        while todo:
-            for u in back[todo.pop()]:
-                if not live[u]:
-                    live[u] = True
-                    todo.append(u)
-        return live
 
 
 def sample_text(table: ByteTable, rng: random.Random, stop: float = 0.25, drift: float = 0.5,

@@ -39,7 +39,7 @@ import numpy as np
 
 from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text import jsontype, numbertext
-from ltlagent.text.bytetable import ByteTable, Glue
+from ltlagent.text.bytetable import ByteTable
 from ltlagent.text.content import (
     DEAD,
     ByteNFA,
@@ -51,6 +51,7 @@ from ltlagent.text.content import (
     predecessors,
     refine,
 )
+from ltlagent.text.glue import Block, Glue
 from ltlagent.text.jsontype import (
     ANY_TEXT,
     LIBRARY_REGEXES,
@@ -219,11 +220,11 @@ class _Emitter:
         self.nfa = glue.nfa if isinstance(glue, Glue) else glue
         self.limit = limit
 
-    def part(self, t: ByteTable, start: int, end: int) -> None:
+    def part(self, t: Block, start: int, end: int) -> None:
         if isinstance(self.glue, Glue):
             self.glue.table(t, start, end)
         else:
-            self.nfa.embed(t.content, start, end)
+            self.nfa.embed(t.table().content, start, end)
 
     def ws(self, start: int) -> int:
         """After a ``:`` or ``,``: nothing or one space; returns the node after it."""
@@ -761,12 +762,15 @@ def _plain_string_table() -> ByteTable:
 
 
 @functools.lru_cache(maxsize=256)
-def _minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> ByteTable:
+def _minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
     """The table of a string, array or object, its parts embedded as tables built the same way
     (blocks of a :class:`Glue`, not copied into the NFA), so a structure costs the glue between its
     parts whatever their nesting. Strings are built directly as a product (:func:`_string_table`);
     arrays and objects are determinised, not minimised: their parts are minimal, and minimising the
-    whole costs far more than the few per cent of states it saves."""
+    whole costs far more than the few per cent of states it saves. An array's or object's table is
+    kept as its parts (:class:`~ltlagent.text.bytetable.Nested`): each enclosing table refers to it,
+    and only the schema's whole table is written out flat (:func:`_table`), every leaf's rows
+    copied once whatever their depth."""
     if isinstance(t, JsonString):
         return _string_table(t, limit)
     glue = Glue()
@@ -776,8 +780,8 @@ def _minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> ByteTable:
         em.array(t, start, final)
     else:
         em.object(t, start, final)
-    return glue.determinize(start, final, limit, "the JSON schema",
-                            "simplify the schema (fewer optional properties, shorter bounds)")
+    return glue.nested(start, final, limit, "the JSON schema",
+                       "simplify the schema (fewer optional properties, shorter bounds)")
 
 
 def emit(nfa: ByteNFA | Glue, t: JsonType, start: int, end: int, limit: int = MAX_JSON_STATES) -> None:
@@ -830,7 +834,7 @@ def _schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mappin
 def _table(t: JsonType, limit: int) -> ByteTable:
     """The table of a description."""
     if isinstance(t, JsonString | JsonArray | JsonObject):
-        return _minimal(t, limit)
+        return _minimal(t, limit).table()
     glue = Glue()
     start, final = glue.new(), glue.new()
     _Emitter(glue, limit).value(t, start, final)

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 
 from ltlagent.errors import LtlAgentError, UsageError
 from ltlagent.text import jsonschema
-from ltlagent.text.bytetable import ByteTable, Glue
+from ltlagent.text.bytetable import ByteTable
 from ltlagent.text.content import ContentDFA
+from ltlagent.text.glue import Glue
 from ltlagent.text.jsonschema import MAX_JSON_STATES, JsonConst, JsonType, emit, narrow, parse_schema
 
 __all__ = ["FORMATS", "ToolCall", "ToolCallError", "call_dfa", "call_table", "clear_caches", "parse_call",

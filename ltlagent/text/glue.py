@@ -1,0 +1,819 @@
+"""The subset construction over NFAs whose parts are whole tables, and tables kept as their parts.
+
+The JSON-schema compiler (:mod:`ltlagent.text.jsonschema`) builds each string, array and object
+once and embeds it in its parents. Copying an embedded DFA state by state into an NFA and
+determinising it again costs Python work per state and byte (seconds for an 11k-state tool-call
+automaton). Here an embedded part stays a table (a *block*): :class:`Glue` is a
+:class:`~ltlagent.text.content.ByteNFA` for the glue between blocks (literals, optional spaces,
+alternatives), and its subset construction treats a block's inner states, whose subsets are
+singletons, as a whole. Only the subsets where glue and blocks meet (a block's accepting states,
+overlapping alternatives) are built in Python. The result is kept as its parts (:class:`Nested`:
+the rows built in Python, and each block's kept states with their numbers), read through them by
+an enclosing glue, and written out flat once, at the top: a table nested ``d`` deep is copied once,
+not ``d`` times. Reachability is a vectorised breadth-first search.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import heapq
+import itertools
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ltlagent.errors import UsageError
+from ltlagent.graph import csr, levels
+from ltlagent.text.bytetable import ByteTable, Periods, Runs
+from ltlagent.text.content import DEAD, ByteNFA
+
+__all__ = ["Glue", "Nested", "Block"]
+
+
+@dataclass(frozen=True, eq=False)
+class _Map:
+    """Which states of a block a table keeps, and their numbers there: states ``lo … hi - 1``
+    moved by ``delta`` (a block kept whole, or whole but its start), or, where ``lookup`` is set,
+    each state's number (``DEAD``: left out; one more last entry, ``DEAD``, which a dead target
+    ``-1`` reads). Either way the kept states keep their order and get consecutive numbers."""
+
+    lo: int
+    hi: int
+    delta: int
+    lookup: np.ndarray | None = field(default=None, repr=False)  # int32 [block states + 1]
+
+    @staticmethod
+    def of(lookup: np.ndarray) -> _Map | None:
+        """The map of a lookup table, as a shift where the kept states are one run; None when it
+        keeps nothing."""
+        kept = np.flatnonzero(lookup[:-1] >= 0)
+        if not kept.size:
+            return None
+        first, last = int(kept[0]), int(kept[-1])
+        if last - first + 1 == kept.size:
+            return _Map(first, last + 1, int(lookup[first]) - first)
+        return _Map(first, last + 1, 0, lookup)
+
+    @functools.cached_property
+    def kept(self) -> np.ndarray:
+        """The kept states, in order (their numbers are ``at``, ``at + 1``, …)."""
+        if self.lookup is None:
+            return np.arange(self.lo, self.hi, dtype=np.int64)
+        return np.flatnonzero(self.lookup[:-1] >= 0)
+
+    @property
+    def at(self) -> int:
+        """The number of the first kept state."""
+        return self.lo + self.delta if self.lookup is None else int(self.lookup[self.lo])
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo if self.lookup is None else int(self.kept.size)
+
+    def source(self, q: int) -> int:
+        """The block's state numbered ``q``."""
+        return q - self.delta if self.lookup is None else int(self.kept[q - self.at])
+
+    def target(self, r: int) -> int:
+        """The number of the block's (kept) state ``r``."""
+        return r + self.delta if self.lookup is None else int(self.lookup[r])
+
+    def apply(self, states: np.ndarray) -> np.ndarray:
+        """The numbers of ``states`` (``DEAD`` for those left out and for ``-1``)."""
+        if self.lookup is not None:
+            return self.lookup[states]
+        return np.where((states >= self.lo) & (states < self.hi), states + self.delta, DEAD)
+
+    def then(self, outer: _Map, n: int) -> _Map | None:
+        """This map (of a block of ``n`` states) followed by ``outer`` (of the table holding it);
+        None when nothing is kept through both."""
+        if self.lookup is None and outer.lookup is None:
+            lo = max(self.lo, outer.lo - self.delta)
+            hi = min(self.hi, outer.hi - self.delta)
+            return _Map(lo, hi, self.delta + outer.delta) if lo < hi else None
+        mine = self.lookup
+        if mine is None:
+            mine = np.full(n + 1, DEAD, dtype=np.int32)
+            mine[self.lo:self.hi] = np.arange(self.lo + self.delta, self.hi + self.delta, dtype=np.int32)
+        got = outer.apply(mine).astype(np.int32, copy=False)
+        got[-1] = DEAD
+        return _Map.of(got)
+
+
+@dataclass(frozen=True, eq=False)
+class Nested:
+    """A determinised table kept as its parts: the rows its subset construction built (``rows``,
+    as runs ``src``/``lo``/``hi``/``to``), and its blocks' kept states (``parts``, each a
+    :class:`ByteTable` or another :class:`Nested` with the :class:`_Map` of its states here). A
+    block's rows are read through the maps, never copied, until :meth:`table` writes every leaf
+    table's rows once, at their final numbers: a table nested ``d`` deep is copied once, not ``d``
+    times. What :class:`Glue` reads of a block (a row, ``sealed``, ``successors``, ``accepting``)
+    is answered from the parts. Immutable once built; the same table as its flat form, state for
+    state."""
+
+    num_states: int
+    accepting: np.ndarray = field(repr=False)  # bool [n]
+    rows: np.ndarray = field(repr=False)  # int64: the states whose rows were built here (sorted)
+    src: np.ndarray = field(repr=False)  # int64 runs of those rows: state, first and last byte, target
+    lo: np.ndarray = field(repr=False)
+    hi: np.ndarray = field(repr=False)
+    to: np.ndarray = field(repr=False)
+    parts: tuple[tuple[Block, _Map], ...] = field(repr=False)  # in the order of their numbers
+    source: str = ""
+    periods: Periods = ()
+
+    def __post_init__(self) -> None:
+        for a in (self.accepting, self.rows, self.src, self.lo, self.hi, self.to):
+            a.setflags(write=False)
+
+    @property
+    def empty(self) -> bool:
+        return not bool(self.accepting.any())
+
+    @functools.cached_property
+    def _built(self) -> np.ndarray:
+        """Per state, whether its row was built here (it replaces a part's)."""
+        built = np.zeros(self.num_states, dtype=bool)
+        built[self.rows] = True
+        return built
+
+    @functools.cached_property
+    def _ptr(self) -> list[int]:
+        """Row ``q``'s runs are ``ptr[q]:ptr[q + 1]`` (runs come row by row)."""
+        ptr = np.zeros(self.num_states + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.src, minlength=self.num_states), out=ptr[1:])
+        return ptr.tolist()
+
+    @functools.cached_property
+    def _spread(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """The rows built here byte by byte: each byte's place in the flat table (``256 * state +
+        byte``), its target, and where each run's bytes begin (for :func:`_write`)."""
+        lens = self.hi - self.lo + 1
+        cut = np.zeros(lens.size + 1, dtype=np.int64)
+        np.cumsum(lens, out=cut[1:])
+        at = np.repeat(self.src * 256 + self.lo - cut[:-1], lens) + np.arange(int(cut[-1]))
+        return at, np.repeat(self.to, lens), cut.tolist()
+
+    @functools.cached_property
+    def _starts(self) -> list[int]:
+        return [m.at for _b, m in self.parts]
+
+    @functools.cached_property
+    def sealed(self) -> bool:
+        """:attr:`ByteTable.sealed`, from the rows built here: state 0 and the accepting states are
+        subsets built here, and a part's rows lead to the part's own states, never to 0."""
+        return not bool((self.to == 0).any() or self.accepting[self.src].any())
+
+    def row_runs(self, q: int) -> list[tuple[int, int, int]]:
+        """State ``q``'s row as :func:`runs` (each the longest, as from the flat table): from the
+        runs built here (neighbours with one target joined), or its part's, renumbered."""
+        built, ptr, lo, hi, to = self._lists
+        if not built[q]:
+            block, m = self.parts[bisect.bisect_right(self._starts, q) - 1]
+            return [(a, b, m.target(r)) for a, b, r in block.row_runs(m.source(q))]
+        out: list[tuple[int, int, int]] = []
+        for j in range(ptr[q], ptr[q + 1]):
+            if out and out[-1][1] + 1 == lo[j] and out[-1][2] == to[j]:
+                out[-1] = (out[-1][0], hi[j], to[j])
+            else:
+                out.append((lo[j], hi[j], to[j]))
+        return out
+
+    @functools.cached_property
+    def _lists(self) -> tuple[list[bool], list[int], list[int], list[int], list[int]]:
+        """Per state whether its row was built here, and the runs of those rows (``ptr``, first
+        and last byte, target), as lists for :meth:`row_runs`."""
+        return (self._built.tolist(), self._ptr, self.lo.tolist(), self.hi.tolist(), self.to.tolist())
+
+    @functools.cached_property
+    def successors(self) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`ByteTable.successors` (the same edges, maybe some repeated): those of the rows
+        built here, and each part's own, renumbered, but from rows built here (they replace the
+        part's)."""
+        srcs, dsts = [self.src], [self.to]
+        built = self._built
+        for block, m in self.parts:
+            b_src, b_dst = block.successors
+            s = m.apply(b_src)
+            ok = s >= 0
+            ok[ok] = ~built[s[ok]]
+            srcs.append(s[ok])
+            dsts.append(m.apply(b_dst[ok]))
+        src = np.concatenate(srcs).astype(np.int64, copy=False)
+        dst = np.concatenate(dsts).astype(np.int64, copy=False)
+        src.setflags(write=False)
+        dst.setflags(write=False)
+        return src, dst
+
+    @functools.cached_property
+    def flat(self) -> ByteTable:
+        """The table as one :class:`ByteTable`, each leaf's rows copied once (:func:`_write`); a
+        part met more than once below (an array's item, a definition used twice) is made flat
+        first and then copied whole each time, its rows built here written once, not per copy."""
+        trans = np.empty((self.num_states, 256), dtype=np.int32)
+        _write(self, trans, _Map(0, self.num_states, 0), _shared(self))
+        return ByteTable(trans, self.accepting, self.source, self.periods)
+
+    def table(self) -> ByteTable:
+        """:attr:`flat`."""
+        return self.flat
+
+    @property
+    def runs(self) -> Runs:
+        """:attr:`ByteTable.runs` of :attr:`flat` (which it makes)."""
+        return self.flat.runs
+
+
+#: A part of a :class:`Glue`: a table, flat or kept as its parts
+Block = ByteTable | Nested
+
+
+def _shifted(rows: np.ndarray, delta: int, out: np.ndarray) -> None:
+    """``out = where(rows >= 0, rows + delta, DEAD)`` for ``int32`` rows, with no mask: ``rows >>
+    31`` is all ones where a row is dead (``-1``) and zero elsewhere, so or-ing it into the sum
+    leaves ``-1`` exactly there (a boolean-mask assignment costs five times as much on a table of
+    tens of MB); a thousand rows at a time, so that the sign stays in the cache."""
+    if not delta:
+        np.copyto(out, rows)
+        return
+    step = 1024
+    if rows.shape[0] <= step:
+        np.add(rows, delta, out=out)
+        np.bitwise_or(out, np.right_shift(rows, 31), out=out)
+        return
+    sign = np.empty((min(step, rows.shape[0]), 256), dtype=np.int32)
+    for a in range(0, rows.shape[0], step):
+        r, o = rows[a:a + step], out[a:a + step]
+        s = sign[:r.shape[0]]
+        np.right_shift(r, 31, out=s)
+        np.add(r, delta, out=o)
+        np.bitwise_or(o, s, out=o)
+
+
+def _start_targets(t: Block) -> np.ndarray:
+    """The successors of a block's start (a :class:`Nested` one's: its first runs, its start's
+    row being built there and its runs sorted by state)."""
+    if isinstance(t, ByteTable):
+        first = t.trans[0]
+        return first[first >= 0]
+    return t.to[:int(np.searchsorted(t.src, 1))]
+
+
+def _shared(top: Nested) -> frozenset[int]:
+    """The ids of the :class:`Nested` tables that are parts more than once below ``top``."""
+    count: dict[int, int] = {}
+    todo = [top]
+    while todo:
+        for b, _m in todo.pop().parts:
+            if isinstance(b, Nested):
+                count[id(b)] = count.get(id(b), 0) + 1
+                if count[id(b)] == 1:
+                    todo.append(b)
+    return frozenset(k for k, c in count.items() if c > 1)
+
+
+def _write(block: Block, out: np.ndarray, m: _Map, shared: frozenset[int]) -> None:
+    """Write the rows of ``block``'s states that ``m`` keeps into ``out``, at their numbers there:
+    a leaf's by one shift or one lookup; a :class:`Nested` one's parts first, then the rows built
+    for it, which replace theirs. One made flat already, or in ``shared``, is copied flat."""
+    if isinstance(block, Nested) and ("flat" in block.__dict__ or id(block) in shared):
+        block = block.flat
+    if isinstance(block, ByteTable):
+        t = block.trans
+        if m.lookup is None:
+            _shifted(t[m.lo:m.hi], m.delta, out[m.lo + m.delta:m.hi + m.delta])
+        else:
+            a = m.at
+            np.take(m.lookup, t[m.kept], out=out[a:a + m.size], mode="wrap")  # -1 wraps to the end
+        return
+    for part, pm in block.parts:
+        inner = pm.then(m, part.num_states)
+        if inner is not None:
+            _write(part, out, inner, shared)
+    at, to, cut = block._spread
+    flat = out.reshape(-1)
+    if m.lookup is None and m.delta == 0 and m.lo == 0 and m.hi == block.num_states:  # the top
+        out[block.rows] = DEAD
+        flat[at] = to
+        return
+    if m.lookup is None:  # the rows in [lo, hi) (rows and runs are sorted by state), moved
+        i0, i1 = np.searchsorted(block.rows, (m.lo, m.hi)).tolist()
+        out[block.rows[i0:i1] + m.delta] = DEAD
+        j0, j1 = np.searchsorted(block.src, (m.lo, m.hi)).tolist()
+        a, b = cut[j0], cut[j1]
+        if m.delta:  # (a target outside [lo, hi) is in a row that a table above rewrites)
+            flat[at[a:b] + 256 * m.delta] = to[a:b] + m.delta
+        else:
+            flat[at[a:b]] = to[a:b]
+        return
+    rows = m.lookup[block.rows]
+    out[rows[rows >= 0]] = DEAD
+    src = m.lookup[at >> 8]
+    ok = src >= 0
+    flat[src[ok] * 256 + (at[ok] & 255)] = m.lookup[to[ok]]
+
+
+#: A flat block of at most this many states has its rows' runs found all at once on the fourth row
+#: read by one glue (about the cost of a few rows read one by one; kept for every later glue)
+_SMALL = 64
+
+
+def _classes(es: list[tuple[int, int, int]]) -> list[tuple[int, int, frozenset[int]]]:
+    """Overlapping byte ranges ``(lo, hi, target)`` (sorted) cut into the classes of bytes with
+    the same targets: ``(lo, hi, targets)``, bytes with no target left out, cut wherever a range
+    begins or ends. Where the ranges wider than a byte do not overlap one another (a string's
+    row beside the first bytes of keys: the common case) they are cut at the single bytes
+    directly (:func:`_cut_at_bytes`); else one sweep over the ranges' ends (a range is added
+    where it begins and dropped where it ends)."""
+    wide = [e for e in es if e[0] != e[1]]
+    if all(a[1] < b[0] for a, b in itertools.pairwise(wide)):
+        at: dict[int, list[int]] = {}
+        for b, _b, v in es:
+            if b == _b:
+                at.setdefault(b, []).append(v)
+        return _cut_at_bytes(wide, at)
+    bounds = sorted({*(lo for lo, _h, _v in es), *(hi + 1 for _l, hi, _v in es)})
+    active: dict[int, int] = {}  # target -> how many ranges give it here
+    ends: list[tuple[int, int]] = []  # a heap of (first byte after the range, target)
+    out: list[tuple[int, int, frozenset[int]]] = []
+    i = 0
+    for lo, nxt in itertools.pairwise(bounds):
+        while ends and ends[0][0] <= lo:
+            v = heapq.heappop(ends)[1]
+            if active[v] == 1:
+                del active[v]
+            else:
+                active[v] -= 1
+        while i < len(es) and es[i][0] == lo:
+            v = es[i][2]
+            active[v] = active.get(v, 0) + 1
+            heapq.heappush(ends, (es[i][1] + 1, v))
+            i += 1
+        if active:
+            out.append((lo, nxt - 1, frozenset(active)))
+    return out
+
+
+def _cut_at_bytes(wide: list[tuple[int, int, int]], at: dict[int, list[int]]
+                  ) -> list[tuple[int, int, frozenset[int]]]:
+    """:func:`_classes` where the ranges wider than a byte (``wide``, sorted) are disjoint: each
+    is cut around the single bytes (``at``: each one's targets) that fall inside it, a byte's
+    class holding its range's target and its own; single bytes outside every range are classes
+    alone."""
+    points = sorted(at)
+    out: list[tuple[int, int, frozenset[int]]] = []
+    i = 0
+    for lo, hi, v in wide:
+        while i < len(points) and points[i] < lo:  # before this range: alone
+            b = points[i]
+            out.append((b, b, frozenset(at[b])))
+            i += 1
+        cur = lo
+        mine = frozenset((v,))
+        while i < len(points) and points[i] <= hi:
+            b = points[i]
+            if cur < b:
+                out.append((cur, b - 1, mine))
+            out.append((b, b, frozenset((*at[b], v))))
+            cur = b + 1
+            i += 1
+        if cur <= hi:
+            out.append((cur, hi, mine))
+    for b in points[i:]:
+        out.append((b, b, frozenset(at[b])))
+    return out
+
+
+class Glue:
+    """An NFA whose parts may be whole :class:`ByteTable` blocks, determinised into one table.
+
+    Positions are the glue NFA's nodes (``0 … N-1``) and the blocks' states (block ``k``'s state
+    ``q`` at ``N + offset[k] + q``); a block is entered by an epsilon edge from its start node and
+    left by an epsilon edge from each accepting state to its end node."""
+
+    def __init__(self) -> None:
+        self.nfa = ByteNFA()
+        self.blocks: list[tuple[Block, int, int]] = []
+
+    def new(self) -> int:
+        return self.nfa.new()
+
+    def table(self, t: Block, start: int, end: int) -> None:
+        """``t``'s language between ``start`` and ``end`` (nothing when it is empty)."""
+        if not t.empty:
+            self.blocks.append((t, start, end))
+
+    def determinize(self, start: int, final: int, limit: int, what: str, hint: str) -> ByteTable:
+        """The trimmed DFA from ``start``, accepting where ``final`` is reached; a
+        :class:`UsageError` naming ``what`` beyond ``limit`` states."""
+        return self.nested(start, final, limit, what, hint).table()
+
+    def nested(self, start: int, final: int, limit: int, what: str, hint: str) -> Block:
+        """:meth:`determinize`, the blocks' rows not copied: a :class:`Nested` table (what a
+        block of another :class:`Glue` can be), or a flat one where the language is empty."""
+        nfa, blocks = self.nfa, self.blocks
+        n_glue = len(nfa.eps)
+        offsets = [0, *itertools.accumulate(b[0].num_states for b in blocks)]
+        # liveness on the NFA side, so that the DFA needs no backward search: a glue node is live
+        # when ``final`` is reachable from it; a block's state when its block's end node is (its
+        # table is trimmed: each of its states reaches an accepting one, which leads to the end).
+        # Dead positions are left out of every subset, so every subset built is live.
+        live = self._live(final)
+        if not live[start]:
+            return ByteTable.build(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool),
+                                   what, reachable=True, live=True)
+        enter: dict[int, list[int]] = {}
+        for k, (_t, s, e) in enumerate(blocks):
+            if live[e]:
+                enter.setdefault(s, []).append(n_glue + offsets[k])
+        acc_of: list[frozenset[int] | None] = [None] * len(blocks)
+
+        def where(p: int) -> tuple[int, int]:
+            k = bisect.bisect_right(offsets, p - n_glue) - 1
+            return k, p - n_glue - offsets[k]
+
+        def accepting_in(k: int) -> frozenset[int]:
+            got = acc_of[k]
+            if got is None:
+                got = acc_of[k] = frozenset(np.nonzero(blocks[k][0].accepting)[0].tolist())
+            return got
+
+        closures: dict[int, frozenset[int]] = {}  # per position, its epsilon closure
+        alone: set[int] = set()  # the positions known to be their own closure
+
+        def closure1(p: int) -> frozenset[int]:
+            got = closures.get(p)
+            if got is not None:
+                return got
+            if p < n_glue and not nfa.eps[p] and p not in enter:  # most glue nodes: itself
+                got = closures[p] = frozenset((p,))
+                alone.add(p)
+                return got
+            if p >= n_glue:  # a block's state: itself, and its end's closure where it accepts
+                k, q = where(p)
+                if q in accepting_in(k):
+                    got = closures[p] = closure1(blocks[k][2]) | {p}
+                else:
+                    got = closures[p] = frozenset((p,))
+                    alone.add(p)
+                return got
+            # the closures of the epsilon successors first (post-order, each kept), then the union:
+            # a chain of optional properties costs a union per node, not a walk per node
+            on_path = {p}
+            stack = [(p, iter(succ(p)))]
+            while stack:
+                u, it = stack[-1]
+                for v in it:
+                    if v in closures:
+                        continue
+                    if v in on_path:  # an epsilon cycle: walk from p instead
+                        return walk(p)
+                    on_path.add(v)
+                    stack.append((v, iter(succ(v))))
+                    break
+                else:
+                    stack.pop()
+                    on_path.discard(u)
+                    c = {u}
+                    for v in succ(u):
+                        c |= closures[v]
+                    closures[u] = frozenset(c)
+            return closures[p]
+
+        def succ(u: int) -> list[int]:
+            """The epsilon successors of a position (into blocks from their start nodes, out of a
+            block from its accepting states)."""
+            if u < n_glue:
+                return [*(v for v in nfa.eps[u] if live[v]), *enter.get(u, ())]
+            k, q = where(u)
+            return [blocks[k][2]] if q in accepting_in(k) else []
+
+        def walk(p: int) -> frozenset[int]:
+            """``p``'s closure by a plain search (where epsilon edges make a cycle)."""
+            seen = {p}
+            todo = [p]
+            while todo:
+                for v in succ(todo.pop()):
+                    if v not in seen:
+                        known = closures.get(v)
+                        if known is not None:
+                            seen |= known
+                        else:
+                            seen.add(v)
+                            todo.append(v)
+            got = closures[p] = frozenset(seen)
+            return got
+
+        def closure(key: frozenset[int]) -> frozenset[int]:
+            if len(key) == 1:
+                return closure1(next(iter(key)))
+            if key <= alone:  # a trie of literals: the subset itself (its hash already known)
+                return key
+            out: set[int] = set()
+            for p in key:
+                out |= closure1(p)
+            return frozenset(out)
+
+        # result ids: general subsets 0, 1, …; block k's states, once entered, at VIRT + base[k] + q
+        virt = 1 << 30
+        base: dict[int, int] = {}
+        size = [0]
+        ids: dict[frozenset[int], int] = {}  # closed subset → id
+        raw: dict[frozenset[int], int] = {}  # subset before closing → id
+        single: dict[int, int] = {}  # one position → id
+        n_gen = [0]
+        todo: list[tuple[int, frozenset[int]]] = []  # (result id, subset) rows to compute in Python
+
+        def grow(by: int) -> None:
+            size[0] += by
+            if size[0] > limit:
+                raise UsageError(f"{what} needs more than {limit} automaton states", hint=hint)
+
+        def closed(nxt: frozenset[int]) -> int:
+            j = ids.get(nxt)
+            if j is None:
+                j = ids[nxt] = n_gen[0]
+                n_gen[0] += 1
+                grow(1)
+                todo.append((j, nxt))
+            return j
+
+        def state_of1(p: int) -> int:
+            j = single.get(p)
+            if j is not None:
+                return j
+            if p >= n_glue:  # a block's state alone: the block's own row
+                k, q = where(p)
+                if k not in base:
+                    base[k] = size[0] - n_gen[0]
+                    grow(blocks[k][0].num_states)
+                    for a in sorted(accepting_in(k)):
+                        todo.append((virt + base[k] + a, closure1(n_glue + offsets[k] + a)))
+                j = virt + base[k] + q
+            else:
+                j = closed(closure1(p))
+            single[p] = j
+            return j
+
+        def state_of(key: frozenset[int]) -> int:
+            if len(key) == 1:
+                return state_of1(next(iter(key)))
+            j = raw.get(key)
+            if j is None:
+                j = raw[key] = closed(closure(key))
+            return j
+
+        out_edges: dict[int, list[tuple[int, int, int]]] = {}  # per position, its live byte edges
+        asked: dict[int, int] = {}  # per table (its id), how many of its rows were read one by one
+        block_runs: dict[int, Runs] = {}  # per table (its id), every row's runs (:attr:`ByteTable.runs`)
+
+        def edges(p: int) -> list[tuple[int, int, int]]:
+            got = out_edges.get(p)
+            if got is None:
+                if p < n_glue:
+                    got = sorted(e for e in nfa.edges[p] if live[e[2]])
+                else:
+                    k, q = where(p)
+                    shift = n_glue + offsets[k]
+                    t = blocks[k][0]
+                    whole = block_runs.get(id(t))
+                    if whole is None:  # a row at a time, until a share of the table is asked for
+                        # (the same table may be several blocks: an array's items, a key's lanes)
+                        n_asked = asked[id(t)] = asked.get(id(t), 0) + 1
+                        if ((n_asked >= 64 and n_asked * 16 >= t.num_states) or "runs" in t.__dict__
+                                or (n_asked >= 4 and t.num_states <= _SMALL and isinstance(t, ByteTable))):
+                            whole = block_runs[id(t)] = t.runs
+                    if whole is None:
+                        got = [(lo, hi, r + shift) for lo, hi, r in t.row_runs(q)]
+                    else:
+                        ptr, lo_l, hi_l, to_l = whole
+                        a, b = ptr[q], ptr[q + 1]
+                        got = [(lo, hi, r + shift) for lo, hi, r in zip(lo_l[a:b], hi_l[a:b], to_l[a:b])]
+                out_edges[p] = got
+            return got
+
+        def disjoint(es: list[tuple[int, int, int]]) -> bool:
+            return all(a[1] < b[0] for a, b in itertools.pairwise(es))
+
+        # the rows computed here, as runs: (result id, first byte, last byte, target id)
+        # (typed arrays: appended as fast as lists, and read by numpy as they are)
+        r_id, r_lo, r_hi, r_to = array("q"), array("q"), array("q"), array("q")
+        done, accepting = array("q"), array("q")
+        # a glue node whose closure is itself and whose one live edge is one byte to another such
+        # node (a literal's inner byte): its target, followed below without the stack
+        chain: dict[int, tuple[int, int] | None] = {}
+
+        def chain_of(p: int) -> tuple[int, int] | None:
+            if p in chain:
+                return chain[p]
+            got = None
+            if p < n_glue and not nfa.eps[p] and p not in enter:
+                es = edges(p)
+                if len(es) == 1 and es[0][0] == es[0][1]:
+                    v = es[0][2]
+                    if v < n_glue and not nfa.eps[v] and v not in enter:
+                        got = (es[0][0], v)
+            chain[p] = got
+            return got
+
+        def split_edges(cur: frozenset[int]) -> tuple[dict[int, list[int]], list[tuple[int, int, int]]]:
+            """A subset's edges in one pass: the targets of each single byte (keys' and
+            constants' literals), and the ranges wider than a byte (strings' and numbers' rows)."""
+            by_byte: dict[int, list[int]] = {}
+            wide: list[tuple[int, int, int]] = []
+            for p in cur:  # (the hottest loop of a trie of many keys: edges' memo read inline)
+                es = out_edges.get(p)
+                for e in edges(p) if es is None else es:
+                    if e[0] == e[1]:
+                        got = by_byte.get(e[0])
+                        if got is None:
+                            by_byte[e[0]] = [e[2]]
+                        else:
+                            got.append(e[2])
+                    else:
+                        wide.append(e)
+            return by_byte, wide
+
+        try:
+            closed(closure1(start))
+            while todo:
+                rid, cur = todo.pop()
+                # a run of literal bytes to states not built yet: each row is one byte to the next, in
+                # the order the stack would give (the next one would be pushed and popped at once)
+                while len(cur) == 1:
+                    p = next(iter(cur))
+                    link = chain_of(p)
+                    if link is None:
+                        break
+                    b, v = link
+                    key = frozenset((v,))
+                    if v in single or key in ids:
+                        break
+                    j = ids[key] = single[v] = n_gen[0]
+                    closures[v] = key
+                    alone.add(v)
+                    n_gen[0] += 1
+                    grow(1)
+                    done.append(rid)
+                    if p == final:
+                        accepting.append(rid)
+                    r_id.append(rid)
+                    r_lo.append(b)
+                    r_hi.append(b)
+                    r_to.append(j)
+                    rid, cur = j, key
+                done.append(rid)
+                if final in cur:
+                    accepting.append(rid)
+                if len(cur) == 1:  # one position (a literal's byte, a block's accepting state)
+                    es = edges(next(iter(cur)))
+                else:
+                    by_byte, wide = split_edges(cur)
+                    if not wide:  # the classes are the bytes themselves (keys' tries)
+                        for b in sorted(by_byte):
+                            to = by_byte[b]
+                            r_id.append(rid)
+                            r_lo.append(b)
+                            r_hi.append(b)
+                            r_to.append(state_of1(to[0]) if len(to) == 1 else state_of(frozenset(to)))
+                        continue
+                    wide.sort()
+                    if disjoint(wide):  # cut at the single bytes (a string beside keys)
+                        for lo, hi, vs in _cut_at_bytes(wide, by_byte):
+                            r_id.append(rid)
+                            r_lo.append(lo)
+                            r_hi.append(hi)
+                            r_to.append(state_of(vs))
+                        continue
+                    es = sorted([*wide, *((b, b, v) for b, vs in by_byte.items() for v in vs)])
+                if len(es) < 2 or disjoint(es):  # no classes needed
+                    for lo, hi, v in es:
+                        r_id.append(rid)
+                        r_lo.append(lo)
+                        r_hi.append(hi)
+                        r_to.append(state_of1(v))
+                else:
+                    for lo, hi, vs in _classes(es):
+                        r_id.append(rid)
+                        r_lo.append(lo)
+                        r_hi.append(hi)
+                        r_to.append(state_of(vs))
+            gen = n_gen[0]
+            total = size[0]
+
+            def place(ids_: array[int]) -> np.ndarray:
+                a = np.array(ids_, dtype=np.int64)
+                return np.where(a >= virt, a - virt + gen, a)
+
+            # every subset holds a live position; a block's rows come whole, and its start's row is
+            # left out where it is known unreachable (:meth:`_reached`); else a forward search over the
+            # rows built here and the blocks' own edges (each block's, computed once per table)
+            targets = place(r_to)
+            rows = place(done)
+            keep = self._reached(base, gen, total, targets)
+            if keep is None:
+                keep = self._searched(base, gen, total, rows, place(r_id), targets)
+            new = np.cumsum(keep) - 1  # the new number of each kept state
+            # a block's kept states, by one shift where they are one run (whole, or whole but its
+            # start), else by a lookup (states left out inside); its rows are not copied here
+            # (:class:`Nested`)
+            parts: list[tuple[Block, _Map]] = []
+            for k, b0 in base.items():
+                t = blocks[k][0]
+                lo, hi = gen + b0, gen + b0 + t.num_states
+                local = np.flatnonzero(keep[lo:hi])
+                if not local.size:
+                    continue
+                first, last = int(local[0]), int(local[-1])
+                if last - first + 1 == local.size:
+                    parts.append((t, _Map(first, last + 1, int(new[lo + first]) - first)))
+                    continue
+                lookup = np.full(hi - lo + 1, DEAD, dtype=np.int32)  # the last entry serves -1
+                lookup[local] = new[lo + local]
+                parts.append((t, _Map(first, last + 1, 0, lookup)))
+            built = rows[keep[rows]]
+            src = place(r_id)
+            ok = keep[src]
+            acc = np.zeros(int(new[-1]) + 1, dtype=bool)
+            fin = place(accepting)
+            acc[new[fin[keep[fin]]]] = True
+            periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
+                            for j, b0 in base.items() for a, b, k in blocks[j][0].periods
+                            if keep[a + gen + b0:b + gen + b0].all())
+            r_src = new[src[ok]]
+            order = np.argsort(r_src, kind="stable")  # row by row, each row's runs in byte order
+            return Nested(acc.size, acc, np.sort(new[built]), r_src[order],
+                          np.array(r_lo, dtype=np.int64)[ok][order],
+                          np.array(r_hi, dtype=np.int64)[ok][order], new[targets[ok]][order],
+                          tuple(parts), what, periods)
+        finally:
+            # the nested functions above refer to one another (closure1 to itself): a reference
+            # cycle that would keep every container they close over (subsets, closures, edges:
+            # hundreds of thousands of objects) alive until the cyclic collector ran
+            for memo in (closures, ids, raw, single, out_edges, block_runs, chain, asked, alone):
+                memo.clear()
+            todo.clear()
+            # and the cycle itself, which holds the glue's NFA (its lists, one per node) as well
+            where = accepting_in = closure1 = succ = walk = closure = grow = closed = None  # type: ignore[assignment]
+            state_of1 = state_of = edges = disjoint = chain_of = split_edges = None  # type: ignore[assignment]
+
+    def _searched(self, base: dict[int, int], gen: int, total: int, rows: np.ndarray,
+                  src: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """The states reachable from the start in a determinised table, by a forward search over
+        its edges without building it: the rows computed in Python (``rows``; their edges
+        ``src`` → ``targets``) and, for every other state of a block copied whole at
+        ``gen + base[k]``, the block's own edges (:attr:`ByteTable.successors`, once per block)."""
+        built = np.zeros(total, dtype=bool)
+        built[rows] = True
+        srcs, dsts = [src], [targets]
+        for k, b0 in base.items():
+            lo = gen + b0
+            b_src, b_dst = self.blocks[k][0].successors
+            own = ~built[b_src + lo]  # a row built here replaces the block's
+            srcs.append(b_src[own] + lo)
+            dsts.append(b_dst[own] + lo)
+        ptr, adj = csr(np.concatenate(srcs), np.concatenate(dsts), total)
+        return levels(ptr, adj, np.zeros(1, dtype=np.int64)) >= 0
+
+    def _reached(self, base: dict[int, int], gen: int, total: int, targets: np.ndarray
+                 ) -> np.ndarray | None:
+        """The reachable states of a determinised table whose subsets (the first ``gen``) are all
+        reachable, and whose blocks' rows were copied whole at ``gen + base[k]``, ``targets`` being
+        the states the rows built in Python lead to: a block's states but its start, when the block
+        is :attr:`ByteTable.sealed` and each successor of its start is among ``targets`` (every
+        other state lies on a path from one of them that neither returns to the start nor passes
+        an accepting state, whose row was built in Python). None when some block is not so."""
+        keep = np.ones(total, dtype=bool)
+        hit = np.zeros(total, dtype=bool)
+        hit[targets] = True
+        for k, b0 in base.items():
+            t = self.blocks[k][0]
+            lo = gen + b0
+            if not t.sealed or hit[lo] or not hit[_start_targets(t) + lo].all():
+                return None
+            keep[lo] = False
+        return keep
+
+    def _live(self, final: int) -> list[bool]:
+        """Per glue node, whether ``final`` is reachable from it (blocks count as edges from their
+        start to their end: a block is never empty here)."""
+        nfa = self.nfa
+        back: list[list[int]] = [[] for _ in nfa.eps]
+        for u, (eps, es) in enumerate(zip(nfa.eps, nfa.edges)):
+            for v in eps:
+                back[v].append(u)
+            for _lo, _hi, v in es:
+                back[v].append(u)
+        for _t, s, e in self.blocks:
+            back[e].append(s)
+        live = [False] * len(back)
+        live[final] = True
+        todo = [final]
+        while todo:
+            for u in back[todo.pop()]:
+                if not live[u]:
+                    live[u] = True
+                    todo.append(u)
+        return live
