@@ -15,16 +15,15 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.decode import chat
 from ltlagent.decode.chat import TokenBytes, TurnIndex, TurnLanguage
 from ltlagent.decode.vocab import vocab_from_bytes
-from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text.jsonschema import schema_table
 
-from .test_content_chains import same_as_walk
+from .test_content_chains import random_states, same_as_walk
 from .test_content_chains import vocabulary as content_vocabulary
 
 #: pieces of class runs and of what leaves a class
@@ -91,15 +90,8 @@ SCHEMAS = st.one_of(
        kept=st.sampled_from([chat.CLASS_KEPT, 1]))
 def test_class_chains_equal_the_token_walk_on_random_schemas(schema: Any, name: str, seed: int,
                                                             kept: int) -> None:
-    try:
-        table = schema_table(schema)
-    except (SchemaError, UsageError):
-        assume(False)
-        return
-    lang = TurnLanguage.of_table(table)
+    lang, states = random_states(schema, seed)
     tokens = vocabulary(name)
-    rng = random.Random(seed)
-    states = sorted(rng.sample(range(lang.dead + 1), min(lang.dead + 1, 40)))
     with mock.patch.object(chat, "CLASS_KEPT", kept):  # classes kept by the vocabulary, or the last only
         index = TurnIndex(lang, tokens)
         same_as_walk(index, states)

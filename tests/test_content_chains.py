@@ -99,21 +99,27 @@ def same_as_walk(index: TurnIndex, states: list[int]) -> None:
         assert np.array_equal(index.ends(s), want), s  # one index: later counts from checked rows
 
 
+def random_states(schema: Any, seed: int) -> tuple[TurnLanguage, list[int]]:
+    """A drawn schema's language (a refused schema is assumed away) and up to 40 of its states,
+    drawn with ``seed``: what the random chain tests compare with the walk."""
+    try:
+        table = schema_table(schema)
+    except (SchemaError, UsageError):
+        assume(False)
+        raise AssertionError("unreachable") from None
+    lang = TurnLanguage.of_table(table)
+    rng = random.Random(seed)
+    return lang, sorted(rng.sample(range(lang.dead + 1), min(lang.dead + 1, 40)))
+
+
 @settings(max_examples=50, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(schema=SCHEMAS, name=st.sampled_from(VOCABULARIES), seed=st.integers(0, 2**20),
        lookups=st.sampled_from([chat.LIVE_LOOKUPS, 0, 2, 10**6]))
 def test_chains_equal_the_token_walk_on_random_schemas(schema: Any, name: str, seed: int,
                                                       lookups: int) -> None:
-    try:
-        table = schema_table(schema)
-    except (SchemaError, UsageError):
-        assume(False)
-        return
-    lang = TurnLanguage.of_table(table)
+    lang, states = random_states(schema, seed)
     tokens = vocabulary(name)
-    rng = random.Random(seed)
-    states = sorted(rng.sample(range(lang.dead + 1), min(lang.dead + 1, 40)))
     with mock.patch.object(chat, "LIVE_LOOKUPS", lookups):  # sparse children: numpy, lookups, steps
         index = TurnIndex(lang, tokens)
         same_as_walk(index, states)
