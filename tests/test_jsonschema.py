@@ -683,11 +683,11 @@ def test_plain_string_table_is_the_general_construction(monkeypatch: pytest.Monk
     general construction, with the plain language's shortcuts turned off), state for state."""
     fast = _plain_string_table()
     clear_caches()
-    jsonschema_module._library_template.cache_clear()  # the plain template is a library constant
+    _string_template.library.cache_clear()  # the plain template is a library constant
     monkeypatch.setattr(jsonschema_module, "_PLAIN", ("no", "shortcut"))
     general = jsonschema_module._string_table(JsonString(), 50_000)
     clear_caches()
-    jsonschema_module._library_template.cache_clear()
+    _string_template.library.cache_clear()
     assert np.array_equal(fast.trans, general.trans)
     assert np.array_equal(fast.accepting, general.accepting)
     assert fast.periods == general.periods
@@ -704,8 +704,8 @@ def test_clear_caches_forgets_what_schemas_built() -> None:
         "c": {"type": "string", "pattern": "x"},
         "d": {"type": "string", "format": "date"}, "e": {"type": "number"}}})
     caches = [jsontype._pattern_language, jsontype._string_empty_meet, numbertext.number_parts,
-              numbertext.multiples_dfa, jsonschema_module._schema_template,
-              jsonschema_module._schema_string_language]
+              numbertext.multiples_dfa, _string_template.schema,
+              jsonschema_module._string_language.schema]
     assert all(c.cache_info().currsize for c in caches)
     date = (jsontype.pattern_language(FORMATS["date"][0], False, False),
             _string_template(((), FORMATS["date"], (), ())),

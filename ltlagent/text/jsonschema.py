@@ -33,7 +33,8 @@ import contextlib
 import functools
 import gc
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -94,9 +95,9 @@ def clear_caches() -> None:
     depend on no schema (:data:`~ltlagent.text.jsontype.LIBRARY_REGEXES`)."""
     jsontype.clear_caches()
     numbertext.clear_caches()
-    _schema_string_language.cache_clear()
+    _string_language.schema.cache_clear()
     _minimal.cache_clear()
-    _schema_template.cache_clear()
+    _string_template.schema.cache_clear()
 
 
 # --- writing the automaton -------------------------------------------------------------------
@@ -125,23 +126,20 @@ def _library_only(lang: _Lang) -> bool:
     return not (patterns or avoid or excluded) and all(rx in LIBRARY_REGEXES for rx in fullmatch)
 
 
-def _string_language(lang: _Lang) -> ContentDFA:
-    """What the decoded string must be (as UTF-8 bytes): from the library's constants or the
-    schemas' cache."""
-    return (_library_string_language if _library_only(lang) else _schema_string_language)(lang)
+_T = TypeVar("_T")
 
 
-@functools.cache
-def _library_string_language(lang: _Lang) -> ContentDFA:
-    """:func:`_string_language` of a language the library alone writes (never forgotten: as
-    many as there are sets of formats a string can have, a handful)."""
-    return _build_string_language(lang)
+class _LangCache(Generic[_T]):
+    """A function of a string's language, kept by value in one of two caches: the library's
+    (:func:`_library_only` languages: never forgotten, as many as there are sets of formats a
+    string can have, a handful) or the schemas' (cleared by :func:`clear_caches`)."""
 
+    def __init__(self, build: Callable[[_Lang], _T]) -> None:
+        self.library = functools.cache(build)
+        self.schema = functools.lru_cache(maxsize=64)(build)
 
-@functools.lru_cache(maxsize=64)
-def _schema_string_language(lang: _Lang) -> ContentDFA:
-    """:func:`_string_language` of a language with a schema's own patterns or excluded texts."""
-    return _build_string_language(lang)
+    def __call__(self, lang: _Lang) -> _T:
+        return (self.library if _library_only(lang) else self.schema)(lang)
 
 
 def _build_string_language(lang: _Lang) -> ContentDFA:
@@ -158,6 +156,10 @@ def _build_string_language(lang: _Lang) -> ContentDFA:
         d = intersect(d, part)
     # the live table: its dead ends already DEAD, the same minimal DFA (they go to the sink)
     return as_dfa(*minimize_table(d.live_table, set(d.accepting)), d.source)
+
+
+#: What the decoded string must be (as UTF-8 bytes), from the library's cache or the schemas'.
+_string_language = _LangCache(_build_string_language)
 
 
 def choices_exact(words: tuple[str, ...]) -> ContentDFA:
@@ -397,26 +399,8 @@ def extra_keys(t: JsonObject) -> list[tuple[JsonString, JsonType]]:
 _EXIT = -2  # in a string template: the closing quote
 
 
-def _string_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_template` from the library's constants or the schemas' cache (as
-    :func:`_string_language`)."""
-    return (_library_template if _library_only(lang) else _schema_template)(lang)
-
-
-@functools.cache
-def _library_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_template` of a language the library alone writes (never forgotten)."""
-    return _template(lang)
-
-
-@functools.lru_cache(maxsize=64)
-def _schema_template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_template` of a language with a schema's own patterns or excluded texts."""
-    return _template(lang)
-
-
 def _template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
-    """The transducer of a JSON string over the decoded text's DFA ``pat`` (:func:`_string_language`
+    """The transducer of a JSON string over the decoded text's DFA ``pat`` (:data:`_string_language`
     of the arguments), without the count: states (pattern state, escape step), ``tgt[s, b]`` the
     successor (-1 dead, :data:`_EXIT` the closing quote, allowed where ``pat`` accepts) and
     ``inc[s, b]`` 1 where byte ``b`` begins a character (raw) or completes one (an escape).
@@ -427,6 +411,10 @@ def _template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
     tgt.setflags(write=False)
     inc.setflags(write=False)
     return tgt, inc
+
+
+#: :func:`_template`, from the library's cache or the schemas' (as :data:`_string_language`).
+_string_template = _LangCache(_template)
 
 
 _PLAIN: _Lang = ((), (), (), ())
@@ -449,7 +437,7 @@ _PLAIN_ROWS: tuple[tuple[tuple[int, int, int, int], ...], ...] = (
 
 
 def _plain_template() -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_string_template` of a string with no constraint on its text, from
+    """:data:`_string_template` of a string with no constraint on its text, from
     :data:`_PLAIN_ROWS` (``tests/test_jsonschema.py`` checks it equals the general construction)."""
     tgt = np.full((len(_PLAIN_ROWS), 256), DEAD, dtype=np.int64)
     inc = np.zeros((len(_PLAIN_ROWS), 256), dtype=np.int64)
@@ -481,7 +469,7 @@ def row_successors(table: np.ndarray) -> list[list[int]]:
 
 
 def template_rows(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_string_template` before minimising: the states (pattern state, escape step)
+    """:data:`_string_template` before minimising: the states (pattern state, escape step)
     reachable from (0, 0), numbered breadth first in the order the successors of a state are
     met (raw bytes ascending, then the backslash; an escape's letters in :data:`_SHORT_ESCAPES`'
     order, then ``u``; hex digits ascending). The pattern's rows are read in numpy; only the
@@ -588,7 +576,7 @@ def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _string_table(t: JsonString, limit: int) -> ByteTable:
     """A JSON string with a decoded length in ``[min_length, max_length]`` and its decoded text in
-    the string's language: the template (:func:`_string_template`) times the character count, built
+    the string's language: the template (:data:`_string_template`) times the character count, built
     count by count with only the template states reachable at each count and able to reach the
     closing quote from it (decided on the template, count by count, so the table needs no trimming).
     A string with no constraint at all (``{"type": "string"}``) is the template between the quotes
