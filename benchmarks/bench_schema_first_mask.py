@@ -34,15 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_schema_visits import DATA, llg_grammar, vocabulary  # noqa: E402
-from timelimit import Overtime, time_limit  # noqa: E402
+from bench_schema_visits import DATA, _pct, llg_grammar, ours_table, vocabulary  # noqa: E402
 
-from ltlagent.errors import SchemaError, UsageError  # noqa: E402
 from ltlagent.text import jsonschema as js  # noqa: E402
-
-
-def _pct(xs: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
 
 
 def ours(schema: Any, tokens: Any, timeout: float, clock: Any) -> tuple[float, float] | None:
@@ -51,13 +45,9 @@ def ours(schema: Any, tokens: Any, timeout: float, clock: Any) -> tuple[float, f
 
     js.clear_caches()
     t0 = clock()
-    try:
-        with time_limit(timeout):
-            table = js.schema_table(schema)
-    except (SchemaError, UsageError, Overtime, RecursionError):
-        return None
+    table = ours_table(schema, timeout)  # None: refused, over time or empty
     t1 = clock()
-    if table.empty:
+    if table is None:
         return None
     lang = TurnLanguage.of_table(table)
     mask = TurnIndex(lang, tokens).allowed(lang.initial)
