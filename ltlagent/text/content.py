@@ -300,17 +300,6 @@ class ByteNFA:
             if q in dfa.accepting:
                 self.eps[u].append(end)
 
-    def closure(self, states: frozenset[int]) -> frozenset[int]:
-        seen = set(states)
-        todo = list(states)
-        while todo:
-            u = todo.pop()
-            for v in self.eps[u]:
-                if v not in seen:
-                    seen.add(v)
-                    todo.append(v)
-        return frozenset(seen)
-
     def determinize(self, start: int, final: int, limit: int, what: str, hint: str
                     ) -> tuple[list[list[int]], set[int]]:
         """The subset construction from ``start``, accepting where ``final`` is reached; a
