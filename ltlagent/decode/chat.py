@@ -635,7 +635,7 @@ class TokenBytes:
             lo[rows] |= low[col]
             hi[rows] |= high[col]
         order = self.trie.order
-        return lo[order], hi[order], np.minimum(self.vocab.lengths[order], 255).astype(np.uint8)
+        return lo[order], hi[order], self.lengths8[order]
 
     @functools.cached_property
     def lengths8(self) -> np.ndarray:
