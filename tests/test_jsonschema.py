@@ -51,7 +51,7 @@ from ltlagent.text.jsonschema import (
     schema_table,
     template_rows,
 )
-from ltlagent.text.jsontype import JsonString, pairwise_disjoint
+from ltlagent.text.jsontype import JsonArray, JsonObject, JsonString, pairwise_disjoint
 
 jsonschema = pytest.importorskip("jsonschema")
 from jsonschema import Draft202012Validator, validators  # noqa: E402
@@ -705,7 +705,7 @@ def test_clear_caches_forgets_what_schemas_built() -> None:
         "d": {"type": "string", "format": "date"}, "e": {"type": "number"}}})
     caches = [jsontype._pattern_language, jsontype._string_empty_meet, numbertext.number_parts,
               numbertext.multiples_dfa, _string_template.schema,
-              jsonschema_module._string_language.schema]
+              jsonschema_module._string_language.schema, jsonschema_module._minimal.schema]
     assert all(c.cache_info().currsize for c in caches)
     date = (jsontype.pattern_language(FORMATS["date"][0], False, False),
             _string_template(((), FORMATS["date"], (), ())),
@@ -715,6 +715,29 @@ def test_clear_caches_forgets_what_schemas_built() -> None:
     assert date[0] is jsontype.pattern_language(FORMATS["date"][0], False, False)
     assert date[1] is _string_template(((), FORMATS["date"], (), ()))
     assert date[2] is jsontype.pattern_language(jsontype.NUMBER_RE, False, False)
+
+
+def test_any_array_and_object_tables_are_library_constants() -> None:
+    """The tables of any array and any object, as a schema reads them and as any value writes
+    them, are kept by ``clear_caches`` (the same blocks after it); an object with a property, an
+    array with bounds or of a schema's items is a schema's, forgotten."""
+    from ltlagent.text.jsonschema import LIBRARY_STRUCTURES, _minimal, any_value
+    limit = 50_000
+    read = [parse_schema(s) for s in ({"type": "object"}, {"type": "array"},
+                                      {"type": "object", "additionalProperties": {}})]
+    inside = [b for d in (0, 1) for b in any_value(d).branches  # type: ignore[attr-defined]
+              if isinstance(b, JsonArray | JsonObject)]
+    assert len(inside) == 4 and set(read) | set(inside) <= LIBRARY_STRUCTURES
+    kept = [_minimal(t, limit) for t in [*read, *inside]]
+    schemas = [parse_schema(s) for s in (
+        {"type": "object", "properties": {"a": {}}}, {"type": "array", "maxItems": 3},
+        {"type": "array", "items": {"type": "string"}})]
+    assert not set(schemas) & LIBRARY_STRUCTURES
+    built = [_minimal(t, limit) for t in schemas]
+    clear_caches()
+    assert all(b is _minimal(t, limit) for b, t in zip(kept, [*read, *inside], strict=True))
+    assert all(b is not _minimal(t, limit) for b, t in zip(built, schemas, strict=True))
+    assert schema_dfa({"type": "object"}).matches(b'{"a": [1, {}]}')
 
 
 def test_library_constants_are_the_library_regexes_only() -> None:

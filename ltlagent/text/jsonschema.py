@@ -92,11 +92,12 @@ def clear_caches() -> None:
     """Forget the DFAs built for patterns and schema parts, the number automata and the
     string-meet verdicts (every cache of what schemas built: kept across calls, by value). The
     library's constants stay: the automata of formats, of any text and of JSON numbers, which
-    depend on no schema (:data:`~ltlagent.text.jsontype.LIBRARY_REGEXES`)."""
+    depend on no schema (:data:`~ltlagent.text.jsontype.LIBRARY_REGEXES`), and the tables of any
+    array and any object (:data:`LIBRARY_STRUCTURES`)."""
     jsontype.clear_caches()
     numbertext.clear_caches()
     _string_language.schema.cache_clear()
-    _minimal.cache_clear()
+    _minimal.schema.cache_clear()
     _string_template.schema.cache_clear()
 
 
@@ -749,8 +750,7 @@ def _plain_string_table() -> ByteTable:
     return ByteTable(trans, acc, "json string")
 
 
-@functools.lru_cache(maxsize=256)
-def _minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
+def _build_minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
     """The table of a string, array or object, its parts embedded as tables built the same way
     (blocks of a :class:`Glue`, not copied into the NFA), so a structure costs the glue between its
     parts whatever their nesting. Strings are built directly as a product (:func:`_string_table`);
@@ -770,6 +770,42 @@ def _minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
         em.object(t, start, final)
     return glue.nested(start, final, limit, "the JSON schema",
                        "simplify the schema (fewer optional properties, shorter bounds)")
+
+
+def _library_structures() -> frozenset[JsonArray | JsonObject]:
+    """The arrays and objects of any values, as schemas read them (``{"type": "array"}``,
+    ``{"type": "object"}``, ``additionalProperties: {}``) and as :func:`any_value` writes them
+    inside any value, at every depth a reading gives them (0 to ``ANY_DEPTH``)."""
+    out: set[JsonArray | JsonObject] = set()
+    for d in range(ANY_DEPTH + 1):
+        out |= {JsonArray(JsonAny(d), 0, None), JsonObject((), (), JsonAny(d), True)}
+        inner = any_value(d - 1) if d > 0 else NEVER  # any value's own array and object
+        out |= {JsonArray(inner, 0, None if d > 0 else 0), JsonObject((), (), inner, d > 0)}
+    return frozenset(out)
+
+
+#: Structures that depend on no schema: their tables are the library's constants, built once per
+#: process and kept by :func:`clear_caches` (about 6 ms for all of them; any array or object of
+#: any values costs 2.1–2.2 ms to build, and three schemas in four of JSONSchemaBench's sample
+#: have one).
+LIBRARY_STRUCTURES = _library_structures()
+
+
+class _BlockCache:
+    """:func:`_build_minimal`, kept by value in one of two caches: the library's
+    (:data:`LIBRARY_STRUCTURES`, never forgotten) or the schemas' (cleared by :func:`clear_caches`)."""
+
+    def __init__(self) -> None:
+        self.library = functools.cache(_build_minimal)
+        self.schema = functools.lru_cache(maxsize=256)(_build_minimal)
+
+    def __call__(self, t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
+        return (self.library if t in LIBRARY_STRUCTURES else self.schema)(t, limit)
+
+
+#: The table of a string, array or object (:func:`_build_minimal`), from the library's cache or
+#: the schemas'.
+_minimal = _BlockCache()
 
 
 def emit(nfa: ByteNFA | Glue, t: JsonType, start: int, end: int, limit: int = MAX_JSON_STATES) -> None:
