@@ -114,8 +114,10 @@ def _lang(t: JsonString) -> _Lang:
 def _complement(d: ContentDFA) -> ContentDFA:
     """The UTF-8 texts ``d`` rejects."""
     n = d.num_states
-    trans = [[r if r in d.live else n for r in row] for row in d.trans] + [[n] * 256]
-    acc = {q for q in range(n + 1) if q not in d.accepting}
+    trans = np.full((n + 1, 256), n, dtype=np.int64)  # n: the sink, now accepting
+    live = d.live_table  # DEAD wherever the successor is not live
+    trans[:n] = np.where(live >= 0, live, n)
+    acc = set(range(n + 1)) - d.accepting
     return intersect(as_dfa(trans, acc, f"not ({d.source})"), pattern_language(ANY_TEXT, False, False))
 
 
