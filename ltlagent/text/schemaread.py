@@ -177,11 +177,11 @@ class _Reader:
 
     def read_exactly(self, schema: object, path: str, depth: int, refs: tuple[str, ...]) -> JsonType:
         """:meth:`read` without the superset fallback. A schema object read again at the same
-        depth, under the same refs and in the same mode (a ``$ref`` target met twice, oneOf's
-        branches read for the disjointness checks) gives its first reading: the result depends on
-        nothing else (``path`` only names the place in errors, and failures are not kept, so each
-        is raised again with its own path). The memo holds the schema object too, so its ``id``
-        stays its own while the parse lasts."""
+        depth, under the same refs (kept sorted: a multiset) and in the same mode (a ``$ref``
+        target met twice, oneOf's branches read for the disjointness checks) gives its first
+        reading: the result depends on nothing else (``path`` only names the place in errors, and
+        failures are not kept, so each is raised again with its own path). The memo holds the
+        schema object too, so its ``id`` stays its own while the parse lasts."""
         if not isinstance(schema, Mapping):
             return self.read_fresh(schema, path, depth, refs)
         key = (id(schema), depth, refs, self.over, self.max_recursion)
@@ -210,7 +210,11 @@ class _Reader:
             target, where = self.resolve(schema["$ref"], path)
             if refs.count(where) >= self.max_recursion:  # recursion cut: a subset of the values
                 return self.cut()
-            parts.append((self.read(target, where, depth, (*refs, where)), _pointer(path, "$ref")))
+            # the refs followed, sorted: a reading depends on how often each was followed, not in
+            # which order, so the memo's key is the same for every order (a recursive schema's
+            # definitions reached along many paths are read once per multiset, not per path)
+            parts.append((self.read(target, where, depth, tuple(sorted((*refs, where)))),
+                          _pointer(path, "$ref")))
         for comb in ("allOf", "anyOf", "oneOf"):
             if comb in keys:
                 branches = schema[comb]
