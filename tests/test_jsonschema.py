@@ -740,6 +740,21 @@ def test_any_array_and_object_tables_are_library_constants() -> None:
     assert schema_dfa({"type": "object"}).matches(b'{"a": [1, {}]}')
 
 
+def test_string_language_avoids_excluded_names_and_patterns() -> None:
+    """A string's language met from live tables (a trie's complement, an avoided pattern's, a
+    pattern) is, text by text over a small alphabet, exactly what it says: the pattern found, the
+    avoided pattern not, no excluded text (the empty one included)."""
+    excluded = ("", "a", "ab", "é", "bé")
+    lang = (("b|é",), (), ("^aa",), excluded)
+    d = jsonschema_module._string_language(lang)
+    assert "one of" in d.source and "not" in d.source
+    for n in range(4):
+        for chars in itertools.product("abé", repeat=n):
+            text = "".join(chars)
+            want = bool(re.search("b|é", text)) and not text.startswith("aa") and text not in excluded
+            assert d.matches(text.encode()) == want, text
+
+
 def test_library_constants_are_the_library_regexes_only() -> None:
     """Only the library's own regexes, fullmatched in Python's dialect, are kept as constants: a
     schema's pattern with the same text (searched, ECMA-262) or any other regex goes to the

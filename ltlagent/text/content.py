@@ -23,7 +23,7 @@ import functools
 import itertools
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -34,7 +34,7 @@ from ltlagent.graph import coreachable, coreachable_table
 
 __all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "pattern_dfa", "content_dfa",
            "DEAD", "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "minimize_table",
-           "byte_classes", "predecessors", "meets",
+           "byte_classes", "predecessors", "meets", "product_table", "live_table_of",
            "intersect", "as_dfa", "stripped"]
 
 DEAD = -1
@@ -526,6 +526,12 @@ def _with_table(d: ContentDFA, t: np.ndarray) -> ContentDFA:
     return d
 
 
+def live_table_of(t: np.ndarray, acc: Iterable[int]) -> np.ndarray:
+    """``t`` (``int64 [n, 256]``) with ``DEAD`` for every successor that reaches no state of
+    ``acc``: what :attr:`ContentDFA.live_table` is, for a table with no :class:`ContentDFA`."""
+    return _live_only(t, coreachable_table(t, acc))
+
+
 def _live_only(t: np.ndarray, live: frozenset[int]) -> np.ndarray:
     """``t`` with ``DEAD`` for every successor outside ``live`` (read-only)."""
     mask = np.zeros(t.shape[0] + 1, dtype=bool)  # the last entry serves DEAD (-1)
@@ -536,15 +542,26 @@ def _live_only(t: np.ndarray, live: frozenset[int]) -> np.ndarray:
 
 
 def intersect(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> ContentDFA:
-    """The product DFA accepting what both accept: its reachable pairs breadth first, numbered in
-    the order a queue would find them (state by state, byte by byte), one level at a time in numpy
-    (a pair's row is one operation on both rows, not 256 Python steps)."""
-    ta, tb = a.live_table, b.live_table
-    nb = max(1, b.num_states)
-    acc_a = np.zeros(a.num_states, dtype=bool)
-    acc_a[list(a.accepting)] = True
-    acc_b = np.zeros(b.num_states, dtype=bool)
-    acc_b[list(b.accepting)] = True
+    """The product DFA accepting what both accept (:func:`product_table` of their live tables)."""
+    table, acc = product_table(a.live_table, a.accepting, b.live_table, b.accepting,
+                               (a.source, b.source), limit)
+    return _with_table(ContentDFA(tuple(map(tuple, table.tolist())), frozenset(acc),
+                                  coreachable_table(table, acc), f"({a.source}) & ({b.source})"), table)
+
+
+def product_table(ta: np.ndarray, acc_a: Iterable[int], tb: np.ndarray, acc_b: Iterable[int],
+                  names: tuple[str, str], limit: int = MAX_DFA_STATES) -> tuple[np.ndarray, list[int]]:
+    """The product of two live tables (``int64 [n, 256]``, ``DEAD`` where a successor is not live)
+    and its accepting states: its reachable pairs breadth first, numbered in the order a queue
+    would find them (state by state, byte by byte), one level at a time in numpy (a pair's row is
+    one operation on both rows, not 256 Python steps). For chains of products (a string's
+    constraints met one by one) without the tuples of a :class:`ContentDFA` in between; ``names``
+    say what the two are in the error past ``limit`` states."""
+    nb = max(1, tb.shape[0])
+    acc_a_mask = np.zeros(ta.shape[0], dtype=bool)
+    acc_a_mask[list(acc_a)] = True
+    acc_b_mask = np.zeros(tb.shape[0], dtype=bool)
+    acc_b_mask[list(acc_b)] = True
     ids = {0: 0}  # pair code p * nb + q -> state
     rows: list[np.ndarray] = []
     ps, qs = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
@@ -560,7 +577,7 @@ def intersect(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> Cont
             ids[c] = count
             count += 1
         if count > limit:
-            raise UsageError(f"the intersection of {a.source!r} and {b.source!r} needs more "
+            raise UsageError(f"the intersection of {names[0]!r} and {names[1]!r} needs more "
                              f"than {limit} automaton states")
         lookup = np.array([ids[c] if c >= 0 else DEAD for c in seen.tolist()], dtype=np.int64)
         rows.append(lookup[np.searchsorted(seen, code)])
@@ -569,10 +586,7 @@ def intersect(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> Cont
         pairs_p.append(ps)
         pairs_q.append(qs)
     all_p, all_q = np.concatenate(pairs_p), np.concatenate(pairs_q)
-    acc = np.flatnonzero(acc_a[all_p] & acc_b[all_q]).tolist()
-    table = np.concatenate(rows)
-    return _with_table(ContentDFA(tuple(map(tuple, table.tolist())), frozenset(acc),
-                                  coreachable_table(table, acc), f"({a.source}) & ({b.source})"), table)
+    return np.concatenate(rows), np.flatnonzero(acc_a_mask[all_p] & acc_b_mask[all_q]).tolist()
 
 
 def meets(a: ContentDFA, b: ContentDFA, limit: int = MAX_DFA_STATES) -> bool:

@@ -47,9 +47,10 @@ from ltlagent.text.content import (
     ContentDFA,
     as_dfa,
     byte_classes,
-    intersect,
+    live_table_of,
     minimize_table,
     predecessors,
+    product_table,
     refine,
 )
 from ltlagent.text.glue import Block, Glue
@@ -111,14 +112,29 @@ def _lang(t: JsonString) -> _Lang:
     return t.patterns, t.fullmatch, t.avoid, t.excluded
 
 
-def _complement(d: ContentDFA) -> ContentDFA:
-    """The UTF-8 texts ``d`` rejects."""
-    n = d.num_states
+#: A DFA as :func:`_build_string_language` chains them: its live table (``int64 [n, 256]``,
+#: :attr:`~ltlagent.text.content.ContentDFA.live_table`), accepting states and source.
+_Part = tuple[np.ndarray, frozenset[int], str]
+
+
+def _part(d: ContentDFA) -> _Part:
+    return d.live_table, d.accepting, d.source
+
+
+def _complement(t: np.ndarray, accepting: frozenset[int], source: str) -> _Part:
+    """The UTF-8 texts a DFA (its live table, accepting states, source) rejects."""
+    n = t.shape[0]
     trans = np.full((n + 1, 256), n, dtype=np.int64)  # n: the sink, now accepting
-    live = d.live_table  # DEAD wherever the successor is not live
-    trans[:n] = np.where(live >= 0, live, n)
-    acc = set(range(n + 1)) - d.accepting
-    return intersect(as_dfa(trans, acc, f"not ({d.source})"), pattern_language(ANY_TEXT, False, False))
+    trans[:n] = np.where(t >= 0, t, n)
+    acc = set(range(n + 1)) - accepting
+    return _meet((live_table_of(trans, acc), frozenset(acc), f"not ({source})"),
+                 _part(pattern_language(ANY_TEXT, False, False)))
+
+
+def _meet(a: _Part, b: _Part) -> _Part:
+    """The product of two DFAs (:func:`~ltlagent.text.content.intersect` without its tuples)."""
+    table, acc = product_table(a[0], a[1], b[0], b[1], (a[2], b[2]))
+    return live_table_of(table, acc), frozenset(acc), f"({a[2]}) & ({b[2]})"
 
 
 def _library_only(lang: _Lang) -> bool:
@@ -146,19 +162,21 @@ class _LangCache(Generic[_T]):
 
 
 def _build_string_language(lang: _Lang) -> ContentDFA:
-    """What the decoded string must be (as UTF-8 bytes): the meet of its parts, minimised."""
+    """What the decoded string must be (as UTF-8 bytes): the meet of its parts, minimised. The
+    parts are met as live tables (:func:`_meet`): only the minimal DFA is made a
+    :class:`ContentDFA` (a complement of hundreds of declared names has thousands of states)."""
     patterns, fullmatch, avoid, excluded = lang
     # each part accepts UTF-8 texts only (patterns are compiled over code points, complements
     # are taken within the texts): the texts themselves need no intersecting
-    parts = [*(pattern_language(rx) for rx in patterns),
-             *(pattern_language(rx, False, False) for rx in fullmatch),
-             *(_complement(pattern_language(rx)) for rx in avoid),
-             *([_complement(choices_exact(excluded))] if excluded else [])]
-    d = parts[0] if parts else pattern_language(ANY_TEXT, False, False)
+    parts = [*(_part(pattern_language(rx)) for rx in patterns),
+             *(_part(pattern_language(rx, False, False)) for rx in fullmatch),
+             *(_complement(*_part(pattern_language(rx))) for rx in avoid),
+             *([_complement(*_trie(excluded), _choices_source(excluded))] if excluded else [])]
+    d = parts[0] if parts else _part(pattern_language(ANY_TEXT, False, False))
     for part in parts[1:]:
-        d = intersect(d, part)
+        d = _meet(d, part)
     # the live table: its dead ends already DEAD, the same minimal DFA (they go to the sink)
-    return as_dfa(*minimize_table(d.live_table, set(d.accepting)), d.source)
+    return as_dfa(*minimize_table(d[0], set(d[1])), d[2])
 
 
 #: What the decoded string must be (as UTF-8 bytes), from the library's cache or the schemas'.
@@ -167,17 +185,33 @@ _string_language = _LangCache(_build_string_language)
 
 def choices_exact(words: tuple[str, ...]) -> ContentDFA:
     """The DFA of exactly these texts (UTF-8)."""
-    trans: list[list[int]] = [[DEAD] * 256]
+    trans, acc = _trie(words)
+    return as_dfa(trans, set(acc), _choices_source(words))
+
+
+def _choices_source(words: tuple[str, ...]) -> str:
+    return "one of " + ", ".join(map(repr, words))
+
+
+def _trie(words: tuple[str, ...]) -> tuple[np.ndarray, frozenset[int]]:
+    """The trie of these texts (UTF-8) as a numpy table (every state live) and its accepting
+    states: a schema's declared names, which undeclared keys avoid, can be hundreds."""
+    children: list[dict[int, int]] = [{}]
     acc: set[int] = set()
     for w in words:
         s = 0
         for b in w.encode("utf-8"):
-            if trans[s][b] < 0:
-                trans[s][b] = len(trans)
-                trans.append([DEAD] * 256)
-            s = trans[s][b]
+            nxt = children[s].get(b)
+            if nxt is None:
+                nxt = children[s][b] = len(children)
+                children.append({})
+            s = nxt
         acc.add(s)
-    return as_dfa(trans, acc, "one of " + ", ".join(map(repr, words)))
+    trans = np.full((len(children), 256), DEAD, dtype=np.int64)
+    for s, kids in enumerate(children):
+        if kids:
+            trans[s, list(kids)] = list(kids.values())
+    return trans, frozenset(acc)
 
 
 def string_texts(s: str) -> list[list[bytes]]:
