@@ -486,7 +486,9 @@ class Glue:
             """The epsilon successors of a position (into blocks from their start nodes, out of a
             block from its accepting states)."""
             if u < n_glue:
-                return [*(v for v in nfa.eps[u] if live[v]), *enter.get(u, ())]
+                into = enter.get(u)
+                out = [v for v in nfa.eps[u] if live[v]]
+                return out if into is None else out + into
             k, q = where(u)
             return [blocks[k][2]] if q in accepting_in(k) else []
 
@@ -573,7 +575,11 @@ class Glue:
             got = out_edges.get(p)
             if got is None:
                 if p < n_glue:
-                    got = sorted(e for e in nfa.edges[p] if live[e[2]])
+                    es = nfa.edges[p]
+                    if len(es) == 1:  # most glue nodes: a literal's byte (the list is only read)
+                        got = es if live[es[0][2]] else []
+                    else:
+                        got = sorted([e for e in es if live[e[2]]])
                 else:
                     k, q = where(p)
                     shift = n_glue + offsets[k]
