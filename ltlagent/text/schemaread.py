@@ -86,6 +86,10 @@ _TYPE_KEYWORDS = {
                          "dependentSchemas"}),
 }
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+#: Every type but integer (which number includes), and every keyword that restricts some type:
+#: a schema with all those types and none of those keywords is any value.
+_ANY_TYPES = frozenset(_TYPES) - {"integer"}
+_ANY_KEYWORDS = frozenset().union(*_TYPE_KEYWORDS.values())
 _HINT = ("the compiler writes every value the schema allows except where docs/design.md §5.1 says "
          "otherwise; refused: contains, propertyNames, prefixItems, multipleOf above 1000, "
          "non-local $ref, oneOf of more than 6 branches that may overlap")
@@ -339,7 +343,7 @@ class _Reader:
                 raise self.refuse(_pointer(path, "type"), f"unknown type {t!r}")
         if "integer" in names and "number" in names:
             names.remove("integer")
-        if set(names) == set(_TYPES) - {"integer"} and not keys & set().union(*_TYPE_KEYWORDS.values()):
+        if len(names) == len(_ANY_TYPES) and set(names) == _ANY_TYPES and not keys & _ANY_KEYWORDS:
             typed: JsonType = self.any_value(depth)
         else:
             out = [self.typed(t, schema, path, depth, refs) for t in names]
