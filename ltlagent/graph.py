@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["coreachable", "coreachable_table", "reachable", "row_edges", "csr", "levels"]
+__all__ = ["coreachable", "coreachable_table", "reachable", "row_edges", "run_starts", "csr", "levels"]
 
 
 def coreachable(delta: Sequence[Sequence[int]], targets: Iterable[int]) -> frozenset[int]:
@@ -106,12 +106,18 @@ def _levels_loop(ptr: np.ndarray, adj: np.ndarray, seeds: np.ndarray) -> np.ndar
     return np.array(dist, dtype=np.int64)
 
 
+def run_starts(trans: np.ndarray) -> np.ndarray:
+    """Where each run of equal successors in a row begins (``bool``, the shape of ``trans``): a
+    row of 256 bytes has a few runs, and the tables' passes read one entry per run."""
+    first = np.ones(trans.shape, dtype=bool)
+    first[:, 1:] = trans[:, 1:] != trans[:, :-1]
+    return first
+
+
 def row_edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The edges of a table as (source, target) arrays, one per run of equal successors in a row
     (a row has a few runs, not 256 edges)."""
-    first = np.ones(trans.shape, dtype=bool)
-    first[:, 1:] = trans[:, 1:] != trans[:, :-1]
-    src, col = np.nonzero(first & (trans >= 0))
+    src, col = np.nonzero(run_starts(trans) & (trans >= 0))
     return src.astype(np.int64), trans[src, col].astype(np.int64)
 
 

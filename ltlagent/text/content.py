@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ltlagent.errors import UsageError
-from ltlagent.graph import coreachable, coreachable_table
+from ltlagent.graph import coreachable, coreachable_table, run_starts
 
 __all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "pattern_dfa", "content_dfa",
            "DEAD", "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "minimize_table",
@@ -99,8 +99,7 @@ class ContentDFA:
         """Each state's row of :attr:`live_table` as runs (first byte, successor), ascending
         from byte 0 (for :func:`meets`; built once per DFA, in numpy)."""
         t = self.live_table
-        start = np.ones(t.shape, dtype=bool)
-        start[:, 1:] = t[:, 1:] != t[:, :-1]
+        start = run_starts(t)
         _state, first = np.nonzero(start)
         pairs = list(zip(first.tolist(), t[start].tolist(), strict=True))
         ends = np.cumsum(start.sum(axis=1)).tolist()

@@ -39,6 +39,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from ltlagent.errors import SchemaError, UsageError
+from ltlagent.graph import run_starts
 from ltlagent.text import jsontype, numbertext
 from ltlagent.text.bytetable import ByteTable
 from ltlagent.text.content import (
@@ -497,8 +498,7 @@ _STEPS = _STEP_U001 + 1  # a template key (pattern state, step) as ``p * _STEPS 
 def row_successors(table: np.ndarray) -> list[list[int]]:
     """Each row's distinct successors (not ``DEAD``) in the order of their first byte, read from
     the row's runs (a row of a pattern's table has a few): ``dict.fromkeys`` of the row."""
-    start = np.ones(table.shape, dtype=bool)
-    start[:, 1:] = table[:, 1:] != table[:, :-1]
+    start = run_starts(table)
     heads = table[start].tolist()
     ends = np.cumsum(start.sum(axis=1)).tolist()
     return [[r for r in dict.fromkeys(heads[e0:e1]) if r >= 0]

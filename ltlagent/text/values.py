@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from ltlagent.errors import UsageError
+from ltlagent.graph import run_starts
 from ltlagent.text.bytetable import ByteTable, distance_to
 from ltlagent.text.content import DEAD
 from ltlagent.text.jsontype import pattern_language
@@ -299,8 +300,7 @@ def product(a: ByteTable, b: ByteTable, op: Op = "and", *, budget: int = MAX_VAL
             ok = ra != na
         keys = ra * width + rb
         # one key per run of equal successors in a row (a row has a few runs, not 256 edges)
-        first = np.ones(keys.shape, dtype=bool)
-        first[:, 1:] = keys[:, 1:] != keys[:, :-1]
+        first = run_starts(keys)
         run_keys, run_ok = keys[first], ok[first]
         uniq, inv = np.unique(run_keys[run_ok], return_inverse=True)
         got = np.empty(uniq.size, dtype=np.int32)
