@@ -719,19 +719,22 @@ def test_clear_caches_forgets_what_schemas_built() -> None:
 
 def test_any_array_and_object_tables_are_library_constants() -> None:
     """The tables of any array and any object, as a schema reads them and as any value writes
-    them, are kept by ``clear_caches`` (the same blocks after it); an object with a property, an
-    array with bounds or of a schema's items is a schema's, forgotten."""
+    them, and of arrays of plain strings, integers, numbers or booleans, are kept by
+    ``clear_caches`` (the same blocks after it); an object with a property, an array with bounds
+    or of a schema's items is a schema's, forgotten."""
     from ltlagent.text.jsonschema import LIBRARY_STRUCTURES, _minimal, any_value
     limit = 50_000
     read = [parse_schema(s) for s in ({"type": "object"}, {"type": "array"},
-                                      {"type": "object", "additionalProperties": {}})]
+                                      {"type": "object", "additionalProperties": {}},
+                                      *({"type": "array", "items": {"type": t}}
+                                        for t in ("string", "integer", "number", "boolean")))]
     inside = [b for d in (0, 1) for b in any_value(d).branches  # type: ignore[attr-defined]
               if isinstance(b, JsonArray | JsonObject)]
     assert len(inside) == 4 and set(read) | set(inside) <= LIBRARY_STRUCTURES
     kept = [_minimal(t, limit) for t in [*read, *inside]]
     schemas = [parse_schema(s) for s in (
         {"type": "object", "properties": {"a": {}}}, {"type": "array", "maxItems": 3},
-        {"type": "array", "items": {"type": "string"}})]
+        {"type": "array", "items": {"type": "string", "maxLength": 5}})]
     assert not set(schemas) & LIBRARY_STRUCTURES
     built = [_minimal(t, limit) for t in schemas]
     clear_caches()

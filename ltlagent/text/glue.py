@@ -683,7 +683,11 @@ class Glue:
                             r_id.append(rid)
                             r_lo.append(b)
                             r_hi.append(b)
-                            r_to.append(state_of1(to[0]) if len(to) == 1 else state_of(frozenset(to)))
+                            if len(to) == 1:
+                                known = single.get(to[0])
+                                r_to.append(state_of1(to[0]) if known is None else known)
+                            else:
+                                r_to.append(state_of(frozenset(to)))
                         continue
                     wide.sort()
                     if disjoint(wide):  # cut at the single bytes (a string beside keys)
@@ -699,7 +703,8 @@ class Glue:
                         r_id.append(rid)
                         r_lo.append(lo)
                         r_hi.append(hi)
-                        r_to.append(state_of1(v))
+                        known = single.get(v)
+                        r_to.append(state_of1(v) if known is None else known)
                 else:
                     for lo, hi, vs in _classes(es):
                         r_id.append(rid)
