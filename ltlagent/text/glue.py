@@ -518,9 +518,13 @@ class Glue:
                 out |= closure1(p)
             return frozenset(out)
 
-        # result ids: general subsets 0, 1, …; block k's states, once entered, at VIRT + base[k] + q
+        # result ids: general subsets 0, 1, …; block k's states, once entered, at VIRT + base[k] + q;
+        # a group's (the same state of several blocks of one table, followed in lockstep) at
+        # VIRT + group_base[group] + q; each copy of a table, in the order of its offset, in copies
         virt = 1 << 30
         base: dict[int, int] = {}
+        group_base: dict[frozenset[int], int] = {}
+        copies: list[tuple[Block, int]] = []
         size = [0]
         ids: dict[frozenset[int], int] = {}  # closed subset → id
         raw: dict[frozenset[int], int] = {}  # subset before closing → id
@@ -550,6 +554,7 @@ class Glue:
                 k, q = where(p)
                 if k not in base:
                     base[k] = size[0] - n_gen[0]
+                    copies.append((blocks[k][0], base[k]))
                     grow(blocks[k][0].num_states)
                     for a in sorted(accepting_in(k)):
                         todo.append((virt + base[k] + a, closure1(n_glue + offsets[k] + a)))
@@ -564,8 +569,38 @@ class Glue:
                 return state_of1(next(iter(key)))
             j = raw.get(key)
             if j is None:
-                j = raw[key] = closed(closure(key))
+                g = group_of(key)
+                j = raw[key] = closed(closure(key)) if g is None else g
             return j
+
+        def group_of(key: frozenset[int]) -> int | None:
+            """The state of a group, where ``key`` is one state ``q`` of several blocks of the same
+            table (the same property of several ``anyOf`` branches): from there the blocks move in
+            lockstep until they accept, so the subset's rows are the table's rows from ``q``, and
+            the table is copied once for the group (its accepting states' rows, which leave the
+            blocks, are built here from all the blocks' ends), not built subset by subset."""
+            if min(key) < n_glue:
+                return None
+            group: list[int] = []
+            q0 = -1
+            t0: Block | None = None
+            for p in key:
+                k, q = where(p)
+                if t0 is None:
+                    q0, t0 = q, blocks[k][0]
+                elif q != q0 or blocks[k][0] is not t0:
+                    return None
+                group.append(k)
+            assert t0 is not None
+            g = frozenset(group)
+            b0 = group_base.get(g)
+            if b0 is None:
+                b0 = group_base[g] = size[0] - n_gen[0]
+                copies.append((t0, b0))
+                grow(t0.num_states)
+                for a in sorted(accepting_in(group[0])):
+                    todo.append((virt + b0 + a, closure(frozenset(n_glue + offsets[k] + a for k in g))))
+            return virt + b0 + q0
 
         out_edges: dict[int, list[tuple[int, int, int]]] = {}  # per position, its live byte edges
         asked: dict[int, int] = {}  # per table (its id), how many of its rows were read one by one
@@ -723,16 +758,15 @@ class Glue:
             # rows built here and the blocks' own edges (each block's, computed once per table)
             targets = place(r_to)
             rows = place(done)
-            keep = self._reached(base, gen, total, targets)
+            keep = self._reached(copies, gen, total, targets)
             if keep is None:
-                keep = self._searched(base, gen, total, rows, place(r_id), targets)
+                keep = self._searched(copies, gen, total, rows, place(r_id), targets)
             new = np.cumsum(keep) - 1  # the new number of each kept state
             # a block's kept states, by one shift where they are one run (whole, or whole but its
             # start), else by a lookup (states left out inside); its rows are not copied here
             # (:class:`Nested`)
             parts: list[tuple[Block, _Map]] = []
-            for k, b0 in base.items():
-                t = blocks[k][0]
+            for t, b0 in copies:
                 lo, hi = gen + b0, gen + b0 + t.num_states
                 local = np.flatnonzero(keep[lo:hi])
                 if not local.size:
@@ -751,7 +785,7 @@ class Glue:
             fin = place(accepting)
             acc[new[fin[keep[fin]]]] = True
             periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
-                            for j, b0 in base.items() for a, b, k in blocks[j][0].periods
+                            for t, b0 in copies for a, b, k in t.periods
                             if keep[a + gen + b0:b + gen + b0].all())
             r_src = new[src[ok]]
             order = np.argsort(r_src, kind="stable")  # row by row, each row's runs in byte order
@@ -763,35 +797,39 @@ class Glue:
             # the nested functions above refer to one another (closure1 to itself): a reference
             # cycle that would keep every container they close over (subsets, closures, edges:
             # hundreds of thousands of objects) alive until the cyclic collector ran
-            for memo in (closures, ids, raw, single, out_edges, block_runs, chain, asked, alone):
+            for memo in (closures, ids, raw, single, out_edges, block_runs, chain, asked, alone, group_base):
                 memo.clear()
             todo.clear()
             # and the cycle itself, which holds the glue's NFA (its lists, one per node) as well
             where = accepting_in = closure1 = succ = walk = closure = grow = closed = None  # type: ignore[assignment]
-            state_of1 = state_of = edges = disjoint = chain_of = split_edges = None  # type: ignore[assignment]
+            state_of1 = state_of = group_of = edges = disjoint = chain_of = split_edges = None  # type: ignore[assignment]
 
-    def _searched(self, base: dict[int, int], gen: int, total: int, rows: np.ndarray,
+    @staticmethod
+    def _searched(copies: list[tuple[Block, int]], gen: int, total: int, rows: np.ndarray,
                   src: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """The states reachable from the start in a determinised table, by a forward search over
         its edges without building it: the rows computed in Python (``rows``; their edges
-        ``src`` → ``targets``) and, for every other state of a block copied whole at
-        ``gen + base[k]``, the block's own edges (:attr:`ByteTable.successors`, once per block)."""
+        ``src`` → ``targets``) and, for every other state of a table copied whole at ``gen + b0``
+        (``copies``: each table and its offset), the table's own edges
+        (:attr:`ByteTable.successors`, once per table)."""
         built = np.zeros(total, dtype=bool)
         built[rows] = True
         srcs, dsts = [src], [targets]
-        for k, b0 in base.items():
+        for t, b0 in copies:
             lo = gen + b0
-            b_src, b_dst = self.blocks[k][0].successors
+            b_src, b_dst = t.successors
             own = ~built[b_src + lo]  # a row built here replaces the block's
             srcs.append(b_src[own] + lo)
             dsts.append(b_dst[own] + lo)
         ptr, adj = csr(np.concatenate(srcs), np.concatenate(dsts), total)
         return levels(ptr, adj, np.zeros(1, dtype=np.int64)) >= 0
 
-    def _reached(self, base: dict[int, int], gen: int, total: int, targets: np.ndarray
+    @staticmethod
+    def _reached(copies: list[tuple[Block, int]], gen: int, total: int, targets: np.ndarray
                  ) -> np.ndarray | None:
         """The reachable states of a determinised table whose subsets (the first ``gen``) are all
-        reachable, and whose blocks' rows were copied whole at ``gen + base[k]``, ``targets`` being
+        reachable, and whose blocks' rows were copied whole at ``gen + b0`` (``copies``: each
+        table and its offset, a block's or a group's), ``targets`` being
         the states the rows built in Python lead to: a block's states but its start, when the block
         is :attr:`ByteTable.sealed` and each successor of its start is among ``targets`` (every
         other state lies on a path from one of them that neither returns to the start nor passes
@@ -799,8 +837,7 @@ class Glue:
         keep = np.ones(total, dtype=bool)
         hit = np.zeros(total, dtype=bool)
         hit[targets] = True
-        for k, b0 in base.items():
-            t = self.blocks[k][0]
+        for t, b0 in copies:
             lo = gen + b0
             if not t.sealed or hit[lo] or not hit[_start_targets(t) + lo].all():
                 return None

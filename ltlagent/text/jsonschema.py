@@ -308,8 +308,15 @@ class _Emitter:
         elif isinstance(t, JsonObject):
             self.object(t, start, end)
         else:  # a union (oneOf only when its branches are disjoint: jsontype.disjoint)
+            # two or more objects are written in place, not as blocks: their properties are then
+            # the same blocks (cached by value), which the glue follows in lockstep while the
+            # branches agree (Glue.nested's groups), not a product of two whole objects' tables
+            inline = isinstance(self.glue, Glue) and sum(isinstance(b, JsonObject) for b in t.branches) > 1
             for b in t.branches:
-                self.value(b, start, end)
+                if inline and isinstance(b, JsonObject):
+                    self.object(b, start, end)
+                else:
+                    self.value(b, start, end)
 
     def array(self, t: JsonArray, start: int, end: int) -> None:
         nfa = self.nfa
