@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["coreachable", "coreachable_table", "reachable", "row_edges", "run_starts", "csr", "levels"]
+__all__ = ["coreachable", "coreachable_table", "reachable", "row_edges", "run_starts", "cells", "csr",
+           "levels"]
 
 
 def coreachable(delta: Sequence[Sequence[int]], targets: Iterable[int]) -> frozenset[int]:
@@ -106,6 +107,13 @@ def _levels_loop(ptr: np.ndarray, adj: np.ndarray, seeds: np.ndarray) -> np.ndar
     return np.array(dist, dtype=np.int64)
 
 
+def cells(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row and column (``int64``) of each true entry of a 2-D mask, row by row: what
+    ``np.nonzero`` gives, from ``np.flatnonzero`` (about ten times faster on rows of 256)."""
+    rows, cols = np.divmod(np.flatnonzero(mask), mask.shape[1])
+    return rows, cols
+
+
 def run_starts(trans: np.ndarray) -> np.ndarray:
     """Where each run of equal successors in a row begins (``bool``, the shape of ``trans``): a
     row of 256 bytes has a few runs, and the tables' passes read one entry per run."""
@@ -117,7 +125,7 @@ def run_starts(trans: np.ndarray) -> np.ndarray:
 def row_edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The edges of a table as (source, target) arrays, one per run of equal successors in a row
     (a row has a few runs, not 256 edges)."""
-    src, col = np.nonzero(run_starts(trans) & (trans >= 0))
+    src, col = cells(run_starts(trans) & (trans >= 0))
     return src.astype(np.int64), trans[src, col].astype(np.int64)
 
 

@@ -228,3 +228,26 @@ def _whole_utf8(b: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(seed=st.integers(0, 2**20), n=st.integers(1, 40))
+def test_per_state_passes_from_runs_are_the_definitions(seed: int, n: int) -> None:
+    """What a language's index reads of every state, computed from the rows' runs once
+    (``runs``), is the definition over 256 bytes: the edges between live states, the bytes that
+    loop (the dead row's 256 included), and the only live byte where there is one (fails on a run
+    cut short at a row's end, a loop counted on a neighbour, or a state of two one-byte runs
+    taken as single)."""
+    lang = random_language(random.Random(seed), n)
+    t, dead = lang.trans, lang.dead
+    eq = t == np.arange(t.shape[0])[:, None]
+    assert lang.loop_count.tolist() == eq.sum(axis=1).tolist()
+    live = t != dead
+    want = [int(np.flatnonzero(r)[0]) if r.sum() == 1 else -1 for r in live]
+    assert lang.single.tolist() == want
+    src, lo, length, dst = lang.runs
+    assert int(length.sum()) == 256 * dead
+    assert all(t[s, lo[i]:lo[i] + length[i]].tolist() == [dst[i]] * int(length[i])
+               for i, s in enumerate(src.tolist()))
+    edges = {(s, int(d)) for s in range(dead) for d in t[s] if d != dead}
+    assert set(zip(lang.edges[0].tolist(), lang.edges[1].tolist())) == edges

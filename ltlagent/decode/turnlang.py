@@ -29,7 +29,7 @@ from ltlagent.chat.events import BLANK
 from ltlagent.decode.machine import UTF8, UTF8_BAD
 from ltlagent.decode.trie import byte_bits
 from ltlagent.errors import UsageError
-from ltlagent.graph import csr, levels, row_edges
+from ltlagent.graph import cells, csr, levels, run_starts
 from ltlagent.text.bytetable import ByteTable, Periods
 from ltlagent.text.glue import Glue
 from ltlagent.text.jsonschema import (
@@ -122,11 +122,28 @@ class TurnLanguage:
         return np.concatenate([np.where(dist >= 0, dist, far), [far]]).astype(np.int64)
 
     @functools.cached_property
+    def runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every row's runs of equal successors (:func:`ltlagent.graph.run_starts`; the dead row
+        left out) as ``int64`` arrays: source, first byte, length, target, sources ascending and
+        each row's runs in byte order. One pass over the table, shared by :attr:`edges`,
+        :attr:`single` and :attr:`loop_count` (a row has a few runs, not 256 bytes)."""
+        t = self.trans[:-1]
+        src, lo = cells(run_starts(t))
+        if not src.size:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty, empty
+        end = np.empty_like(lo)
+        end[:-1] = lo[1:]
+        end[np.r_[src[1:] != src[:-1], True]] = 256  # a row's last run ends at the row's end
+        return (src.astype(np.int64), lo.astype(np.int64), (end - lo).astype(np.int64),
+                t[src, lo].astype(np.int64))
+
+    @functools.cached_property
     def edges(self) -> tuple[np.ndarray, np.ndarray]:
         """The edges between live states as (source, target) arrays, one per run of equal
-        successors in a row (:func:`ltlagent.graph.row_edges`), sources ascending: one pass over
-        the table, shared by :attr:`distance` and :attr:`checked_periods`."""
-        src, dst = row_edges(self.trans[:-1])
+        successors in a row (:attr:`runs`), sources ascending: shared by :attr:`distance` and
+        :attr:`checked_periods`."""
+        src, _lo, _n, dst = self.runs
         keep = dst != self.dead
         return src[keep], dst[keep]
 
@@ -182,13 +199,22 @@ class TurnLanguage:
         key's, a literal's next byte), else -1: a first visit follows such states down the trie
         one node at a time (:meth:`~ltlagent.decode.chat.TurnIndex._walk`). One pass over the
         table, shared by the indexes of every vocabulary."""
-        live = self.trans != self.dead
-        return np.where(live.sum(axis=1) == 1, live.argmax(axis=1), -1).astype(np.int64)
+        src, lo, n, dst = self.runs
+        live = dst != self.dead
+        count = np.bincount(src[live], weights=n[live], minlength=self.dead + 1)
+        byte = np.full(self.dead + 1, -1, dtype=np.int64)
+        byte[src[live]] = lo[live]  # read where a state has one live byte: its only live run's
+        return np.where(count == 1, byte, -1)
 
     @functools.cached_property
     def loop_count(self) -> np.ndarray:
-        """Per state, how many bytes lead back to it (:attr:`loops`)."""
-        return np.unpackbits(self.loops.view(np.uint8), axis=1).sum(axis=1, dtype=np.int64)
+        """Per state, how many bytes lead back to it (the bits of :attr:`loops`, counted from
+        :attr:`runs`; the dead row loops on every byte)."""
+        src, _lo, n, dst = self.runs
+        own = src == dst
+        count = np.bincount(src[own], weights=n[own], minlength=self.dead + 1).astype(np.int64)
+        count[self.dead] = 256
+        return count
 
     @property
     def initial(self) -> int:

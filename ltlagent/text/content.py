@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ltlagent.errors import UsageError
-from ltlagent.graph import coreachable, coreachable_table, run_starts
+from ltlagent.graph import cells, coreachable, coreachable_table, run_starts
 
 __all__ = ["ContentDFA", "WHITESPACE", "choices_dfa", "regex_dfa", "pattern_dfa", "content_dfa",
            "DEAD", "MAX_DFA_STATES", "MAX_REGEX_REPEAT", "ByteNFA", "minimize", "minimize_table",
@@ -100,7 +100,7 @@ class ContentDFA:
         from byte 0 (for :func:`meets`; built once per DFA, in numpy)."""
         t = self.live_table
         start = run_starts(t)
-        _state, first = np.nonzero(start)
+        _state, first = cells(start)
         pairs = list(zip(first.tolist(), t[start].tolist(), strict=True))
         ends = np.cumsum(start.sum(axis=1)).tolist()
         return tuple(tuple(pairs[e0:e1]) for e0, e1 in itertools.pairwise([0, *ends]))

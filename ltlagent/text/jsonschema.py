@@ -39,7 +39,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from ltlagent.errors import SchemaError, UsageError
-from ltlagent.graph import run_starts
+from ltlagent.graph import cells, run_starts
 from ltlagent.text import jsontype, numbertext
 from ltlagent.text.bytetable import ByteTable
 from ltlagent.text.content import (
@@ -634,7 +634,7 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     # the template's edges as small boolean matrices: a[q, q2] when some byte goes from q to q2
     same = np.zeros((n_t, n_t), dtype=bool)
     up = np.zeros((n_t, n_t), dtype=bool)
-    src, col = np.nonzero(tgt >= 0)
+    src, col = cells(tgt >= 0)
     dst = tgt[src, col]
     one = inc[src, col] == 1
     same[src[~one], dst[~one]] = True
