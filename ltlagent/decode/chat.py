@@ -769,7 +769,8 @@ class TurnIndex:
         self.classed = 0  # first visits whose tokens in a class went along its chain (likewise)
         self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
-        self.lang.loop_count  # noqa: B018 - likewise the loops of every state (one pass over the table)
+        self.lang.loops  # noqa: B018 - likewise the loops of every state (one pass over the table)
+        self.lang.loop_count  # noqa: B018 - and how many bytes loop (from the rows' runs)
         self.lang.single  # noqa: B018 - likewise the states with one live byte
         self.lang.content_step  # noqa: B018 - likewise where each state's content bytes lead
 
