@@ -14,7 +14,8 @@ matched by the ``jsonschema`` package's own ``re.search``. A value that does not
 Compile time is the wall time and the CPU time (``time.process_time``: this process's CPU, every
 thread, so a loaded machine weighs less on it) of parse + table per schema (the caches of what
 schemas built cleared before each, the library's constants kept: format, number and any-text
-automata, built once per process, docs/design.md §5.1); llguidance
+automata and the tables of any array, any object and arrays of plain scalars, built once per
+process, docs/design.md §5.1); llguidance
 (``grammar_from_json_schema`` + ``validate_grammar_with_warnings``: the schema compiled to its
 grammar and lexer, no tokenizer) and XGrammar (``GrammarCompiler.compile_json_schema`` over a
 256-byte vocabulary, cache off) are timed on the same schemas in the same process when importable
