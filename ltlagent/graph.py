@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["coreachable", "coreachable_table", "reachable", "row_edges", "run_starts", "cells", "csr",
+__all__ = ["coreachable", "coreachable_table", "reachable", "row_edges", "run_starts", "run_spans", "cells",
+           "csr",
            "levels"]
 
 
@@ -120,6 +121,17 @@ def run_starts(trans: np.ndarray) -> np.ndarray:
     first = np.ones(trans.shape, dtype=bool)
     first[:, 1:] = trans[:, 1:] != trans[:, :-1]
     return first
+
+
+def run_spans(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every run of equal successors of every row (:func:`run_starts`), row by row and in byte
+    order within a row, as ``int64`` arrays: its row, its first byte and the byte after its last
+    (a row's last run ends at the row's end)."""
+    src, lo = cells(run_starts(trans))
+    end = np.empty_like(lo)
+    end[:-1] = lo[1:]
+    end[np.r_[src[1:] != src[:-1], True][:src.size]] = trans.shape[1]
+    return src, lo, end
 
 
 def row_edges(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

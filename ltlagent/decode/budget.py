@@ -25,7 +25,7 @@ import numpy as np
 
 from ltlagent.decode.trie import VocabTrie
 from ltlagent.decode.vocab import Vocab
-from ltlagent.graph import cells, run_starts
+from ltlagent.graph import run_spans
 
 __all__ = ["FAR", "byte_preference", "finish_tokens"]
 
@@ -66,9 +66,7 @@ def _successors(trans: np.ndarray, dist: np.ndarray, prefer: np.ndarray) -> tupl
     range-minimum table of the preference ranks."""
     n = int(trans.shape[0]) - 1
     rows = trans[:n]
-    src, lo = cells(run_starts(rows))
-    hi = np.r_[lo[1:], 256]
-    hi[np.r_[src[1:] != src[:-1], True]] = 256  # a row's last run ends at the row's end
+    src, lo, hi = run_spans(rows)
     dst = rows[src, lo].astype(np.int64)
     good = (dist[src] > 0) & (dist[src] < FAR) & (dist[dst] == dist[src] - 1)
     src, lo, hi, dst = src[good], lo[good], hi[good], dst[good]

@@ -29,7 +29,7 @@ from ltlagent.chat.events import BLANK
 from ltlagent.decode.machine import UTF8, UTF8_BAD
 from ltlagent.decode.trie import byte_bits
 from ltlagent.errors import UsageError
-from ltlagent.graph import cells, csr, levels, run_starts
+from ltlagent.graph import csr, levels, run_spans
 from ltlagent.text.bytetable import ByteTable, Periods
 from ltlagent.text.glue import Glue
 from ltlagent.text.jsonschema import (
@@ -123,20 +123,13 @@ class TurnLanguage:
 
     @functools.cached_property
     def runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every row's runs of equal successors (:func:`ltlagent.graph.run_starts`; the dead row
+        """Every row's runs of equal successors (:func:`ltlagent.graph.run_spans`; the dead row
         left out) as ``int64`` arrays: source, first byte, length, target, sources ascending and
         each row's runs in byte order. One pass over the table, shared by :attr:`edges`,
         :attr:`single` and :attr:`loop_count` (a row has a few runs, not 256 bytes)."""
         t = self.trans[:-1]
-        src, lo = cells(run_starts(t))
-        if not src.size:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty, empty
-        end = np.empty_like(lo)
-        end[:-1] = lo[1:]
-        end[np.r_[src[1:] != src[:-1], True]] = 256  # a row's last run ends at the row's end
-        return (src.astype(np.int64), lo.astype(np.int64), (end - lo).astype(np.int64),
-                t[src, lo].astype(np.int64))
+        src, lo, end = run_spans(t)
+        return src, lo, end - lo, t[src, lo].astype(np.int64)
 
     @functools.cached_property
     def edges(self) -> tuple[np.ndarray, np.ndarray]:

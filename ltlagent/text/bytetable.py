@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ltlagent.errors import UsageError
-from ltlagent.graph import cells, csr, levels, row_edges, run_starts
+from ltlagent.graph import csr, levels, row_edges, run_spans
 from ltlagent.text.content import DEAD, ContentDFA
 
 __all__ = ["ByteTable", "Periods", "Runs", "trim", "runs", "distance_to", "row_edges", "sample_text"]
@@ -179,10 +179,8 @@ def _table_runs(trans: np.ndarray) -> Runs:
     """:func:`runs` of every row of a table at once: row ``q``'s runs are entries
     ``ptr[q]:ptr[q + 1]`` of the (first byte, last byte, target) lists."""
     n = int(trans.shape[0])
-    src, col = cells(run_starts(trans))  # every run, dead ones too (row-major order)
-    last = np.empty_like(col)
-    last[:-1] = np.where(src[1:] == src[:-1], col[1:] - 1, 255)
-    last[-1:] = 255
+    src, col, end = run_spans(trans)  # every run, dead ones too (row-major order)
+    last = end - 1
     to = trans[src, col]
     ok = to >= 0
     src, col, last, to = src[ok], col[ok], last[ok], to[ok]
