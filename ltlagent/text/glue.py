@@ -553,16 +553,24 @@ class Glue:
             if p >= n_glue:  # a block's state alone: the block's own row
                 k, q = where(p)
                 if k not in base:
-                    base[k] = size[0] - n_gen[0]
-                    copies.append((blocks[k][0], base[k]))
-                    grow(blocks[k][0].num_states)
-                    for a in sorted(accepting_in(k)):
-                        todo.append((virt + base[k] + a, closure1(n_glue + offsets[k] + a)))
+                    base[k] = copy_of((k,))
                 j = virt + base[k] + q
             else:
                 j = closed(closure1(p))
             single[p] = j
             return j
+
+        def copy_of(ks: tuple[int, ...] | frozenset[int]) -> int:
+            """A copy of the table of blocks ``ks`` (one block, or a group of blocks of one table):
+            its offset among the copies; its accepting states' rows, which leave by every block's
+            end, are scheduled to be built here."""
+            t = blocks[next(iter(ks))][0]
+            b0 = size[0] - n_gen[0]
+            copies.append((t, b0))
+            grow(t.num_states)
+            for a in sorted(accepting_in(next(iter(ks)))):
+                todo.append((virt + b0 + a, closure(frozenset(n_glue + offsets[k] + a for k in ks))))
+            return b0
 
         def state_of(key: frozenset[int]) -> int:
             if len(key) == 1:
@@ -591,15 +599,10 @@ class Glue:
                 elif q != q0 or blocks[k][0] is not t0:
                     return None
                 group.append(k)
-            assert t0 is not None
             g = frozenset(group)
             b0 = group_base.get(g)
             if b0 is None:
-                b0 = group_base[g] = size[0] - n_gen[0]
-                copies.append((t0, b0))
-                grow(t0.num_states)
-                for a in sorted(accepting_in(group[0])):
-                    todo.append((virt + b0 + a, closure(frozenset(n_glue + offsets[k] + a for k in g))))
+                b0 = group_base[g] = copy_of(g)
             return virt + b0 + q0
 
         out_edges: dict[int, list[tuple[int, int, int]]] = {}  # per position, its live byte edges
@@ -802,7 +805,7 @@ class Glue:
             todo.clear()
             # and the cycle itself, which holds the glue's NFA (its lists, one per node) as well
             where = accepting_in = closure1 = succ = walk = closure = grow = closed = None  # type: ignore[assignment]
-            state_of1 = state_of = group_of = edges = disjoint = chain_of = split_edges = None  # type: ignore[assignment]
+            state_of1 = state_of = group_of = copy_of = edges = disjoint = chain_of = split_edges = None  # type: ignore[assignment]
 
     @staticmethod
     def _searched(copies: list[tuple[Block, int]], gen: int, total: int, rows: np.ndarray,
