@@ -146,20 +146,22 @@ def _library_only(lang: _Lang) -> bool:
     return not (patterns or avoid or excluded) and all(rx in LIBRARY_REGEXES for rx in fullmatch)
 
 
+_K = TypeVar("_K")
 _T = TypeVar("_T")
 
 
-class _LangCache(Generic[_T]):
-    """A function of a string's language, kept by value in one of two caches: the library's
-    (:func:`_library_only` languages: never forgotten, as many as there are sets of formats a
-    string can have, a handful) or the schemas' (cleared by :func:`clear_caches`)."""
+class _TwoCaches(Generic[_K, _T]):
+    """A function kept by value in one of two caches, chosen by its first argument: the library's
+    (where ``of_library`` says the argument depends on no schema: never forgotten, a handful of
+    entries) or the schemas' (``maxsize`` entries, cleared by :func:`clear_caches`)."""
 
-    def __init__(self, build: Callable[[_Lang], _T]) -> None:
+    def __init__(self, build: Callable[..., _T], of_library: Callable[[_K], bool], maxsize: int) -> None:
+        self.of_library = of_library
         self.library = functools.cache(build)
-        self.schema = functools.lru_cache(maxsize=64)(build)
+        self.schema = functools.lru_cache(maxsize=maxsize)(build)
 
-    def __call__(self, lang: _Lang) -> _T:
-        return (self.library if _library_only(lang) else self.schema)(lang)
+    def __call__(self, key: _K, *rest: int) -> _T:
+        return (self.library if self.of_library(key) else self.schema)(key, *rest)
 
 
 def _build_string_language(lang: _Lang) -> ContentDFA:
@@ -181,7 +183,7 @@ def _build_string_language(lang: _Lang) -> ContentDFA:
 
 
 #: What the decoded string must be (as UTF-8 bytes), from the library's cache or the schemas'.
-_string_language = _LangCache(_build_string_language)
+_string_language: _TwoCaches[_Lang, ContentDFA] = _TwoCaches(_build_string_language, _library_only, 64)
 
 
 def choices_exact(words: tuple[str, ...]) -> ContentDFA:
@@ -459,7 +461,7 @@ def _template(lang: _Lang) -> tuple[np.ndarray, np.ndarray]:
 
 
 #: :func:`_template`, from the library's cache or the schemas' (as :data:`_string_language`).
-_string_template = _LangCache(_template)
+_string_template: _TwoCaches[_Lang, tuple[np.ndarray, np.ndarray]] = _TwoCaches(_template, _library_only, 64)
 
 
 _PLAIN: _Lang = ((), (), (), ())
@@ -837,21 +839,10 @@ def _library_structures() -> frozenset[JsonArray | JsonObject]:
 LIBRARY_STRUCTURES = _library_structures()
 
 
-class _BlockCache:
-    """:func:`_build_minimal`, kept by value in one of two caches: the library's
-    (:data:`LIBRARY_STRUCTURES`, never forgotten) or the schemas' (cleared by :func:`clear_caches`)."""
-
-    def __init__(self) -> None:
-        self.library = functools.cache(_build_minimal)
-        self.schema = functools.lru_cache(maxsize=256)(_build_minimal)
-
-    def __call__(self, t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
-        return (self.library if t in LIBRARY_STRUCTURES else self.schema)(t, limit)
-
-
-#: The table of a string, array or object (:func:`_build_minimal`), from the library's cache or
-#: the schemas'.
-_minimal = _BlockCache()
+#: The table of a string, array or object (:func:`_build_minimal`), from the library's cache
+#: (:data:`LIBRARY_STRUCTURES`) or the schemas'.
+_minimal: _TwoCaches[JsonString | JsonArray | JsonObject, Block] = _TwoCaches(
+    _build_minimal, LIBRARY_STRUCTURES.__contains__, 256)
 
 
 def emit(nfa: ByteNFA | Glue, t: JsonType, start: int, end: int, limit: int = MAX_JSON_STATES) -> None:
