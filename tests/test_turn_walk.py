@@ -108,6 +108,48 @@ def test_pruned_walk_equals_the_token_walk_on_random_tables(seed: int, n: int, s
         same_as_walk(TurnIndex(lang, tokens), list(range(n + 1)))
 
 
+def literal_language(rng: random.Random, word: bytes) -> TurnLanguage:
+    """A key's bytes: states ``0 … len(word) - 1`` each with one live byte, along ``word``, into a
+    state with several (a value's start: some bytes back to 0, to itself or to a last accepting
+    state that may go on by one byte)."""
+    k = len(word)
+    n = k + 2
+    dead = n
+    trans = np.full((n + 1, 256), dead, dtype=np.int32)
+    for q, b in enumerate(word):
+        trans[q, b] = q + 1
+    for b in rng.sample(sorted({p[0] for p in PIECES}), 4):
+        trans[k, b] = rng.choice([0, k, k + 1])
+    trans[k + 1, word[0]] = rng.choice([0, dead])
+    accepting = np.zeros(n + 1, dtype=bool)
+    accepting[k + 1] = True
+    return TurnLanguage(trans, accepting, (0, -1), TurnRule(False, frozenset(), frozenset()), "json")
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**20), size=st.integers(0, 150), first=st.booleans())
+def test_one_live_byte_goes_down_the_trie_alone(seed: int, size: int, first: bool) -> None:
+    """A state with one live byte (``TurnIndex._single``, or the general walk with it off) gives
+    every token the token-by-token walk's end state: tokens along the key, tokens that cross into
+    the value's state (where the path gives way to the general walk), tokens that die."""
+    rng = random.Random(seed)
+    word = b"".join(rng.choice([b"a", b"b", b'"', b"c", b"{", b"1"]) for _ in range(rng.randint(1, 9)))
+    lang = literal_language(rng, word)
+    pieces = [word[i:j] for i in range(len(word)) for j in range(i + 1, len(word) + 1)]
+    toks: list[bytes | None] = sorted({p[:1] for p in PIECES} | set(pieces))
+    for _ in range(size):  # pieces of the key, some going on past it
+        toks.append(rng.choice(pieces) + b"".join(rng.choice(PIECES) for _ in range(rng.randint(0, 2))))
+    toks += [None, None]
+    tokens = TokenBytes.of(vocab_from_bytes(toks, eos_ids=[len(toks) - 1]))
+    with mock.patch.object(chat, "SINGLE_FIRST", first):
+        same_as_walk(TurnIndex(lang, tokens), list(range(lang.trans.shape[0])))
+    index = TurnIndex(lang, tokens)
+    for q, b in enumerate(word):  # taken alone exactly where no token reaches the value's state
+        reaches = any(t is not None and t.startswith(word[q:]) for t in toks)
+        assert (index._single(q, b) is None) == reaches, (q, word)
+
+
 def string_language(rng: random.Random, broken: bool) -> TurnLanguage:
     """State 0 is a string's inside: a random share of ASCII loops, the rest goes to two other
     states or dies, and every multi-byte character goes through UTF-8 states 1–7 back to 0 (with

@@ -407,6 +407,10 @@ NUMBER_STARTS = (b"0123456789", b"123456789")
 #: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
 CONTENT_CHAINS = True
 
+#: First visits of states with one live byte down the trie alone (:meth:`TurnIndex._single`); off:
+#: they take the general walk.
+SINGLE_FIRST = True
+
 #: First visits along class chains (:meth:`TurnIndex._class`); off: such states walk the trie.
 CLASS_CHAINS = True
 #: A state is tried for a class chain when at least this many bytes live, and its class holds
@@ -563,14 +567,6 @@ class _Spans:
         self.order, self.lo, self.hi, self.to = order, lo, hi, to
         self._map: dict[int, int] | None = None
 
-    def _ids(self) -> np.ndarray:
-        order = self.order
-        if len(self.lo) == 1:
-            return order[self.lo[0]:self.hi[0]]
-        if not self.lo:
-            return order[:0]
-        return np.concatenate([order[a:b] for a, b in zip(self.lo, self.hi)])
-
     def dense(self, size: int, dead: int) -> np.ndarray:
         ends = np.full(size, dead, dtype=np.int32)
         for a, b, t in zip(self.lo, self.hi, self.to):
@@ -579,12 +575,19 @@ class _Spans:
 
     def mask(self, size: int) -> np.ndarray:
         mask = np.zeros(size, dtype=bool)
-        mask[self._ids()] = True
+        self.mark(mask)
         return mask
 
     def mark(self, mask: np.ndarray) -> None:
+        """Set the spans' tokens in ``mask``: a span of a few tokens token by token (a key's path
+        down the trie: most spans of a sparse visit are one or two tokens), a longer one at once."""
+        order = self.order
         for a, b in zip(self.lo, self.hi):
-            mask[self.order[a:b]] = True
+            if b - a <= 4:
+                for k in range(a, b):
+                    mask[order.item(k)] = True
+            else:
+                mask[order[a:b]] = True
 
     def get(self, token: int, dead: int) -> int:
         if self._map is None:
@@ -794,7 +797,13 @@ class TurnIndex:
 
     def _derive(self, s: int) -> np.ndarray | _Few | _Spans | _Chain | _Joined:
         """:meth:`ends` of a state not seen before: along a content chain where every content
-        character moves it alike, else from a lower count when a period allows, else walked."""
+        character moves it alike, else from a lower count when a period allows, else walked; a
+        state with one live byte down the trie alone first (:meth:`_single`)."""
+        x = self.lang.single.item(s)
+        if x >= 0 and SINGLE_FIRST:
+            few = self._single(s, x)
+            if few is not None:
+                return few
         if CONTENT_CHAINS:
             chain = self._chain(s)
             if chain is not None:
@@ -1142,9 +1151,9 @@ class TurnIndex:
         overhead would cost more than the work."""
         lang = self.lang
         trans, dead = lang.trans, lang.dead
-        row = trans[s]
         single = lang.single
         x = single.item(s)
+        row = trans[s]
         live = np.array([x]) if x >= 0 else np.flatnonzero(row != dead)
         cls = self._class(s, row, live) if CLASS_CHAINS and live.size >= CLASS_MIN else None
         part: _Class | None = None
@@ -1271,6 +1280,42 @@ class TurnIndex:
             idx, owner = ranges(lo, hi)
             ends[trie.order[idx]] = to[owner]
         return ends
+
+    def _single(self, s: int, x: int) -> _Spans | None:
+        """:meth:`_walk` of a state with one live byte ``x`` (a key's or a literal's inner byte: most
+        first visits inside arguments), where the states
+        along the trie keep one live byte as deep as tokens go: the tokens are the trie's path
+        along those bytes (:meth:`_follow`), as spans. None where the path reaches a state with
+        more live bytes (a token that crosses into a value): :meth:`_walk` does it all then."""
+        trans, single = self.lang.trans, self.lang.single
+        trie = self.tokens.trie
+        levels, below = trie.levels, self.tokens.level_bytes
+        if not levels:
+            return None
+        lo: list[int] = []
+        hi: list[int] = []
+        to: list[int] = []
+        n = trie.root.item(x)
+        if n >= 0:  # node n of level d, reached in state t (as _follow, which also keeps pending nodes)
+            t, d = trans.item(s, x), 0
+            while True:
+                y = single.item(t)
+                if y < 0:
+                    return None
+                lv = levels[d]
+                a, b = lv.span_lo.item(n), lv.own_hi.item(n)
+                if b > a:
+                    lo.append(a)
+                    hi.append(b)
+                    to.append(t)
+                d += 1
+                if d == len(levels):
+                    break
+                n = below[d].find(y, lv.child_lo.item(n), lv.child_hi.item(n))
+                if n < 0:
+                    break
+                t = trans.item(t, y)
+        return _Spans(trie.order, lo, hi, to)
 
     def _follow(self, d: int, n: int, t: int, skip: int, out: _Writes,
                 pending: dict[int, tuple[list[int], list[int]]]) -> None:
