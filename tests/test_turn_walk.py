@@ -132,7 +132,8 @@ def literal_language(rng: random.Random, word: bytes) -> TurnLanguage:
 def test_one_live_byte_goes_down_the_trie_alone(seed: int, size: int, first: bool) -> None:
     """A state with one live byte (``TurnIndex._single``, or the general walk with it off) gives
     every token the token-by-token walk's end state: tokens along the key, tokens that cross into
-    the value's state (where the path gives way to the general walk), tokens that die."""
+    the value's state (where the path gives way to the level walk), tokens that die; and so does
+    ``_single`` called on each of the key's states directly."""
     rng = random.Random(seed)
     word = b"".join(rng.choice([b"a", b"b", b'"', b"c", b"{", b"1"]) for _ in range(rng.randint(1, 9)))
     lang = literal_language(rng, word)
@@ -144,10 +145,11 @@ def test_one_live_byte_goes_down_the_trie_alone(seed: int, size: int, first: boo
     tokens = TokenBytes.of(vocab_from_bytes(toks, eos_ids=[len(toks) - 1]))
     with mock.patch.object(chat, "SINGLE_FIRST", first):
         same_as_walk(TurnIndex(lang, tokens), list(range(lang.trans.shape[0])))
-    index = TurnIndex(lang, tokens)
-    for q, b in enumerate(word):  # taken alone exactly where no token reaches the value's state
-        reaches = any(t is not None and t.startswith(word[q:]) for t in toks)
-        assert (index._single(q, b) is None) == reaches, (q, word)
+    for q, b in enumerate(word):  # alone down the trie, the level walk where a token crosses
+        index = TurnIndex(lang, tokens)
+        if b not in chat._OPENING:
+            got = index._single(q, b).dense(index.vocab.size, lang.dead)
+            assert np.array_equal(got, index.walk_tokens(q)), (q, word)
 
 
 def string_language(rng: random.Random, broken: bool) -> TurnLanguage:

@@ -403,6 +403,10 @@ STRING_OPENERS = (b'"', b' "')
 #: Sets of first bytes whose tokens a sparse first visit settles along a chain of digits
 #: (:attr:`TokenBytes.numbers`): any digit (a date's, a fraction's), and 1–9 (a number's first).
 NUMBER_STARTS = (b"0123456789", b"123456789")
+#: The first bytes of :data:`STRING_OPENERS` and :data:`NUMBER_STARTS`: a state whose one live byte
+#: is one of them takes the general walk, which settles those tokens along chains
+#: (:meth:`TurnIndex._walk`); another goes down the trie alone (:meth:`TurnIndex._single`).
+_OPENING = frozenset(b for starts in (*STRING_OPENERS, *NUMBER_STARTS) for b in starts[:1])
 
 #: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
 CONTENT_CHAINS = True
@@ -800,10 +804,8 @@ class TurnIndex:
         character moves it alike, else from a lower count when a period allows, else walked; a
         state with one live byte down the trie alone first (:meth:`_single`)."""
         x = self.lang.single.item(s)
-        if x >= 0 and SINGLE_FIRST:
-            few = self._single(s, x)
-            if few is not None:
-                return few
+        if x >= 0 and SINGLE_FIRST and not (CONTENT_CHAINS and x in _OPENING):
+            return self._single(s, x)
         if CONTENT_CHAINS:
             chain = self._chain(s)
             if chain is not None:
@@ -1229,8 +1231,27 @@ class TurnIndex:
             self.opened += len(parts)
         out = _Writes()
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
-        pending: dict[int, tuple[list[int], list[int]]] = {}  # per level, nodes where paths stopped
-        d = 0
+        self._levels(0, kids, cur, {}, usual, wrap, skip, out)
+        if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
+            few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to)
+            return _Joined(few, parts, part) if parts or part is not None else few
+        lo, hi, to = out.arrays()
+        if usual == dead:  # the few live tokens, without an array over the vocabulary
+            idx, owner = ranges(lo, hi)
+            few = _Few(trie.order[idx], to[owner])
+            return _Joined(few, parts, part) if parts or part is not None else few
+        if lo.size:
+            idx, owner = ranges(lo, hi)
+            ends[trie.order[idx]] = to[owner]
+        return ends
+
+    def _levels(self, d: int, kids: np.ndarray | list[int], cur: np.ndarray | list[int],
+                pending: dict[int, tuple[list[int], list[int]]], usual: int, wrap: int, skip: int,
+                out: _Writes) -> None:
+        """The level walk of :meth:`_walk` from level ``d``: nodes ``kids`` reached in states
+        ``cur``, and the nodes where paths followed alone stopped (``pending``, per level), their
+        tokens written to ``out``."""
+        dead, single, levels = self._dead, self.lang.single, self.tokens.trie.levels
         while d < len(levels):
             more = pending.pop(d, None)
             if more is not None:
@@ -1268,40 +1289,26 @@ class TurnIndex:
             if not len(kids) and not pending:
                 break
             d += 1
-        if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
-            few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to)
-            return _Joined(few, parts, part) if parts or part is not None else few
-        lo, hi, to = out.arrays()
-        if usual == dead:  # the few live tokens, without an array over the vocabulary
-            idx, owner = ranges(lo, hi)
-            few = _Few(trie.order[idx], to[owner])
-            return _Joined(few, parts, part) if parts or part is not None else few
-        if lo.size:
-            idx, owner = ranges(lo, hi)
-            ends[trie.order[idx]] = to[owner]
-        return ends
 
-    def _single(self, s: int, x: int) -> _Spans | None:
-        """:meth:`_walk` of a state with one live byte ``x`` (a key's or a literal's inner byte: most
-        first visits inside arguments), where the states
-        along the trie keep one live byte as deep as tokens go: the tokens are the trie's path
-        along those bytes (:meth:`_follow`), as spans. None where the path reaches a state with
-        more live bytes (a token that crosses into a value): :meth:`_walk` does it all then."""
+    def _single(self, s: int, x: int) -> _Spans | _Few:
+        """:meth:`_walk` of a state with one live byte ``x`` that opens no string nor number (a
+        key's or a literal's inner byte: most first visits inside arguments): the trie's path along
+        the states' bytes while they have one live byte (as :meth:`_follow`, each node's own
+        tokens a span), then the level walk from the node where a state has more (a token that
+        crosses into a value: :meth:`_levels`)."""
         trans, single = self.lang.trans, self.lang.single
         trie = self.tokens.trie
         levels, below = trie.levels, self.tokens.level_bytes
-        if not levels:
-            return None
-        lo: list[int] = []
-        hi: list[int] = []
-        to: list[int] = []
-        n = trie.root.item(x)
-        if n >= 0:  # node n of level d, reached in state t (as _follow, which also keeps pending nodes)
+        out = _Writes()
+        lo, hi, to = out.lo, out.hi, out.to
+        n = trie.root.item(x) if levels else -1
+        if n >= 0:  # node n of level d, reached in state t
             t, d = trans.item(s, x), 0
             while True:
                 y = single.item(t)
                 if y < 0:
-                    return None
+                    self._levels(d, [], [], {d: ([n], [t])}, self._dead, -1, -1, out)
+                    break
                 lv = levels[d]
                 a, b = lv.span_lo.item(n), lv.own_hi.item(n)
                 if b > a:
@@ -1315,7 +1322,11 @@ class TurnIndex:
                 if n < 0:
                     break
                 t = trans.item(t, y)
-        return _Spans(trie.order, lo, hi, to)
+        if not out.arrays_:
+            return _Spans(trie.order, lo, hi, to)
+        a_lo, a_hi, a_to = out.arrays()
+        idx, owner = ranges(a_lo, a_hi)
+        return _Few(trie.order[idx], a_to[owner])
 
     def _follow(self, d: int, n: int, t: int, skip: int, out: _Writes,
                 pending: dict[int, tuple[list[int], list[int]]]) -> None:
