@@ -147,7 +147,7 @@ def test_one_live_byte_goes_down_the_trie_alone(seed: int, size: int, first: boo
         same_as_walk(TurnIndex(lang, tokens), list(range(lang.trans.shape[0])))
     for q, b in enumerate(word):  # alone down the trie, the level walk where a token crosses
         index = TurnIndex(lang, tokens)
-        if b not in chat._OPENING:
+        if not index._opens(q, b):
             got = index._single(q, b).dense(index.vocab.size, lang.dead)
             assert np.array_equal(got, index.walk_tokens(q)), (q, word)
 

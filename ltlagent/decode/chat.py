@@ -403,10 +403,6 @@ STRING_OPENERS = (b'"', b' "')
 #: Sets of first bytes whose tokens a sparse first visit settles along a chain of digits
 #: (:attr:`TokenBytes.numbers`): any digit (a date's, a fraction's), and 1–9 (a number's first).
 NUMBER_STARTS = (b"0123456789", b"123456789")
-#: The first bytes of :data:`STRING_OPENERS` and :data:`NUMBER_STARTS`: a state whose one live byte
-#: is one of them takes the general walk, which settles those tokens along chains
-#: (:meth:`TurnIndex._walk`); another goes down the trie alone (:meth:`TurnIndex._single`).
-_OPENING = frozenset(b for starts in (*STRING_OPENERS, *NUMBER_STARTS) for b in starts[:1])
 
 #: First visits along content chains (:meth:`TurnIndex._chain`); off: every state walks the trie.
 CONTENT_CHAINS = True
@@ -804,7 +800,7 @@ class TurnIndex:
         character moves it alike, else from a lower count when a period allows, else walked; a
         state with one live byte down the trie alone first (:meth:`_single`)."""
         x = self.lang.single.item(s)
-        if x >= 0 and SINGLE_FIRST and not (CONTENT_CHAINS and x in _OPENING):
+        if x >= 0 and SINGLE_FIRST and not (CONTENT_CHAINS and self._opens(s, x)):
             return self._single(s, x)
         if CONTENT_CHAINS:
             chain = self._chain(s)
@@ -1290,9 +1286,18 @@ class TurnIndex:
                 break
             d += 1
 
+    def _opens(self, s: int, x: int) -> bool:
+        """Whether the one live byte ``x`` of ``s`` may open a string whose tokens :meth:`_walk`
+        settles along a chain (:attr:`TokenBytes.quoted`): a space, or a quote into a state whose
+        content bytes move alike (:attr:`TurnLanguage.content_step`; a key's quote is not one).
+        A digit's chains (:attr:`TokenBytes.numbers`) need several live digits: never here."""
+        if x == 0x20:
+            return True
+        return x == 0x22 and self.lang.content_step.item(self.lang.trans.item(s, 0x22)) >= 0
+
     def _single(self, s: int, x: int) -> _Spans | _Few:
-        """:meth:`_walk` of a state with one live byte ``x`` that opens no string nor number (a
-        key's or a literal's inner byte: most first visits inside arguments): the trie's path along
+        """:meth:`_walk` of a state with one live byte ``x`` that opens no string (:meth:`_opens`; a
+        key's or a literal's byte: most first visits inside arguments): the trie's path along
         the states' bytes while they have one live byte (as :meth:`_follow`, each node's own
         tokens a span), then the level walk from the node where a state has more (a token that
         crosses into a value: :meth:`_levels`)."""
