@@ -1149,9 +1149,9 @@ class TurnIndex:
         overhead would cost more than the work."""
         lang = self.lang
         trans, dead = lang.trans, lang.dead
+        row = trans[s]
         single = lang.single
         x = single.item(s)
-        row = trans[s]
         live = np.array([x]) if x >= 0 else np.flatnonzero(row != dead)
         cls = self._class(s, row, live) if CLASS_CHAINS and live.size >= CLASS_MIN else None
         part: _Class | None = None
@@ -1300,38 +1300,20 @@ class TurnIndex:
         key's or a literal's byte: most first visits inside arguments): the trie's path along
         the states' bytes while they have one live byte (as :meth:`_follow`, each node's own
         tokens a span), then the level walk from the node where a state has more (a token that
-        crosses into a value: :meth:`_levels`)."""
-        trans, single = self.lang.trans, self.lang.single
+        crosses into a value: :meth:`_levels`). The general walk's set-up is not paid."""
         trie = self.tokens.trie
-        levels, below = trie.levels, self.tokens.level_bytes
         out = _Writes()
-        lo, hi, to = out.lo, out.hi, out.to
-        n = trie.root.item(x) if levels else -1
-        if n >= 0:  # node n of level d, reached in state t
-            t, d = trans.item(s, x), 0
-            while True:
-                y = single.item(t)
-                if y < 0:
-                    self._levels(d, [], [], {d: ([n], [t])}, self._dead, -1, -1, out)
-                    break
-                lv = levels[d]
-                a, b = lv.span_lo.item(n), lv.own_hi.item(n)
-                if b > a:
-                    lo.append(a)
-                    hi.append(b)
-                    to.append(t)
-                d += 1
-                if d == len(levels):
-                    break
-                n = below[d].find(y, lv.child_lo.item(n), lv.child_hi.item(n))
-                if n < 0:
-                    break
-                t = trans.item(t, y)
+        n = trie.root.item(x) if trie.levels else -1
+        if n >= 0:
+            pending: dict[int, tuple[list[int], list[int]]] = {}
+            self._follow(0, n, self.lang.trans.item(s, x), -1, out, pending)
+            if pending:
+                self._levels(min(pending), [], [], pending, self._dead, -1, -1, out)
         if not out.arrays_:
-            return _Spans(trie.order, lo, hi, to)
-        a_lo, a_hi, a_to = out.arrays()
-        idx, owner = ranges(a_lo, a_hi)
-        return _Few(trie.order[idx], a_to[owner])
+            return _Spans(trie.order, out.lo, out.hi, out.to)
+        lo, hi, to = out.arrays()
+        idx, owner = ranges(lo, hi)
+        return _Few(trie.order[idx], to[owner])
 
     def _follow(self, d: int, n: int, t: int, skip: int, out: _Writes,
                 pending: dict[int, tuple[list[int], list[int]]]) -> None:
@@ -1342,6 +1324,7 @@ class TurnIndex:
         settled apart)."""
         trans, single, levels = self.lang.trans, self.lang.single, self.tokens.trie.levels
         below = self.tokens.level_bytes
+        lo, hi, to = out.lo, out.hi, out.to
         while True:
             x = single.item(t)
             if x < 0:
@@ -1350,10 +1333,11 @@ class TurnIndex:
                 more[1].append(t)
                 return
             lv = levels[d]
-            if lv.own_hi.item(n) > lv.span_lo.item(n):
-                out.lo.append(lv.span_lo.item(n))
-                out.hi.append(lv.own_hi.item(n))
-                out.to.append(t)
+            a, b = lv.span_lo.item(n), lv.own_hi.item(n)
+            if b > a:
+                lo.append(a)
+                hi.append(b)
+                to.append(t)
             if d + 1 == len(levels):
                 return
             c = below[d + 1].find(x, lv.child_lo.item(n), lv.child_hi.item(n))
