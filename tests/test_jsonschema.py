@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -25,9 +26,10 @@ from hypothesis import strategies as st
 from ltlagent.errors import SchemaError
 from ltlagent.text import jsonschema as jsonschema_module
 from ltlagent.text import jsontype, numbertext, schemaread
-from ltlagent.text.bytetable import trim
+from ltlagent.text.bytetable import ByteTable, trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
 from ltlagent.text.formats import FORMATS
+from ltlagent.text.glue import Nested
 from ltlagent.text.jsonschema import (
     _EXIT,
     _PLAIN,
@@ -52,6 +54,7 @@ from ltlagent.text.jsonschema import (
     template_rows,
 )
 from ltlagent.text.jsontype import JsonArray, JsonObject, JsonString, pairwise_disjoint
+from ltlagent.text.objecttable import Member, object_table
 
 jsonschema = pytest.importorskip("jsonschema")
 from jsonschema import Draft202012Validator, validators  # noqa: E402
@@ -565,6 +568,64 @@ def test_blocks_determinise_like_the_copied_nfa(schema: dict[str, object]) -> No
     emit(nfa, parse_schema(schema), start, final)
     trans, acc = nfa.determinize(start, final, 50_000, "schema", "")
     assert _equivalent(fast, as_dfa(trans, acc, "copied"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schemas())
+def test_objects_written_directly_are_the_glue_s_tables(schema: dict[str, object]) -> None:
+    """An object's table written directly (``objecttable``) has the states and the language of the
+    subset construction over its glue (``DIRECT_OBJECTS`` off): the same table but its numbering."""
+    try:
+        direct = schema_table(schema)
+    except SchemaError:
+        return
+    try:
+        with mock.patch.object(jsonschema_module, "DIRECT_OBJECTS", False):
+            clear_caches()
+            glued = schema_table(schema)
+    finally:
+        clear_caches()
+    assert direct.num_states == glued.num_states
+    assert _equivalent(direct.content, glued.content)
+
+
+def test_objects_written_directly_only_where_keys_have_one_text() -> None:
+    """Keys with an escape (``/`` may be ``\\/``, a control character ``\\u00XX`` in either case)
+    and objects that write undeclared keys go through the glue; plain keys, non-ASCII ones
+    included, are written directly."""
+    direct = jsonschema_module._object_table
+    plain = parse_schema({"type": "object", "properties": {"a": {}, "é b": {"type": "integer"}},
+                          "required": ["a"]})
+    assert isinstance(plain, JsonObject) and isinstance(direct(plain, 50_000), Nested)
+    for schema in ({"type": "object", "properties": {"a/b": {"type": "integer"}}},
+                   {"type": "object", "properties": {"a\tb": {"type": "integer"}}},
+                   {"type": "object", "properties": {"a": {"type": "integer"}},
+                    "patternProperties": {"^x": {"type": "string"}}},
+                   {"type": "object", "properties": {}}):
+        t = parse_schema(schema)
+        assert isinstance(t, JsonObject) and direct(t, 50_000) is None, schema
+    assert schema_dfa({"type": "object", "properties": {"a/b": {"type": "integer"}}}).matches(b'{"a\\/b":1}')
+
+
+def _table(trans: list[tuple[int, int, int]], n: int, accepting: list[int]) -> ByteTable:
+    t = np.full((n, 256), DEAD, dtype=np.int32)
+    for q, b, r in trans:
+        t[q, b] = r
+    acc = np.zeros(n, dtype=bool)
+    acc[accepting] = True
+    return ByteTable(t, acc)
+
+
+def test_objects_not_written_directly_where_a_value_cannot_be_joined() -> None:
+    """``object_table`` declines a value whose table leads back to its start, begins with a space,
+    or goes on by ``,`` or ``}`` after it may end (the glue then decides); a plain value is joined."""
+    good = _table([(0, ord("x"), 1)], 2, [1])
+    assert isinstance(object_table([Member(b'"a"', True, good)], False, "t"), Nested)
+    for bad in (_table([(0, ord("x"), 1), (1, ord("y"), 0)], 2, [1]),
+                _table([(0, ord(" "), 1)], 2, [1]),
+                _table([(0, ord("x"), 1), (1, ord(","), 1)], 2, [1]),
+                _table([(0, ord("x"), 1), (1, ord("}"), 2)], 3, [1, 2])):
+        assert object_table([Member(b'"a"', True, bad)], False, "t") is None
 
 
 @pytest.mark.parametrize("schema", [

@@ -75,6 +75,7 @@ from ltlagent.text.jsontype import (
     pattern_language,
 )
 from ltlagent.text.numbertext import integer_regex, number_parts
+from ltlagent.text.objecttable import Member, object_table
 from ltlagent.text.schemaread import ANY_DEPTH, MAX_DEPTH, MAX_ITEMS, MAX_STRING_LENGTH, narrow, parse_schema
 
 __all__ = [
@@ -86,6 +87,9 @@ __all__ = [
 
 #: Largest automaton built for one schema or tool-call format.
 MAX_JSON_STATES = 50_000
+#: Objects whose keys are each written one way and that write no undeclared keys get their tables
+#: written directly (:mod:`ltlagent.text.objecttable`); off: every object's glue is determinised.
+DIRECT_OBJECTS = True
 _SHORT_ESCAPES = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", 8: "b", 12: "f", 10: "n",
                   13: "r", 9: "t"}
 
@@ -100,6 +104,7 @@ def clear_caches() -> None:
     numbertext.clear_caches()
     _string_language.schema.cache_clear()
     _minimal.schema.cache_clear()
+    _value_table.schema.cache_clear()
     _string_template.schema.cache_clear()
 
 
@@ -806,6 +811,10 @@ def _build_minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
     copied once whatever their depth."""
     if isinstance(t, JsonString):
         return _string_table(t, limit)
+    if isinstance(t, JsonObject) and DIRECT_OBJECTS:
+        direct = _object_table(t, limit)
+        if direct is not None:
+            return direct
     glue = Glue()
     start, final = glue.new(), glue.new()
     em = _Emitter(glue, limit)
@@ -813,8 +822,55 @@ def _build_minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
         em.array(t, start, final)
     else:
         em.object(t, start, final)
-    return glue.nested(start, final, limit, "the JSON schema",
-                       "simplify the schema (fewer optional properties, shorter bounds)")
+    return glue.nested(start, final, limit, "the JSON schema", _HINT)
+
+
+_HINT = "simplify the schema (fewer optional properties, shorter bounds)"
+
+
+def _object_table(t: JsonObject, limit: int) -> Block | None:
+    """An object's table written directly (:func:`~ltlagent.text.objecttable.object_table`) where
+    its keys are each written one way, it writes no undeclared keys and it has members; None
+    otherwise (and where a value's table cannot be joined directly): the glue is determinised."""
+    members: list[Member] = []
+    for p in t.properties:
+        if is_never(p.schema):  # a forbidden name (never required)
+            continue
+        texts = string_texts(p.name)
+        if any(len(alts) != 1 for alts in texts):
+            return None
+        members.append(Member(b'"' + b"".join(alts[0] for alts in texts) + b'"', p.required,
+                              _value_table(p.schema, limit)))
+    if not members or extra_keys(t):
+        return None
+    n_glue = 3 + sum(len(m.key) + 5 for m in members)  # at most, as the glue would count them
+    if n_glue + sum(m.value.num_states for m in members) > limit:
+        return None  # the glue decides, and says so
+    return object_table(members, t.min_properties == 0 and not any(m.required for m in members),
+                        "the JSON schema")
+
+
+def _build_value_table(t: JsonType, limit: int) -> Block:
+    """A value's table as an object's member: a string's, array's or object's (:data:`_minimal`),
+    or the glue of any other value (a number, a constant, a union) determinised alone."""
+    if isinstance(t, JsonString | JsonArray | JsonObject):
+        return _minimal(t, limit)
+    glue = Glue()
+    start, final = glue.new(), glue.new()
+    _Emitter(glue, limit).value(t, start, final)
+    return glue.nested(start, final, limit, "the JSON schema", _HINT)
+
+
+_NULL = JsonConst((None,))
+_BOOLEAN = JsonConst((True, False))
+#: Values that depend on no schema, whose member tables (:data:`_value_table`) are the library's
+#: constants: the unconstrained number, integer, boolean and null, each alone or with null.
+LIBRARY_VALUES: frozenset[JsonType] = frozenset(
+    [JsonNumber(), JsonInteger(), _BOOLEAN, _NULL, JsonAny(0), JsonAny(1),
+     *(JsonUnion((v, _NULL)) for v in (JsonString(), JsonNumber(), JsonInteger(), _BOOLEAN))])
+
+#: :func:`_build_value_table`, from the library's cache (:data:`LIBRARY_VALUES`) or the schemas'.
+_value_table: _TwoCaches[JsonType, Block] = _TwoCaches(_build_value_table, LIBRARY_VALUES.__contains__, 256)
 
 
 def _library_structures() -> frozenset[JsonArray | JsonObject]:

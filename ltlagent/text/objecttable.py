@@ -1,0 +1,170 @@
+"""An object's table written directly from its members' tables (docs/design.md §5.1).
+
+Where an object's keys are each written one way (no character of a key has an escape) and it
+writes no undeclared keys, the glue between its members is deterministic by construction: after
+``{`` or ``,`` (and its optional space) a trie of the keys that may come next, each key's closing
+quote leads to its ``:``, the optional space and its value's table, whose accepting states go on
+by ``,`` or ``}``. :func:`object_table` writes that table out as a :class:`~ltlagent.text.glue.Nested`
+(the rows built here, the values' tables as parts, copied once at the top) without the subset
+construction over the glue NFA (:meth:`~ltlagent.text.glue.Glue.nested`), which builds the same
+states one Python subset at a time: the keys' tries, the lanes of optional properties and the
+entries into each value were most of a median schema's compile. A key's trie nodes are named by
+the positions in the keys they stand for, so that the lanes share them where the subset
+construction does (a key's bytes once it is the only one left). None where a value's table could
+not be joined so (it leads back to its start, begins with a space, or goes on by ``,`` or ``}``):
+the caller determinises the glue then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ltlagent.text.bytetable import ByteTable
+from ltlagent.text.glue import Block, Nested, _Map
+
+__all__ = ["Member", "object_table"]
+
+_QUOTE, _COLON, _SPACE, _COMMA, _CLOSE = 0x22, 0x3A, 0x20, 0x2C, 0x7D
+
+
+@dataclass(frozen=True)
+class Member:
+    """A declared property as the object writes it: its key's text (quotes included, each byte
+    written one way), whether it is required, and its value's table."""
+
+    key: bytes
+    required: bool
+    value: Block
+
+
+def _enters_start(t: Block) -> bool:
+    """Whether some edge of ``t`` leads back to its start (then its start state cannot be left
+    out of the copy)."""
+    if isinstance(t, ByteTable):
+        return bool((t.trans == 0).any())
+    return bool((t.to == 0).any())
+
+
+def object_table(members: Sequence[Member], empty_closes: bool, source: str) -> Nested | None:
+    """The table of ``{``, the members in their order (optional ones may be left out), ``}``:
+    states ``0`` (before ``{``), the glue's states (after ``{``; per member written, its ``,`` and
+    the optional space after it; the keys' trie nodes; per member, after its key, its ``:`` and its
+    space), the end (after ``}``, accepting), then each value's table but its start (its start's
+    row is the row after ``:`` and after the space). ``empty_closes``: ``{}`` is allowed (no
+    member is required and ``minProperties`` is 0). None where a value cannot be joined so."""
+    n = len(members)
+    for m in members:
+        if m.value.empty or _enters_start(m.value):
+            return None
+    # the first required member from each position on (n: none), and what may come next
+    next_required = [n] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        next_required[i] = i if members[i].required else next_required[i + 1]
+
+    rows: dict[int, list[tuple[int, int, int]]] = {}  # state -> runs (lo, hi, target), built here
+    counter = [0]
+
+    def new() -> int:
+        counter[0] += 1
+        return counter[0] - 1
+
+    start, after_open = new(), new()
+    end = new()
+    trie: dict[frozenset[tuple[int, int]], int] = {}  # positions in the keys -> trie node
+    todo: list[tuple[int, frozenset[tuple[int, int]]]] = []  # trie nodes whose rows are not built
+    after_key = [new() for _ in range(n)]  # after a key's closing quote
+    colon = [new() for _ in range(n)]  # after ``:``
+    space = [new() for _ in range(n)]  # after ``:`` and a space
+
+    def node(cand: frozenset[tuple[int, int]]) -> int:
+        got = trie.get(cand)
+        if got is None:
+            got = trie[cand] = new()
+            todo.append((got, cand))
+        return got
+
+    def edges_of(cand: frozenset[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """The byte edges of a trie node (positions: member, byte offset), naming its children
+        (their rows are built from ``todo``; no function here calls itself, so none of them
+        holds the others in a reference cycle)."""
+        by: dict[int, set[tuple[int, int]]] = {}
+        for k, i in cand:
+            by.setdefault(members[k].key[i], set()).add((k, i + 1))
+        out = []
+        for b in sorted(by):
+            nxt = by[b]
+            if len(nxt) == 1:
+                ((k, i),) = nxt
+                if i == len(members[k].key):  # the closing quote: after the key
+                    out.append((b, b, after_key[k]))
+                    continue
+            out.append((b, b, node(frozenset(nxt))))
+        return out
+
+    def candidates(first: int) -> frozenset[tuple[int, int]]:
+        """The keys that may come at position ``first`` on: up to the first required one."""
+        return frozenset((k, 0) for k in range(first, min(next_required[first], n - 1) + 1)) if first < n \
+            else frozenset()
+
+    rows[start] = [(0x7B, 0x7B, after_open)]
+    opening = candidates(0)
+    rows[after_open] = sorted([*edges_of(opening), *([(_CLOSE, _CLOSE, end)] if empty_closes else [])])
+    rows[end] = []
+    # per member, the lane after it: ``,`` (and a space) into the trie of the keys that may follow
+    lane_after: list[list[tuple[int, int, int]]] = []
+    for k in range(n):
+        follow = candidates(k + 1)
+        lane: list[tuple[int, int, int]] = []
+        if follow:
+            comma, spaced = new(), new()
+            root = edges_of(follow)
+            rows[comma] = sorted([(_SPACE, _SPACE, spaced), *root])
+            rows[spaced] = root
+            lane.append((_COMMA, _COMMA, comma))
+        if next_required[k + 1] == n:
+            lane.append((_CLOSE, _CLOSE, end))
+        lane_after.append(lane)
+    while todo:
+        q, cand = todo.pop()
+        rows[q] = edges_of(cand)
+    glue_states = counter[0]
+    # the values' copies, each but its start: value state q at q + delta[k]
+    delta: list[int] = []
+    total = glue_states
+    for m in members:
+        delta.append(total - 1)
+        total += m.value.num_states - 1
+    parts: list[tuple[Block, _Map]] = []
+    accepting = np.zeros(total, dtype=bool)
+    accepting[end] = True
+    periods: list[tuple[int, int, int]] = []
+    for k, m in enumerate(members):
+        t, d = m.value, delta[k]
+        first = [(lo, hi, r + d) for lo, hi, r in t.row_runs(0)]
+        if any(lo <= _SPACE <= hi for lo, hi, _r in first):
+            return None
+        rows[after_key[k]] = [(_COLON, _COLON, colon[k])]
+        rows[colon[k]] = sorted([(_SPACE, _SPACE, space[k]), *first])
+        rows[space[k]] = first
+        lane = lane_after[k]
+        for a in np.flatnonzero(t.accepting).tolist():
+            own = [(lo, hi, r + d) for lo, hi, r in t.row_runs(a)]
+            if any(lo <= b <= hi for lo, hi, _r in own for b in (_COMMA, _CLOSE)):
+                return None
+            rows[a + d] = sorted([*own, *lane])
+        parts.append((t, _Map(1, t.num_states, d)))
+        periods.extend((a + d, b + d, p) for a, b, p in t.periods if a >= 1)
+    built = sorted(rows)
+    src, lo, hi, to = [], [], [], []
+    for q in built:
+        for a, b, r in rows[q]:
+            src.append(q)
+            lo.append(a)
+            hi.append(b)
+            to.append(r)
+    return Nested(total, accepting, np.array(built, dtype=np.int64), np.array(src, dtype=np.int64),
+                  np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64),
+                  np.array(to, dtype=np.int64), tuple(parts), source, tuple(periods))
