@@ -804,6 +804,27 @@ def test_any_array_and_object_tables_are_library_constants() -> None:
     assert schema_dfa({"type": "object"}).matches(b'{"a": [1, {}]}')
 
 
+def test_member_value_tables_of_no_schema_are_library_constants() -> None:
+    """The member tables of the unconstrained number, integer, boolean and null, alone or with
+    null, and of any value, as schemas read them, are kept by ``clear_caches``; a bounded integer's
+    or an enum's is a schema's, forgotten; a string's is its ``_minimal`` table."""
+    from ltlagent.text.jsonschema import LIBRARY_VALUES, _value_table
+    limit = 50_000
+    read = [parse_schema({"type": t}) for t in ("number", "integer", "boolean", "null")]
+    read += [parse_schema({"type": [t, "null"]}) for t in ("string", "number", "integer", "boolean")]
+    read += [parse_schema({}), parse_schema(True)]
+    assert set(read) <= LIBRARY_VALUES
+    kept = [_value_table(t, limit) for t in read]
+    schemas = [parse_schema(s) for s in ({"type": "integer", "minimum": 0}, {"enum": ["a", "b"]})]
+    assert not set(schemas) & LIBRARY_VALUES
+    built = [_value_table(t, limit) for t in schemas]
+    clear_caches()
+    assert all(b is _value_table(t, limit) for b, t in zip(kept, read, strict=True))
+    assert all(b is not _value_table(t, limit) for b, t in zip(built, schemas, strict=True))
+    text = parse_schema({"type": "string", "maxLength": 3})
+    assert _value_table(text, limit) is jsonschema_module._minimal(text, limit)
+
+
 def test_string_language_avoids_excluded_names_and_patterns() -> None:
     """A string's language met from live tables (a trie's complement, an avoided pattern's, a
     pattern) is, text by text over a small alphabet, exactly what it says: the pattern found, the
