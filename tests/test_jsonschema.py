@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ltlagent.errors import SchemaError
+from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text import jsonschema as jsonschema_module
 from ltlagent.text import jsontype, numbertext, schemaread
 from ltlagent.text.bytetable import ByteTable, trim
@@ -607,6 +607,22 @@ def test_objects_written_directly_only_where_keys_have_one_text() -> None:
     assert schema_dfa({"type": "object", "properties": {"a/b": {"type": "integer"}}}).matches(b'{"a\\/b":1}')
 
 
+def test_objects_over_the_limit_are_refused_as_the_glue_refuses_them() -> None:
+    """An object whose keys' tries would pass the state limit (each optional property's lane has
+    the trie of the keys after it) is refused with the glue's error, not built past the limit."""
+    schema = {"type": "object", "properties": {f"property{i:03d}": {"type": "integer"} for i in range(120)}}
+    messages = []
+    for direct in (True, False):
+        with mock.patch.object(jsonschema_module, "DIRECT_OBJECTS", direct):
+            clear_caches()
+            with pytest.raises(UsageError) as e:
+                schema_table(schema, limit=1_000)
+            messages.append(str(e.value))
+    clear_caches()
+    assert messages[0] == messages[1] and "1000" in messages[0]
+    assert schema_table(schema, limit=200_000).num_states > 1_000
+
+
 def _table(trans: list[tuple[int, int, int]], n: int, accepting: list[int]) -> ByteTable:
     t = np.full((n, 256), DEAD, dtype=np.int32)
     for q, b, r in trans:
@@ -620,12 +636,12 @@ def test_objects_not_written_directly_where_a_value_cannot_be_joined() -> None:
     """``object_table`` declines a value whose table leads back to its start, begins with a space,
     or goes on by ``,`` or ``}`` after it may end (the glue then decides); a plain value is joined."""
     good = _table([(0, ord("x"), 1)], 2, [1])
-    assert isinstance(object_table([Member(b'"a"', True, good)], False, "t"), Nested)
+    assert isinstance(object_table([Member(b'"a"', True, good)], False, "t", 100), Nested)
     for bad in (_table([(0, ord("x"), 1), (1, ord("y"), 0)], 2, [1]),
                 _table([(0, ord(" "), 1)], 2, [1]),
                 _table([(0, ord("x"), 1), (1, ord(","), 1)], 2, [1]),
                 _table([(0, ord("x"), 1), (1, ord("}"), 2)], 3, [1, 2])):
-        assert object_table([Member(b'"a"', True, bad)], False, "t") is None
+        assert object_table([Member(b'"a"', True, bad)], False, "t", 100) is None
 
 
 @pytest.mark.parametrize("schema", [

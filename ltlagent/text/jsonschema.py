@@ -841,13 +841,10 @@ def _object_table(t: JsonObject, limit: int) -> Block | None:
             return None
         members.append(Member(b'"' + b"".join(alts[0] for alts in texts) + b'"', p.required,
                               _value_table(p.schema, limit)))
-    if not members or extra_keys(t):
+    if extra_keys(t):
         return None
-    n_glue = 3 + sum(len(m.key) + 5 for m in members)  # at most, as the glue would count them
-    if n_glue + sum(m.value.num_states for m in members) > limit:
-        return None  # the glue decides, and says so
     return object_table(members, t.min_properties == 0 and not any(m.required for m in members),
-                        "the JSON schema")
+                        "the JSON schema", limit)
 
 
 def _build_value_table(t: JsonType, limit: int) -> Block:

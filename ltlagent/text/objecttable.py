@@ -30,6 +30,10 @@ __all__ = ["Member", "object_table"]
 _QUOTE, _COLON, _SPACE, _COMMA, _CLOSE = 0x22, 0x3A, 0x20, 0x2C, 0x7D
 
 
+class _TooMany(Exception):
+    """More states than the limit allows (caught in :func:`object_table`)."""
+
+
 @dataclass(frozen=True)
 class Member:
     """A declared property as the object writes it: its key's text (quotes included, each byte
@@ -48,17 +52,22 @@ def _enters_start(t: Block) -> bool:
     return bool((t.to == 0).any())
 
 
-def object_table(members: Sequence[Member], empty_closes: bool, source: str) -> Nested | None:
+def object_table(members: Sequence[Member], empty_closes: bool, source: str, limit: int) -> Nested | None:
     """The table of ``{``, the members in their order (optional ones may be left out), ``}``:
     states ``0`` (before ``{``), the glue's states (after ``{``; per member written, its ``,`` and
     the optional space after it; the keys' trie nodes; per member, after its key, its ``:`` and its
     space), the end (after ``}``, accepting), then each value's table but its start (its start's
     row is the row after ``:`` and after the space). ``empty_closes``: ``{}`` is allowed (no
-    member is required and ``minProperties`` is 0). None where a value cannot be joined so."""
+    member is required and ``minProperties`` is 0). None where a value cannot be joined so, and
+    where the glue's states and the values' would be more than ``limit`` (as the glue counts them:
+    the caller's glue then refuses the object, with its message)."""
     n = len(members)
+    if not n:
+        return None
     for m in members:
         if m.value.empty or _enters_start(m.value):
             return None
+    room = limit - sum(m.value.num_states for m in members)  # for the glue's states
     # the first required member from each position on (n: none), and what may come next
     next_required = [n] * (n + 1)
     for i in range(n - 1, -1, -1):
@@ -69,15 +78,12 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str) -> 
 
     def new() -> int:
         counter[0] += 1
+        if counter[0] > room:
+            raise _TooMany
         return counter[0] - 1
 
-    start, after_open = new(), new()
-    end = new()
     trie: dict[frozenset[tuple[int, int]], int] = {}  # positions in the keys -> trie node
     todo: list[tuple[int, frozenset[tuple[int, int]]]] = []  # trie nodes whose rows are not built
-    after_key = [new() for _ in range(n)]  # after a key's closing quote
-    colon = [new() for _ in range(n)]  # after ``:``
-    space = [new() for _ in range(n)]  # after ``:`` and a space
 
     def node(cand: frozenset[tuple[int, int]]) -> int:
         got = trie.get(cand)
@@ -109,27 +115,36 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str) -> 
         return frozenset((k, 0) for k in range(first, min(next_required[first], n - 1) + 1)) if first < n \
             else frozenset()
 
-    rows[start] = [(0x7B, 0x7B, after_open)]
-    opening = candidates(0)
-    rows[after_open] = sorted([*edges_of(opening), *([(_CLOSE, _CLOSE, end)] if empty_closes else [])])
-    rows[end] = []
-    # per member, the lane after it: ``,`` (and a space) into the trie of the keys that may follow
-    lane_after: list[list[tuple[int, int, int]]] = []
-    for k in range(n):
-        follow = candidates(k + 1)
-        lane: list[tuple[int, int, int]] = []
-        if follow:
-            comma, spaced = new(), new()
-            root = edges_of(follow)
-            rows[comma] = sorted([(_SPACE, _SPACE, spaced), *root])
-            rows[spaced] = root
-            lane.append((_COMMA, _COMMA, comma))
-        if next_required[k + 1] == n:
-            lane.append((_CLOSE, _CLOSE, end))
-        lane_after.append(lane)
-    while todo:
-        q, cand = todo.pop()
-        rows[q] = edges_of(cand)
+    after_key: list[int] = []  # per member, after its key's closing quote
+    try:
+        start, after_open = new(), new()
+        end = new()
+        after_key.extend(new() for _ in range(n))
+        colon = [new() for _ in range(n)]  # after ``:``
+        space = [new() for _ in range(n)]  # after ``:`` and a space
+        rows[start] = [(0x7B, 0x7B, after_open)]
+        opening = candidates(0)
+        rows[after_open] = sorted([*edges_of(opening), *([(_CLOSE, _CLOSE, end)] if empty_closes else [])])
+        rows[end] = []
+        # per member, the lane after it: ``,`` (and a space) into the trie of the keys that may follow
+        lane_after: list[list[tuple[int, int, int]]] = []
+        for k in range(n):
+            follow = candidates(k + 1)
+            lane: list[tuple[int, int, int]] = []
+            if follow:
+                comma, spaced = new(), new()
+                root = edges_of(follow)
+                rows[comma] = sorted([(_SPACE, _SPACE, spaced), *root])
+                rows[spaced] = root
+                lane.append((_COMMA, _COMMA, comma))
+            if next_required[k + 1] == n:
+                lane.append((_CLOSE, _CLOSE, end))
+            lane_after.append(lane)
+        while todo:
+            q, cand = todo.pop()
+            rows[q] = edges_of(cand)
+    except _TooMany:
+        return None
     glue_states = counter[0]
     # the values' copies, each but its start: value state q at q + delta[k]
     delta: list[int] = []
