@@ -1027,3 +1027,18 @@ def test_counted_string_tables_are_trimmed_and_exact(pattern: str, bounds: tuple
                 if s < 0:
                     break
             assert (s >= 0 and bool(table.accepting[s])) == want, (pattern, bounds, data)
+
+
+@pytest.mark.parametrize("v", ["name", "", "a b~!", "a/b", 'say "hi"', "back\\slash", "tab\there",
+                               "del\x7f", "café", "日本", "x\u2028y", None, True, 0, -12])
+def test_plain_ascii_constants_are_one_literal(v: str | int | bool | None) -> None:
+    """A constant whose characters are each one printable ASCII byte with no other text (most
+    keys) is written as one literal: the same NFA, node for node, as the sequence of its
+    characters' texts (fails when ``/``, ``"`` or ``\\`` or a control, which have escapes or
+    alternatives, take the shortcut)."""
+    got, ref = ByteNFA(), ByteNFA()
+    for nfa in (got, ref):
+        nfa.new(), nfa.new()
+    jsonschema_module._Emitter(got, 100).const(v, 0, 1)
+    jsonschema_module._Emitter(ref, 100).sequence(jsonschema_module._const_texts(v), 0, 1)
+    assert got.eps == ref.eps and got.edges == ref.edges

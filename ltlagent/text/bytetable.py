@@ -59,6 +59,13 @@ class ByteTable:
         return not bool((self.trans == 0).any() or (self.trans[self.accepting] >= 0).any())
 
     @functools.cached_property
+    def start_targets(self) -> list[int]:
+        """The distinct successors of the start, ascending (kept: a block's, checked by every
+        :class:`~ltlagent.text.glue.Glue` it is copied into)."""
+        first = self.trans[0]
+        return sorted(set(first[first >= 0].tolist()))
+
+    @functools.cached_property
     def successors(self) -> tuple[np.ndarray, np.ndarray]:
         """The table's edges as (source, target) arrays, one per run of equal successors in a row
         (:func:`row_edges`), computed once: a block's, for the searches of every table it is

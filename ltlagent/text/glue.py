@@ -161,6 +161,12 @@ class Nested:
         return [m.at for _b, m in self.parts]
 
     @functools.cached_property
+    def start_targets(self) -> list[int]:
+        """:attr:`ByteTable.start_targets`: the targets of the first runs (the start's row is
+        built here, and runs are sorted by state)."""
+        return sorted(set(self.to[:int(np.searchsorted(self.src, 1))].tolist()))
+
+    @functools.cached_property
     def sealed(self) -> bool:
         """:attr:`ByteTable.sealed`, from the rows built here: state 0 and the accepting states are
         subsets built here, and a part's rows lead to the part's own states, never to 0."""
@@ -250,15 +256,6 @@ def _shifted(rows: np.ndarray, delta: int, out: np.ndarray) -> None:
         np.right_shift(r, 31, out=s)
         np.add(r, delta, out=o)
         np.bitwise_or(o, s, out=o)
-
-
-def _start_targets(t: Block) -> np.ndarray:
-    """The successors of a block's start (a :class:`Nested` one's: its first runs, its start's
-    row being built there and its runs sorted by state)."""
-    if isinstance(t, ByteTable):
-        first = t.trans[0]
-        return first[first >= 0]
-    return t.to[:int(np.searchsorted(t.src, 1))]
 
 
 def _shared(top: Nested) -> frozenset[int]:
@@ -751,50 +748,59 @@ class Glue:
                         r_to.append(state_of(vs))
             gen = n_gen[0]
             total = size[0]
-
-            def place(ids_: array[int]) -> np.ndarray:
-                a = np.array(ids_, dtype=np.int64)
-                return np.where(a >= virt, a - virt + gen, a)
-
+            # the rows' targets, the rows built, their sources and the accepting ones, placed by
+            # one numpy pass (a copy's state virt + b0 + q is gen + b0 + q): a glue of a few dozen
+            # subsets is mostly numpy calls here, each microseconds whatever its size
+            n_r, n_done = len(r_id), len(done)
+            placed = np.frombuffer(r_to + done + r_id + accepting, dtype=np.int64)
+            placed = np.where(placed >= virt, placed + (gen - virt), placed)
+            targets, rows = placed[:n_r], placed[n_r:n_r + n_done]
+            src, fin = placed[n_r + n_done:2 * n_r + n_done], placed[2 * n_r + n_done:]
             # every subset holds a live position; a block's rows come whole, and its start's row is
             # left out where it is known unreachable (:meth:`_reached`); else a forward search over the
             # rows built here and the blocks' own edges (each block's, computed once per table)
-            targets = place(r_to)
-            rows = place(done)
             keep = self._reached(copies, gen, total, targets)
-            if keep is None:
-                keep = self._searched(copies, gen, total, rows, place(r_id), targets)
-            new = np.cumsum(keep) - 1  # the new number of each kept state
-            # a block's kept states, by one shift where they are one run (whole, or whole but its
-            # start), else by a lookup (states left out inside); its rows are not copied here
-            # (:class:`Nested`)
             parts: list[tuple[Block, _Map]] = []
-            for t, b0 in copies:
-                lo, hi = gen + b0, gen + b0 + t.num_states
-                local = np.flatnonzero(keep[lo:hi])
-                if not local.size:
-                    continue
-                first, last = int(local[0]), int(local[-1])
-                if last - first + 1 == local.size:
-                    parts.append((t, _Map(first, last + 1, int(new[lo + first]) - first)))
-                    continue
-                lookup = np.full(hi - lo + 1, DEAD, dtype=np.int32)  # the last entry serves -1
-                lookup[local] = new[lo + local]
-                parts.append((t, _Map(first, last + 1, 0, lookup)))
+            if keep is not None:
+                # every state kept but each copy's start: the i-th copy's state q (at gen + b0 + q)
+                # is numbered gen + b0 + q - (i + 1), its kept states one run from q = 1
+                new = np.cumsum(keep) - 1
+                for i, (t, b0) in enumerate(copies):
+                    if t.num_states > 1:
+                        parts.append((t, _Map(1, t.num_states, gen + b0 - i - 1)))
+                periods = tuple((gen + b0 + a - i - 1, gen + b0 + b - i - 1, k)
+                                for i, (t, b0) in enumerate(copies) for a, b, k in t.periods
+                                if not a <= 0 < b)
+            else:
+                keep = self._searched(copies, gen, total, rows, src, targets)
+                new = np.cumsum(keep) - 1  # the new number of each kept state
+                # a block's kept states, by one shift where they are one run (whole, or whole but
+                # its start), else by a lookup (states left out inside); its rows are not copied
+                # here (:class:`Nested`)
+                for t, b0 in copies:
+                    lo, hi = gen + b0, gen + b0 + t.num_states
+                    local = np.flatnonzero(keep[lo:hi])
+                    if not local.size:
+                        continue
+                    first, last = int(local[0]), int(local[-1])
+                    if last - first + 1 == local.size:
+                        parts.append((t, _Map(first, last + 1, int(new[lo + first]) - first)))
+                        continue
+                    lookup = np.full(hi - lo + 1, DEAD, dtype=np.int32)  # the last entry serves -1
+                    lookup[local] = new[lo + local]
+                    parts.append((t, _Map(first, last + 1, 0, lookup)))
+                periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
+                                for t, b0 in copies for a, b, k in t.periods
+                                if keep[a + gen + b0:b + gen + b0].all())
             built = rows[keep[rows]]
-            src = place(r_id)
             ok = keep[src]
             acc = np.zeros(int(new[-1]) + 1, dtype=bool)
-            fin = place(accepting)
             acc[new[fin[keep[fin]]]] = True
-            periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
-                            for t, b0 in copies for a, b, k in t.periods
-                            if keep[a + gen + b0:b + gen + b0].all())
             r_src = new[src[ok]]
             order = np.argsort(r_src, kind="stable")  # row by row, each row's runs in byte order
             return Nested(acc.size, acc, np.sort(new[built]), r_src[order],
-                          np.array(r_lo, dtype=np.int64)[ok][order],
-                          np.array(r_hi, dtype=np.int64)[ok][order], new[targets[ok]][order],
+                          np.frombuffer(r_lo, dtype=np.int64)[ok][order],
+                          np.frombuffer(r_hi, dtype=np.int64)[ok][order], new[targets[ok]][order],
                           tuple(parts), what, periods)
         finally:
             # the nested functions above refer to one another (closure1 to itself): a reference
@@ -837,14 +843,20 @@ class Glue:
         is :attr:`ByteTable.sealed` and each successor of its start is among ``targets`` (every
         other state lies on a path from one of them that neither returns to the start nor passes
         an accepting state, whose row was built in Python). None when some block is not so."""
-        keep = np.ones(total, dtype=bool)
         hit = np.zeros(total, dtype=bool)
         hit[targets] = True
+        starts: list[int] = []
+        after: list[int] = []  # the successors of the copies' starts, placed
         for t, b0 in copies:
-            lo = gen + b0
-            if not t.sealed or hit[lo] or not hit[_start_targets(t) + lo].all():
+            if not t.sealed:
                 return None
-            keep[lo] = False
+            lo = gen + b0
+            starts.append(lo)
+            after.extend([lo + s for s in t.start_targets])
+        if hit[starts].any() or not hit[after].all():
+            return None
+        keep = np.ones(total, dtype=bool)
+        keep[starts] = False
         return keep
 
     def _live(self, final: int) -> list[bool]:

@@ -237,6 +237,14 @@ def string_texts(s: str) -> list[list[bytes]]:
     return out
 
 
+def _plain_ascii(s: str) -> bool:
+    """Whether each character of ``s`` is one printable ASCII byte that :func:`string_texts`
+    writes as itself alone (not ``"``, ``\\`` or ``/``): then ``s``'s text is its bytes, and
+    :meth:`_Emitter.sequence` of its texts is one :meth:`~ltlagent.text.content.ByteNFA.literal`
+    (the same nodes, in the same order)."""
+    return s.isascii() and s.isprintable() and '"' not in s and "\\" not in s and "/" not in s
+
+
 def _const_texts(v: str | int | bool | None) -> list[list[bytes]]:
     """The texts of a constant, as a sequence of alternatives."""
     if v is None:
@@ -284,6 +292,9 @@ class _Emitter:
             s = t
 
     def const(self, v: str | int | bool | None, start: int, end: int) -> None:
+        if isinstance(v, str) and _plain_ascii(v):  # most keys: one text, one byte per character
+            self.nfa.literal(b'"' + v.encode("ascii") + b'"', start, end)
+            return
         self.sequence(_const_texts(v), start, end)
 
     def value(self, t: JsonType, start: int, end: int) -> None:
