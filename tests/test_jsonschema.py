@@ -704,7 +704,7 @@ def test_clear_caches_forgets_what_schemas_built() -> None:
         "c": {"type": "string", "pattern": "x"},
         "d": {"type": "string", "format": "date"}, "e": {"type": "number"}}})
     caches = [jsontype._pattern_language, jsontype._string_empty_meet, numbertext.number_parts,
-              numbertext.multiples_dfa, _string_template.schema,
+              numbertext.multiples_dfa, _string_template.schema, jsonschema_module._template_graph.schema,
               jsonschema_module._string_language.schema, jsonschema_module._minimal.schema]
     assert all(c.cache_info().currsize for c in caches)
     date = (jsontype.pattern_language(FORMATS["date"][0], False, False),
@@ -1042,3 +1042,44 @@ def test_plain_ascii_constants_are_one_literal(v: str | int | bool | None) -> No
     jsonschema_module._Emitter(got, 100).const(v, 0, 1)
     jsonschema_module._Emitter(ref, 100).sequence(jsonschema_module._const_texts(v), 0, 1)
     assert got.eps == ref.eps and got.edges == ref.edges
+
+
+@pytest.mark.parametrize("lang", [_PLAIN, (("^(ab|c)*$",), (), (), ()), ((), FORMATS["date"], (), ()),
+                                  ((), (), ("x",), ("on", "off"))])
+def test_template_bit_sets_are_the_boolean_closures(lang: tuple[tuple[str, ...], ...]) -> None:
+    """The count-by-count passes of ``_string_table`` read the template's edges as bit sets per
+    state (``_graph``) and close sets of states over them (``_closed``, ``_union``): the same
+    edges and closures as the boolean matrices of the template, and a set already closed is
+    returned itself (runs of counts are told apart by identity; fails when a closed seed is
+    copied, when a bit is skipped in a union, or when successors and predecessors are swapped)."""
+    tgt, inc = _string_template(lang)
+    g = jsonschema_module._template_graph(lang)
+    n = tgt.shape[0]
+    same, up = np.zeros((n, n), dtype=bool), np.zeros((n, n), dtype=bool)
+    for q, b in zip(*np.nonzero(tgt >= 0)):
+        (up if inc[q, b] == 1 else same)[q, tgt[q, b]] = True
+
+    def bits(mask: np.ndarray) -> int:
+        return sum(1 << int(q) for q in np.flatnonzero(mask))
+
+    for q in range(n):
+        assert g.same[q] == bits(same[q]) and g.up[q] == bits(up[q])
+        assert g.same_back[q] == bits(same[:, q]) and g.up_back[q] == bits(up[:, q])
+        assert g.both[q] == bits(same[q] | up[q]) and g.both_back[q] == bits(same[:, q] | up[:, q])
+    assert g.exits == bits((tgt == _EXIT).any(axis=1))
+    rng = random.Random(7)
+    for _ in range(40):
+        seed = np.array([rng.random() < 0.2 for _ in range(n)])
+        for edges, adj in ((same, g.same), (same | up, g.both), (same.T, g.same_back)):
+            want = seed.copy()
+            while True:
+                grown = want | edges[want].any(axis=0)
+                if (grown == want).all():
+                    break
+                want = grown
+            s = jsonschema_module._States(bits(seed))
+            got = jsonschema_module._closed(s, adj)
+            assert got.bits == bits(want)
+            assert (got is s) == bool((want == seed).all())
+            assert np.array_equal(got.idx, np.flatnonzero(want))
+            assert jsonschema_module._union(bits(seed), adj) == bits(edges[seed].any(axis=0))

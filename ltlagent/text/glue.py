@@ -48,7 +48,7 @@ class _Map:
     def of(lookup: np.ndarray) -> _Map | None:
         """The map of a lookup table, as a shift where the kept states are one run; None when it
         keeps nothing."""
-        kept = np.flatnonzero(lookup[:-1] >= 0)
+        kept = (lookup[:-1] >= 0).nonzero()[0]
         if not kept.size:
             return None
         first, last = int(kept[0]), int(kept[-1])
@@ -61,7 +61,7 @@ class _Map:
         """The kept states, in order (their numbers are ``at``, ``at + 1``, …)."""
         if self.lookup is None:
             return np.arange(self.lo, self.hi, dtype=np.int64)
-        return np.flatnonzero(self.lookup[:-1] >= 0)
+        return (self.lookup[:-1] >= 0).nonzero()[0]
 
     @property
     def at(self) -> int:
@@ -130,7 +130,7 @@ class Nested:
 
     @property
     def empty(self) -> bool:
-        return not bool(self.accepting.any())
+        return not np.count_nonzero(self.accepting)
 
     @functools.cached_property
     def _built(self) -> np.ndarray:
@@ -143,7 +143,7 @@ class Nested:
     def _ptr(self) -> list[int]:
         """Row ``q``'s runs are ``ptr[q]:ptr[q + 1]`` (runs come row by row)."""
         ptr = np.zeros(self.num_states + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.src, minlength=self.num_states), out=ptr[1:])
+        np.bincount(self.src, minlength=self.num_states).cumsum(out=ptr[1:])
         return ptr.tolist()
 
     @functools.cached_property
@@ -152,9 +152,9 @@ class Nested:
         byte``), its target, and where each run's bytes begin (for :func:`_write`)."""
         lens = self.hi - self.lo + 1
         cut = np.zeros(lens.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=cut[1:])
-        at = np.repeat(self.src * 256 + self.lo - cut[:-1], lens) + np.arange(int(cut[-1]))
-        return at, np.repeat(self.to, lens), cut.tolist()
+        lens.cumsum(out=cut[1:])
+        at = (self.src * 256 + self.lo - cut[:-1]).repeat(lens) + np.arange(int(cut[-1]))
+        return at, self.to.repeat(lens), cut.tolist()
 
     @functools.cached_property
     def _starts(self) -> list[int]:
@@ -164,13 +164,13 @@ class Nested:
     def start_targets(self) -> list[int]:
         """:attr:`ByteTable.start_targets`: the targets of the first runs (the start's row is
         built here, and runs are sorted by state)."""
-        return sorted(set(self.to[:int(np.searchsorted(self.src, 1))].tolist()))
+        return sorted(set(self.to[:int(self.src.searchsorted(1))].tolist()))
 
     @functools.cached_property
     def sealed(self) -> bool:
         """:attr:`ByteTable.sealed`, from the rows built here: state 0 and the accepting states are
         subsets built here, and a part's rows lead to the part's own states, never to 0."""
-        return not bool((self.to == 0).any() or self.accepting[self.src].any())
+        return not (np.count_nonzero(self.to == 0) or np.count_nonzero(self.accepting[self.src]))
 
     def row_runs(self, q: int) -> list[tuple[int, int, int]]:
         """State ``q``'s row as :func:`runs` (each the longest, as from the flat table): from the
@@ -296,9 +296,9 @@ def _write(block: Block, out: np.ndarray, m: _Map, shared: frozenset[int]) -> No
         flat[at] = to
         return
     if m.lookup is None:  # the rows in [lo, hi) (rows and runs are sorted by state), moved
-        i0, i1 = np.searchsorted(block.rows, (m.lo, m.hi)).tolist()
+        i0, i1 = block.rows.searchsorted((m.lo, m.hi)).tolist()
         out[block.rows[i0:i1] + m.delta] = DEAD
-        j0, j1 = np.searchsorted(block.src, (m.lo, m.hi)).tolist()
+        j0, j1 = block.src.searchsorted((m.lo, m.hi)).tolist()
         a, b = cut[j0], cut[j1]
         if m.delta:  # (a target outside [lo, hi) is in a row that a table above rewrites)
             flat[at[a:b] + 256 * m.delta] = to[a:b] + m.delta
@@ -434,7 +434,7 @@ class Glue:
         def accepting_in(k: int) -> frozenset[int]:
             got = acc_of[k]
             if got is None:
-                got = acc_of[k] = frozenset(np.nonzero(blocks[k][0].accepting)[0].tolist())
+                got = acc_of[k] = frozenset(blocks[k][0].accepting.nonzero()[0].tolist())
             return got
 
         closures: dict[int, frozenset[int]] = {}  # per position, its epsilon closure
@@ -764,7 +764,8 @@ class Glue:
             if keep is not None:
                 # every state kept but each copy's start: the i-th copy's state q (at gen + b0 + q)
                 # is numbered gen + b0 + q - (i + 1), its kept states one run from q = 1
-                new = np.cumsum(keep) - 1
+                new = keep.cumsum()
+                new -= 1
                 for i, (t, b0) in enumerate(copies):
                     if t.num_states > 1:
                         parts.append((t, _Map(1, t.num_states, gen + b0 - i - 1)))
@@ -773,13 +774,14 @@ class Glue:
                                 if not a <= 0 < b)
             else:
                 keep = self._searched(copies, gen, total, rows, src, targets)
-                new = np.cumsum(keep) - 1  # the new number of each kept state
+                new = keep.cumsum()  # the new number of each kept state
+                new -= 1
                 # a block's kept states, by one shift where they are one run (whole, or whole but
                 # its start), else by a lookup (states left out inside); its rows are not copied
                 # here (:class:`Nested`)
                 for t, b0 in copies:
                     lo, hi = gen + b0, gen + b0 + t.num_states
-                    local = np.flatnonzero(keep[lo:hi])
+                    local = keep[lo:hi].nonzero()[0]
                     if not local.size:
                         continue
                     first, last = int(local[0]), int(local[-1])
@@ -797,8 +799,10 @@ class Glue:
             acc = np.zeros(int(new[-1]) + 1, dtype=bool)
             acc[new[fin[keep[fin]]]] = True
             r_src = new[src[ok]]
-            order = np.argsort(r_src, kind="stable")  # row by row, each row's runs in byte order
-            return Nested(acc.size, acc, np.sort(new[built]), r_src[order],
+            order = r_src.argsort(kind="stable")  # row by row, each row's runs in byte order
+            kept_rows = new[built]
+            kept_rows.sort()
+            return Nested(acc.size, acc, kept_rows, r_src[order],
                           np.frombuffer(r_lo, dtype=np.int64)[ok][order],
                           np.frombuffer(r_hi, dtype=np.int64)[ok][order], new[targets[ok]][order],
                           tuple(parts), what, periods)
@@ -853,7 +857,7 @@ class Glue:
             lo = gen + b0
             starts.append(lo)
             after.extend([lo + s for s in t.start_targets])
-        if hit[starts].any() or not hit[after].all():
+        if np.count_nonzero(hit[starts]) or np.count_nonzero(hit[after]) < len(after):
             return None
         keep = np.ones(total, dtype=bool)
         keep[starts] = False
