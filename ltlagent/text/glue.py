@@ -140,13 +140,6 @@ class Nested:
         return built
 
     @functools.cached_property
-    def _ptr(self) -> list[int]:
-        """Row ``q``'s runs are ``ptr[q]:ptr[q + 1]`` (runs come row by row)."""
-        ptr = np.zeros(self.num_states + 1, dtype=np.int64)
-        np.bincount(self.src, minlength=self.num_states).cumsum(out=ptr[1:])
-        return ptr.tolist()
-
-    @functools.cached_property
     def _spread(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """The rows built here byte by byte: each byte's place in the flat table (``256 * state +
         byte``), its target, and where each run's bytes begin (for :func:`_write`)."""
@@ -175,23 +168,28 @@ class Nested:
     def row_runs(self, q: int) -> list[tuple[int, int, int]]:
         """State ``q``'s row as :func:`runs` (each the longest, as from the flat table): from the
         runs built here (neighbours with one target joined), or its part's, renumbered."""
-        built, ptr, lo, hi, to = self._lists
-        if not built[q]:
+        got = self._built_runs.get(q)
+        if got is None:
             block, m = self.parts[bisect.bisect_right(self._starts, q) - 1]
             return [(a, b, m.target(r)) for a, b, r in block.row_runs(m.source(q))]
-        out: list[tuple[int, int, int]] = []
-        for j in range(ptr[q], ptr[q + 1]):
-            if out and out[-1][1] + 1 == lo[j] and out[-1][2] == to[j]:
-                out[-1] = (out[-1][0], hi[j], to[j])
-            else:
-                out.append((lo[j], hi[j], to[j]))
-        return out
+        return list(got)
 
     @functools.cached_property
-    def _lists(self) -> tuple[list[bool], list[int], list[int], list[int], list[int]]:
-        """Per state whether its row was built here, and the runs of those rows (``ptr``, first
-        and last byte, target), as lists for :meth:`row_runs`."""
-        return (self._built.tolist(), self._ptr, self.lo.tolist(), self.hi.tolist(), self.to.tolist())
+    def _built_runs(self) -> dict[int, list[tuple[int, int, int]]]:
+        """Each row built here, as :meth:`row_runs` gives it: read from the runs in one pass (the
+        rows built are a few dozen where the table has thousands of states, and a glue holding
+        it reads its start's row and a few more, not every row)."""
+        out: dict[int, list[tuple[int, int, int]]] = {q: [] for q in self.rows.tolist()}
+        row: list[tuple[int, int, int]] = []
+        prev = -1
+        for q, lo, hi, to in zip(self.src.tolist(), self.lo.tolist(), self.hi.tolist(), self.to.tolist()):
+            if q != prev:
+                row, prev = out[q], q
+            if row and row[-1][1] + 1 == lo and row[-1][2] == to:
+                row[-1] = (row[-1][0], hi, to)
+            else:
+                row.append((lo, hi, to))
+        return out
 
     @functools.cached_property
     def successors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -752,8 +750,10 @@ class Glue:
             # one numpy pass (a copy's state virt + b0 + q is gen + b0 + q): a glue of a few dozen
             # subsets is mostly numpy calls here, each microseconds whatever its size
             n_r, n_done = len(r_id), len(done)
-            placed = np.frombuffer(r_to + done + r_id + accepting, dtype=np.int64)
-            placed = np.where(placed >= virt, placed + (gen - virt), placed)
+            numbered = np.frombuffer(r_to + done + r_id + accepting, dtype=np.int64)
+            placed = numbered >> 30  # 1 for a copy's state (virt = 2 ** 30, and ids stay below 2 ** 31)
+            placed *= gen - virt
+            placed += numbered
             targets, rows = placed[:n_r], placed[n_r:n_r + n_done]
             src, fin = placed[n_r + n_done:2 * n_r + n_done], placed[2 * n_r + n_done:]
             # every subset holds a live position; a block's rows come whole, and its start's row is
