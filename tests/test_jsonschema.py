@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from ltlagent.errors import SchemaError
 from ltlagent.text import jsonschema as jsonschema_module
 from ltlagent.text import jsontype, numbertext, schemaread
-from ltlagent.text.bytetable import trim
+from ltlagent.text.bytetable import ByteTable, trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
 from ltlagent.text.formats import FORMATS
 from ltlagent.text.jsonschema import (
@@ -1009,12 +1009,15 @@ def test_counted_string_tables_are_trimmed_and_exact(pattern: str, bounds: tuple
     one's, down to the minimum only): every state must still be reachable and live (trimming
     removes nothing) and the table must write exactly the strings whose decoded text has a length
     within the bounds and matches the pattern (every text of up to 5 characters from the
-    pattern's alphabet and a quote, as the generation language writes it, checked)."""
+    pattern's alphabet and a quote, as the generation language writes it, checked); and the
+    table is sealed as its construction says (fails when the known value is dropped or wrong)."""
     lo, hi = bounds
     t = JsonString(lo, hi, (pattern,) if pattern else ())
     table = jsonschema_module._string_table(t, 50_000)
     trimmed, _acc = trim(table.trans, table.accepting)
     assert trimmed.shape[0] == table.num_states
+    # sealed is set at construction, not computed: it must be what the table says
+    assert "sealed" in table.__dict__ and table.sealed == ByteTable(table.trans, table.accepting).sealed
     rx = re.compile(pattern) if pattern else None
     for n in range(6):
         for chars in itertools.product('abcxyé"', repeat=n):

@@ -140,14 +140,14 @@ class Nested:
         return built
 
     @functools.cached_property
-    def _spread(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    def _spread(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The rows built here byte by byte: each byte's place in the flat table (``256 * state +
         byte``), its target, and where each run's bytes begin (for :func:`_write`)."""
         lens = self.hi - self.lo + 1
         cut = np.zeros(lens.size + 1, dtype=np.int64)
         lens.cumsum(out=cut[1:])
         at = (self.src * 256 + self.lo - cut[:-1]).repeat(lens) + np.arange(int(cut[-1]))
-        return at, self.to.repeat(lens), cut.tolist()
+        return at, self.to.repeat(lens), cut
 
     @functools.cached_property
     def _starts(self) -> list[int]:
@@ -297,7 +297,7 @@ def _write(block: Block, out: np.ndarray, m: _Map, shared: frozenset[int]) -> No
         i0, i1 = block.rows.searchsorted((m.lo, m.hi)).tolist()
         out[block.rows[i0:i1] + m.delta] = DEAD
         j0, j1 = block.src.searchsorted((m.lo, m.hi)).tolist()
-        a, b = cut[j0], cut[j1]
+        a, b = int(cut[j0]), int(cut[j1])
         if m.delta:  # (a target outside [lo, hi) is in a row that a table above rewrites)
             flat[at[a:b] + 256 * m.delta] = to[a:b] + m.delta
         else:
@@ -794,17 +794,25 @@ class Glue:
                 periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
                                 for t, b0 in copies for a, b, k in t.periods
                                 if keep[a + gen + b0:b + gen + b0].all())
-            built = rows[keep[rows]]
-            ok = keep[src]
+            kept_rows = new[rows[keep[rows]]]
+            kept_rows.sort()
             acc = np.zeros(int(new[-1]) + 1, dtype=bool)
             acc[new[fin[keep[fin]]]] = True
-            r_src = new[src[ok]]
-            order = r_src.argsort(kind="stable")  # row by row, each row's runs in byte order
-            kept_rows = new[built]
-            kept_rows.sort()
-            return Nested(acc.size, acc, kept_rows, r_src[order],
-                          np.frombuffer(r_lo, dtype=np.int64)[ok][order],
-                          np.frombuffer(r_hi, dtype=np.int64)[ok][order], new[targets[ok]][order],
+            # the runs of the rows kept (most often all of them), row by row, each row's runs in
+            # byte order: ``pick`` the runs in that order
+            ok = keep[src]
+            if np.count_nonzero(ok) == n_r:
+                r_src = new[src]
+                pick = r_src.argsort(kind="stable")
+                r_src = r_src[pick]
+            else:
+                sel = ok.nonzero()[0]
+                r_src = new[src[sel]]
+                order = r_src.argsort(kind="stable")
+                pick = sel[order]
+                r_src = r_src[order]
+            return Nested(acc.size, acc, kept_rows, r_src, np.frombuffer(r_lo, dtype=np.int64)[pick],
+                          np.frombuffer(r_hi, dtype=np.int64)[pick], new[targets[pick]],
                           tuple(parts), what, periods)
         finally:
             # the nested functions above refer to one another (closure1 to itself): a reference

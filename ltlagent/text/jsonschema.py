@@ -844,8 +844,12 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         if e - c >= 3 and sizes[c]:
             periods.append((int(idmap[c, reach[c].idx[0]]), int(idmap[e, reach[e].idx[-1]]) + 1, sizes[c]))
         c = e + 1
-    # every state is reachable (forward) and reaches the closing quote (backward)
-    return ByteTable(trans, acc, "json string", tuple(periods))
+    # every state is reachable (forward) and reaches the closing quote (backward); and the table
+    # is sealed (ByteTable.sealed, read by every glue it is a block of): no state leads back to
+    # the start (counted states are numbered from 1), and the closing quote's state has no row
+    table = ByteTable(trans, acc, "json string", tuple(periods))
+    table.__dict__["sealed"] = True  # (the cached property, known without a pass over the table)
+    return table
 
 
 @functools.cache
@@ -863,7 +867,9 @@ def _plain_string_table() -> ByteTable:
     trans[1:n_t + 1] = np.where(tgt >= 0, tgt + 1, np.where(tgt == _EXIT, final, DEAD))
     acc = np.zeros(n_t + 2, dtype=bool)
     acc[final] = True
-    return ByteTable(trans, acc, "json string")
+    table = ByteTable(trans, acc, "json string")
+    table.__dict__["sealed"] = True  # as _string_table's: nothing leads back to 0, nor leaves the end
+    return table
 
 
 def _build_minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
