@@ -409,7 +409,8 @@ class Glue:
         """:meth:`determinize`, the blocks' rows not copied: a :class:`Nested` table (what a
         block of another :class:`Glue` can be), or a flat one where the language is empty."""
         nfa, blocks = self.nfa, self.blocks
-        n_glue = len(nfa.eps)
+        nfa_eps = nfa.eps
+        n_glue = len(nfa_eps)
         offsets = [0, *itertools.accumulate(b[0].num_states for b in blocks)]
         # liveness on the NFA side, so that the DFA needs no backward search: a glue node is live
         # when ``final`` is reachable from it; a block's state when its block's end node is (its
@@ -640,23 +641,6 @@ class Glue:
         # (typed arrays: appended as fast as lists, and read by numpy as they are)
         r_id, r_lo, r_hi, r_to = array("q"), array("q"), array("q"), array("q")
         done, accepting = array("q"), array("q")
-        # a glue node whose closure is itself and whose one live edge is one byte to another such
-        # node (a literal's inner byte): its target, followed below without the stack
-        chain: dict[int, tuple[int, int] | None] = {}
-
-        def chain_of(p: int) -> tuple[int, int] | None:
-            if p in chain:
-                return chain[p]
-            got = None
-            if p < n_glue and not nfa.eps[p] and p not in enter:
-                es = edges(p)
-                if len(es) == 1 and es[0][0] == es[0][1]:
-                    v = es[0][2]
-                    if v < n_glue and not nfa.eps[v] and v not in enter:
-                        got = (es[0][0], v)
-            chain[p] = got
-            return got
-
         def split_edges(cur: frozenset[int]) -> tuple[dict[int, list[int]], list[tuple[int, int, int]]]:
             """A subset's edges in one pass: the targets of each single byte (keys' and
             constants' literals), and the ranges wider than a byte (strings' and numbers' rows)."""
@@ -681,19 +665,27 @@ class Glue:
                 rid, cur = todo.pop()
                 # a run of literal bytes to states not built yet: each row is one byte to the next, in
                 # the order the stack would give (the next one would be pushed and popped at once)
+                # (a glue node, its own closure as ``cur`` is closed, whose one live edge is one byte
+                # to another node that is its own closure: a literal's inner byte; checked inline)
                 while len(cur) == 1:
-                    p = next(iter(cur))
-                    link = chain_of(p)
-                    if link is None:
+                    (p,) = cur
+                    if p >= n_glue:
                         break
-                    b, v = link
+                    es = out_edges.get(p)
+                    if es is None:
+                        es = edges(p)
+                    if len(es) != 1:
+                        break
+                    b, b_hi, v = es[0]
+                    if b != b_hi or v >= n_glue or nfa_eps[v] or v in enter or v in single:
+                        break
                     key = frozenset((v,))
-                    if v in single or key in ids:
+                    if key in ids:
                         break
                     j = ids[key] = single[v] = n_gen[0]
                     closures[v] = key
                     alone.add(v)
-                    n_gen[0] += 1
+                    n_gen[0] = j + 1
                     grow(1)
                     done.append(rid)
                     if p == final:
@@ -818,12 +810,12 @@ class Glue:
             # the nested functions above refer to one another (closure1 to itself): a reference
             # cycle that would keep every container they close over (subsets, closures, edges:
             # hundreds of thousands of objects) alive until the cyclic collector ran
-            for memo in (closures, ids, raw, single, out_edges, block_runs, chain, asked, alone, group_base):
+            for memo in (closures, ids, raw, single, out_edges, block_runs, asked, alone, group_base):
                 memo.clear()
             todo.clear()
             # and the cycle itself, which holds the glue's NFA (its lists, one per node) as well
             where = accepting_in = closure1 = succ = walk = closure = grow = closed = None  # type: ignore[assignment]
-            state_of1 = state_of = group_of = copy_of = edges = disjoint = chain_of = split_edges = None  # type: ignore[assignment]
+            state_of1 = state_of = group_of = copy_of = edges = disjoint = split_edges = None  # type: ignore[assignment]
 
     @staticmethod
     def _searched(copies: list[tuple[Block, int]], gen: int, total: int, rows: np.ndarray,
