@@ -1086,3 +1086,16 @@ def test_template_bit_sets_are_the_boolean_closures(lang: tuple[tuple[str, ...],
             assert (got is s) == bool((want == seed).all())
             assert np.array_equal(got.idx, np.flatnonzero(want))
             assert jsonschema_module._union(bits(seed), adj) == bits(edges[seed].any(axis=0))
+
+
+def test_only_arrays_and_open_objects_are_looked_up_among_library_structures() -> None:
+    """``_minimal`` asks :data:`LIBRARY_STRUCTURES` only about arrays and objects without declared
+    properties (a string or a declared object would be hashed once more for nothing): every
+    library structure is such (fails when objects, or arrays, are left out of the guard), and
+    a library structure is still found there (the same table object twice, across a clear)."""
+    assert all(jsonschema_module._may_be_library(t) for t in jsonschema_module.LIBRARY_STRUCTURES)
+    assert not jsonschema_module._may_be_library(JsonString())
+    for t in jsonschema_module.LIBRARY_STRUCTURES:
+        first = jsonschema_module._minimal(t, 50_000)
+        clear_caches()
+        assert jsonschema_module._minimal(t, 50_000) is first

@@ -916,10 +916,17 @@ def _library_structures() -> frozenset[JsonArray | JsonObject]:
 LIBRARY_STRUCTURES = _library_structures()
 
 
+def _may_be_library(t: JsonString | JsonArray | JsonObject) -> bool:
+    """Whether ``t`` can be one of :data:`LIBRARY_STRUCTURES` (arrays, and objects without declared
+    properties): the others are not looked up there, which would hash the whole description once
+    more (descriptions do not keep their hash; the schemas' cache hashes it again)."""
+    return isinstance(t, JsonArray) or (isinstance(t, JsonObject) and not t.properties)
+
+
 #: The table of a string, array or object (:func:`_build_minimal`), from the library's cache
 #: (:data:`LIBRARY_STRUCTURES`) or the schemas'.
 _minimal: _TwoCaches[JsonString | JsonArray | JsonObject, Block] = _TwoCaches(
-    _build_minimal, LIBRARY_STRUCTURES.__contains__, 256)
+    _build_minimal, lambda t: _may_be_library(t) and t in LIBRARY_STRUCTURES, 256)
 
 
 def emit(nfa: ByteNFA | Glue, t: JsonType, start: int, end: int, limit: int = MAX_JSON_STATES) -> None:
