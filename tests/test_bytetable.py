@@ -483,3 +483,86 @@ def test_classes_with_disjoint_wide_ranges_and_single_bytes() -> None:
         es.sort()
         if es:
             assert _classes(es) == _naive_classes(es), es
+
+
+def test_renumbering_after_reached_is_the_searched_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where :meth:`Glue._reached` finds every state kept but the copies' starts, ``nested``
+    numbers the copies' states and their periods by arithmetic (the i-th copy moved down by
+    ``i + 1``), not by numpy over the kept mask: the same :class:`Nested`, field for field, as with
+    the search and the general renumbering (fails when a copy's shift is off by one, when a period
+    starting at a copy's start is kept, or when periods are dropped)."""
+    schemas = [
+        {"type": "object", "properties": {"a": {"type": "string", "maxLength": 12},
+                                          "b": {"type": "string", "minLength": 2, "maxLength": 9},
+                                          "c": {"type": "integer"}}, "required": ["a"]},
+        {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 3},
+        {"type": "object", "properties": {"x": {"type": "array", "items": {"enum": ["on", "off"]}},
+                                          "y": {"type": "object", "properties": {
+                                              "z": {"type": "string", "maxLength": 6}}}}},
+    ]
+
+    def made(fast: bool) -> list[Nested]:
+        out: list[Nested] = []
+        nested, reached = Glue.nested, Glue._reached
+
+        def recorded(self: Glue, *args: object, **kwargs: object) -> Block:
+            out.append(nested(self, *args, **kwargs))  # type: ignore[arg-type]
+            return out[-1]
+
+        def counted(*args: object) -> np.ndarray | None:
+            got = reached(*args)  # type: ignore[arg-type]
+            hits.append(got is not None)
+            return got if fast else None
+
+        monkeypatch.setattr(Glue, "nested", recorded)
+        monkeypatch.setattr(Glue, "_reached", staticmethod(counted))
+        for s in schemas:
+            clear_caches()
+            schema_table(s)
+        clear_caches()
+        # a block whose hinted periods begin at its start (left out: it is no state) and after it
+        t = np.full((4, 256), -1, dtype=np.int32)
+        t[0, ord("a")], t[1, ord("a")], t[2, ord("a")] = 1, 2, 3
+        block = ByteTable(t, np.array([False, False, False, True]), "", ((0, 3, 1), (1, 4, 1)))
+        assert block.sealed
+        glue = Glue()
+        start, mid, final = glue.new(), glue.new(), glue.new()
+        glue.nfa.literal(b"<", start, mid)
+        glue.table(block, mid, final)
+        glue.nested(start, final, 100, "test", "")
+        monkeypatch.undo()
+        return out
+
+    hits: list[bool] = []
+    fast = made(True)
+    assert sum(hits) >= 4 and hits[-1]  # the shortcut is taken (the hand-made block too)
+    slow = made(False)
+    assert len(fast) == len(slow) and any(t.periods for t in fast)
+    assert fast[-1].periods == ((2, 5, 1),)  # the hand-made block's, after the glue's two rows
+    for a, b in zip(fast, slow):
+        assert a.num_states == b.num_states and a.periods == b.periods
+        for f in ("accepting", "rows", "src", "lo", "hi", "to"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), f
+        assert [(m.lo, m.hi, m.delta, m.lookup is None) for _b, m in a.parts] == \
+            [(m.lo, m.hi, m.delta, m.lookup is None) for _b, m in b.parts]
+
+
+@pytest.mark.parametrize("data", [b"", b"a", b"ab", b'"key"', bytes(range(7))])
+def test_literal_is_the_byte_by_byte_path(data: bytes) -> None:
+    """``ByteNFA.literal`` adds its inner nodes at once: the same nodes, numbers and edges as a
+    path built a byte at a time (fails when an inner node's target is off by one or the last
+    byte does not reach ``end``)."""
+    got, ref = ByteNFA(), ByteNFA()
+    for nfa in (got, ref):
+        for _ in range(3):
+            nfa.new()
+        nfa.edges[0].append((1, 1, 2))
+    got.literal(data, 0, 1)
+    s = 0
+    for k, b in enumerate(data):
+        t = 1 if k == len(data) - 1 else ref.new()
+        ref.edges[s].append((b, b, t))
+        s = t
+    if not data:
+        ref.eps[0].append(1)
+    assert got.eps == ref.eps and got.edges == ref.edges

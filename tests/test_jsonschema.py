@@ -781,7 +781,7 @@ def test_clear_caches_forgets_what_schemas_built() -> None:
         "c": {"type": "string", "pattern": "x"},
         "d": {"type": "string", "format": "date"}, "e": {"type": "number"}}})
     caches = [jsontype._pattern_language, jsontype._string_empty_meet, numbertext.number_parts,
-              numbertext.multiples_dfa, _string_template.schema,
+              numbertext.multiples_dfa, _string_template.schema, jsonschema_module._template_graph.schema,
               jsonschema_module._string_language.schema, jsonschema_module._minimal.schema]
     assert all(c.cache_info().currsize for c in caches)
     date = (jsontype.pattern_language(FORMATS["date"][0], False, False),
@@ -1107,12 +1107,15 @@ def test_counted_string_tables_are_trimmed_and_exact(pattern: str, bounds: tuple
     one's, down to the minimum only): every state must still be reachable and live (trimming
     removes nothing) and the table must write exactly the strings whose decoded text has a length
     within the bounds and matches the pattern (every text of up to 5 characters from the
-    pattern's alphabet and a quote, as the generation language writes it, checked)."""
+    pattern's alphabet and a quote, as the generation language writes it, checked); and the
+    table is sealed as its construction says (fails when the known value is dropped or wrong)."""
     lo, hi = bounds
     t = JsonString(lo, hi, (pattern,) if pattern else ())
     table = jsonschema_module._string_table(t, 50_000)
     trimmed, _acc = trim(table.trans, table.accepting)
     assert trimmed.shape[0] == table.num_states
+    # sealed is set at construction, not computed: it must be what the table says
+    assert "sealed" in table.__dict__ and table.sealed == ByteTable(table.trans, table.accepting).sealed
     rx = re.compile(pattern) if pattern else None
     for n in range(6):
         for chars in itertools.product('abcxyé"', repeat=n):
@@ -1125,3 +1128,72 @@ def test_counted_string_tables_are_trimmed_and_exact(pattern: str, bounds: tuple
                 if s < 0:
                     break
             assert (s >= 0 and bool(table.accepting[s])) == want, (pattern, bounds, data)
+
+
+@pytest.mark.parametrize("v", ["name", "", "a b~!", "a/b", 'say "hi"', "back\\slash", "tab\there",
+                               "del\x7f", "café", "日本", "x\u2028y", None, True, 0, -12])
+def test_plain_ascii_constants_are_one_literal(v: str | int | bool | None) -> None:
+    """A constant whose characters are each one printable ASCII byte with no other text (most
+    keys) is written as one literal: the same NFA, node for node, as the sequence of its
+    characters' texts (fails when ``/``, ``"`` or ``\\`` or a control, which have escapes or
+    alternatives, take the shortcut)."""
+    got, ref = ByteNFA(), ByteNFA()
+    for nfa in (got, ref):
+        nfa.new(), nfa.new()
+    jsonschema_module._Emitter(got, 100).const(v, 0, 1)
+    jsonschema_module._Emitter(ref, 100).sequence(jsonschema_module._const_texts(v), 0, 1)
+    assert got.eps == ref.eps and got.edges == ref.edges
+
+
+@pytest.mark.parametrize("lang", [_PLAIN, (("^(ab|c)*$",), (), (), ()), ((), FORMATS["date"], (), ()),
+                                  ((), (), ("x",), ("on", "off"))])
+def test_template_bit_sets_are_the_boolean_closures(lang: tuple[tuple[str, ...], ...]) -> None:
+    """The count-by-count passes of ``_string_table`` read the template's edges as bit sets per
+    state (``_graph``) and close sets of states over them (``_closed``, ``_union``): the same
+    edges and closures as the boolean matrices of the template, and a set already closed is
+    returned itself (runs of counts are told apart by identity; fails when a closed seed is
+    copied, when a bit is skipped in a union, or when successors and predecessors are swapped)."""
+    tgt, inc = _string_template(lang)
+    g = jsonschema_module._template_graph(lang)
+    n = tgt.shape[0]
+    same, up = np.zeros((n, n), dtype=bool), np.zeros((n, n), dtype=bool)
+    for q, b in zip(*np.nonzero(tgt >= 0)):
+        (up if inc[q, b] == 1 else same)[q, tgt[q, b]] = True
+
+    def bits(mask: np.ndarray) -> int:
+        return sum(1 << int(q) for q in np.flatnonzero(mask))
+
+    for q in range(n):
+        assert g.same[q] == bits(same[q]) and g.up[q] == bits(up[q])
+        assert g.same_back[q] == bits(same[:, q]) and g.up_back[q] == bits(up[:, q])
+        assert g.both[q] == bits(same[q] | up[q]) and g.both_back[q] == bits(same[:, q] | up[:, q])
+    assert g.exits == bits((tgt == _EXIT).any(axis=1))
+    rng = random.Random(7)
+    for _ in range(40):
+        seed = np.array([rng.random() < 0.2 for _ in range(n)])
+        for edges, adj in ((same, g.same), (same | up, g.both), (same.T, g.same_back)):
+            want = seed.copy()
+            while True:
+                grown = want | edges[want].any(axis=0)
+                if (grown == want).all():
+                    break
+                want = grown
+            s = jsonschema_module._States(bits(seed))
+            got = jsonschema_module._closed(s, adj)
+            assert got.bits == bits(want)
+            assert (got is s) == bool((want == seed).all())
+            assert np.array_equal(got.idx, np.flatnonzero(want))
+            assert jsonschema_module._union(bits(seed), adj) == bits(edges[seed].any(axis=0))
+
+
+def test_only_arrays_and_open_objects_are_looked_up_among_library_structures() -> None:
+    """``_minimal`` asks :data:`LIBRARY_STRUCTURES` only about arrays and objects without declared
+    properties (a string or a declared object would be hashed once more for nothing): every
+    library structure is such (fails when objects, or arrays, are left out of the guard), and
+    a library structure is still found there (the same table object twice, across a clear)."""
+    assert all(jsonschema_module._may_be_library(t) for t in jsonschema_module.LIBRARY_STRUCTURES)
+    assert not jsonschema_module._may_be_library(JsonString())
+    for t in jsonschema_module.LIBRARY_STRUCTURES:
+        first = jsonschema_module._minimal(t, 50_000)
+        clear_caches()
+        assert jsonschema_module._minimal(t, 50_000) is first

@@ -49,14 +49,21 @@ class ByteTable:
 
     @property
     def empty(self) -> bool:
-        return not bool(self.accepting.any())
+        return not np.count_nonzero(self.accepting)
 
     @functools.cached_property
     def sealed(self) -> bool:
         """Whether no edge leads back to the start and none leaves an accepting state: then, where
         the table is a block of a :class:`Glue`, its states are reachable from the start's
         successors alone (what :meth:`Glue.determinize` relies on to skip a search)."""
-        return not bool((self.trans == 0).any() or (self.trans[self.accepting] >= 0).any())
+        return not (np.count_nonzero(self.trans == 0) or np.count_nonzero(self.trans[self.accepting] >= 0))
+
+    @functools.cached_property
+    def start_targets(self) -> list[int]:
+        """The distinct successors of the start, ascending (kept: a block's, checked by every
+        :class:`~ltlagent.text.glue.Glue` it is copied into)."""
+        first = self.trans[0]
+        return sorted(set(first[first >= 0].tolist()))
 
     @functools.cached_property
     def successors(self) -> tuple[np.ndarray, np.ndarray]:

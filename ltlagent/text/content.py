@@ -274,14 +274,20 @@ class ByteNFA:
         return len(self.eps) - 1
 
     def literal(self, data: bytes, start: int, end: int) -> None:
-        """A path from ``start`` to ``end`` spelling ``data``."""
-        s = start
-        for k, b in enumerate(data):
-            t = end if k == len(data) - 1 else self.new()
-            self.edges[s].append((b, b, t))
-            s = t
-        if not data:
-            self.eps[start].append(end)
+        """A path from ``start`` to ``end`` spelling ``data``: its inner nodes new, numbered in
+        order (``len(data) - 1`` of them, added at once, each with its one edge)."""
+        n = len(data)
+        if n <= 1:
+            if n:
+                self.edges[start].append((data[0], data[0], end))
+            else:
+                self.eps[start].append(end)
+            return
+        base = len(self.eps)  # the node after byte k is base + k (the last byte's: end)
+        self.edges[start].append((data[0], data[0], base))
+        self.eps.extend([] for _ in range(n - 1))
+        self.edges.extend([(data[k], data[k], base + k)] for k in range(1, n - 1))
+        self.edges.append([(data[-1], data[-1], end)])
 
     def embed(self, dfa: ContentDFA, start: int, end: int) -> None:
         """A copy of ``dfa``'s live part between ``start`` and ``end``."""

@@ -48,7 +48,7 @@ class _Map:
     def of(lookup: np.ndarray) -> _Map | None:
         """The map of a lookup table, as a shift where the kept states are one run; None when it
         keeps nothing."""
-        kept = np.flatnonzero(lookup[:-1] >= 0)
+        kept = (lookup[:-1] >= 0).nonzero()[0]
         if not kept.size:
             return None
         first, last = int(kept[0]), int(kept[-1])
@@ -61,7 +61,7 @@ class _Map:
         """The kept states, in order (their numbers are ``at``, ``at + 1``, …)."""
         if self.lookup is None:
             return np.arange(self.lo, self.hi, dtype=np.int64)
-        return np.flatnonzero(self.lookup[:-1] >= 0)
+        return (self.lookup[:-1] >= 0).nonzero()[0]
 
     @property
     def at(self) -> int:
@@ -130,7 +130,7 @@ class Nested:
 
     @property
     def empty(self) -> bool:
-        return not bool(self.accepting.any())
+        return not np.count_nonzero(self.accepting)
 
     @functools.cached_property
     def _built(self) -> np.ndarray:
@@ -140,52 +140,56 @@ class Nested:
         return built
 
     @functools.cached_property
-    def _ptr(self) -> list[int]:
-        """Row ``q``'s runs are ``ptr[q]:ptr[q + 1]`` (runs come row by row)."""
-        ptr = np.zeros(self.num_states + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.src, minlength=self.num_states), out=ptr[1:])
-        return ptr.tolist()
-
-    @functools.cached_property
-    def _spread(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    def _spread(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The rows built here byte by byte: each byte's place in the flat table (``256 * state +
         byte``), its target, and where each run's bytes begin (for :func:`_write`)."""
         lens = self.hi - self.lo + 1
         cut = np.zeros(lens.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=cut[1:])
-        at = np.repeat(self.src * 256 + self.lo - cut[:-1], lens) + np.arange(int(cut[-1]))
-        return at, np.repeat(self.to, lens), cut.tolist()
+        lens.cumsum(out=cut[1:])
+        at = (self.src * 256 + self.lo - cut[:-1]).repeat(lens) + np.arange(int(cut[-1]))
+        return at, self.to.repeat(lens), cut
 
     @functools.cached_property
     def _starts(self) -> list[int]:
         return [m.at for _b, m in self.parts]
 
     @functools.cached_property
+    def start_targets(self) -> list[int]:
+        """:attr:`ByteTable.start_targets`: the targets of the first runs (the start's row is
+        built here, and runs are sorted by state)."""
+        return sorted(set(self.to[:int(self.src.searchsorted(1))].tolist()))
+
+    @functools.cached_property
     def sealed(self) -> bool:
         """:attr:`ByteTable.sealed`, from the rows built here: state 0 and the accepting states are
         subsets built here, and a part's rows lead to the part's own states, never to 0."""
-        return not bool((self.to == 0).any() or self.accepting[self.src].any())
+        return not (np.count_nonzero(self.to == 0) or np.count_nonzero(self.accepting[self.src]))
 
     def row_runs(self, q: int) -> list[tuple[int, int, int]]:
         """State ``q``'s row as :func:`runs` (each the longest, as from the flat table): from the
         runs built here (neighbours with one target joined), or its part's, renumbered."""
-        built, ptr, lo, hi, to = self._lists
-        if not built[q]:
+        got = self._built_runs.get(q)
+        if got is None:
             block, m = self.parts[bisect.bisect_right(self._starts, q) - 1]
             return [(a, b, m.target(r)) for a, b, r in block.row_runs(m.source(q))]
-        out: list[tuple[int, int, int]] = []
-        for j in range(ptr[q], ptr[q + 1]):
-            if out and out[-1][1] + 1 == lo[j] and out[-1][2] == to[j]:
-                out[-1] = (out[-1][0], hi[j], to[j])
-            else:
-                out.append((lo[j], hi[j], to[j]))
-        return out
+        return list(got)
 
     @functools.cached_property
-    def _lists(self) -> tuple[list[bool], list[int], list[int], list[int], list[int]]:
-        """Per state whether its row was built here, and the runs of those rows (``ptr``, first
-        and last byte, target), as lists for :meth:`row_runs`."""
-        return (self._built.tolist(), self._ptr, self.lo.tolist(), self.hi.tolist(), self.to.tolist())
+    def _built_runs(self) -> dict[int, list[tuple[int, int, int]]]:
+        """Each row built here, as :meth:`row_runs` gives it: read from the runs in one pass (the
+        rows built are a few dozen where the table has thousands of states, and a glue holding
+        it reads its start's row and a few more, not every row)."""
+        out: dict[int, list[tuple[int, int, int]]] = {q: [] for q in self.rows.tolist()}
+        row: list[tuple[int, int, int]] = []
+        prev = -1
+        for q, lo, hi, to in zip(self.src.tolist(), self.lo.tolist(), self.hi.tolist(), self.to.tolist()):
+            if q != prev:
+                row, prev = out[q], q
+            if row and row[-1][1] + 1 == lo and row[-1][2] == to:
+                row[-1] = (row[-1][0], hi, to)
+            else:
+                row.append((lo, hi, to))
+        return out
 
     @functools.cached_property
     def successors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -252,15 +256,6 @@ def _shifted(rows: np.ndarray, delta: int, out: np.ndarray) -> None:
         np.bitwise_or(o, s, out=o)
 
 
-def _start_targets(t: Block) -> np.ndarray:
-    """The successors of a block's start (a :class:`Nested` one's: its first runs, its start's
-    row being built there and its runs sorted by state)."""
-    if isinstance(t, ByteTable):
-        first = t.trans[0]
-        return first[first >= 0]
-    return t.to[:int(np.searchsorted(t.src, 1))]
-
-
 def _shared(top: Nested) -> frozenset[int]:
     """The ids of the :class:`Nested` tables that are parts more than once below ``top``."""
     count: dict[int, int] = {}
@@ -299,10 +294,10 @@ def _write(block: Block, out: np.ndarray, m: _Map, shared: frozenset[int]) -> No
         flat[at] = to
         return
     if m.lookup is None:  # the rows in [lo, hi) (rows and runs are sorted by state), moved
-        i0, i1 = np.searchsorted(block.rows, (m.lo, m.hi)).tolist()
+        i0, i1 = block.rows.searchsorted((m.lo, m.hi)).tolist()
         out[block.rows[i0:i1] + m.delta] = DEAD
-        j0, j1 = np.searchsorted(block.src, (m.lo, m.hi)).tolist()
-        a, b = cut[j0], cut[j1]
+        j0, j1 = block.src.searchsorted((m.lo, m.hi)).tolist()
+        a, b = int(cut[j0]), int(cut[j1])
         if m.delta:  # (a target outside [lo, hi) is in a row that a table above rewrites)
             flat[at[a:b] + 256 * m.delta] = to[a:b] + m.delta
         else:
@@ -414,7 +409,8 @@ class Glue:
         """:meth:`determinize`, the blocks' rows not copied: a :class:`Nested` table (what a
         block of another :class:`Glue` can be), or a flat one where the language is empty."""
         nfa, blocks = self.nfa, self.blocks
-        n_glue = len(nfa.eps)
+        nfa_eps = nfa.eps
+        n_glue = len(nfa_eps)
         offsets = [0, *itertools.accumulate(b[0].num_states for b in blocks)]
         # liveness on the NFA side, so that the DFA needs no backward search: a glue node is live
         # when ``final`` is reachable from it; a block's state when its block's end node is (its
@@ -437,7 +433,7 @@ class Glue:
         def accepting_in(k: int) -> frozenset[int]:
             got = acc_of[k]
             if got is None:
-                got = acc_of[k] = frozenset(np.nonzero(blocks[k][0].accepting)[0].tolist())
+                got = acc_of[k] = frozenset(blocks[k][0].accepting.nonzero()[0].tolist())
             return got
 
         closures: dict[int, frozenset[int]] = {}  # per position, its epsilon closure
@@ -645,23 +641,6 @@ class Glue:
         # (typed arrays: appended as fast as lists, and read by numpy as they are)
         r_id, r_lo, r_hi, r_to = array("q"), array("q"), array("q"), array("q")
         done, accepting = array("q"), array("q")
-        # a glue node whose closure is itself and whose one live edge is one byte to another such
-        # node (a literal's inner byte): its target, followed below without the stack
-        chain: dict[int, tuple[int, int] | None] = {}
-
-        def chain_of(p: int) -> tuple[int, int] | None:
-            if p in chain:
-                return chain[p]
-            got = None
-            if p < n_glue and not nfa.eps[p] and p not in enter:
-                es = edges(p)
-                if len(es) == 1 and es[0][0] == es[0][1]:
-                    v = es[0][2]
-                    if v < n_glue and not nfa.eps[v] and v not in enter:
-                        got = (es[0][0], v)
-            chain[p] = got
-            return got
-
         def split_edges(cur: frozenset[int]) -> tuple[dict[int, list[int]], list[tuple[int, int, int]]]:
             """A subset's edges in one pass: the targets of each single byte (keys' and
             constants' literals), and the ranges wider than a byte (strings' and numbers' rows)."""
@@ -686,19 +665,27 @@ class Glue:
                 rid, cur = todo.pop()
                 # a run of literal bytes to states not built yet: each row is one byte to the next, in
                 # the order the stack would give (the next one would be pushed and popped at once)
+                # (a glue node, its own closure as ``cur`` is closed, whose one live edge is one byte
+                # to another node that is its own closure: a literal's inner byte; checked inline)
                 while len(cur) == 1:
-                    p = next(iter(cur))
-                    link = chain_of(p)
-                    if link is None:
+                    (p,) = cur
+                    if p >= n_glue:
                         break
-                    b, v = link
+                    es = out_edges.get(p)
+                    if es is None:
+                        es = edges(p)
+                    if len(es) != 1:
+                        break
+                    b, b_hi, v = es[0]
+                    if b != b_hi or v >= n_glue or nfa_eps[v] or v in enter or v in single:
+                        break
                     key = frozenset((v,))
-                    if v in single or key in ids:
+                    if key in ids:
                         break
                     j = ids[key] = single[v] = n_gen[0]
                     closures[v] = key
                     alone.add(v)
-                    n_gen[0] += 1
+                    n_gen[0] = j + 1
                     grow(1)
                     done.append(rid)
                     if p == final:
@@ -751,61 +738,84 @@ class Glue:
                         r_to.append(state_of(vs))
             gen = n_gen[0]
             total = size[0]
-
-            def place(ids_: array[int]) -> np.ndarray:
-                a = np.array(ids_, dtype=np.int64)
-                return np.where(a >= virt, a - virt + gen, a)
-
+            # the rows' targets, the rows built, their sources and the accepting ones, placed by
+            # one numpy pass (a copy's state virt + b0 + q is gen + b0 + q): a glue of a few dozen
+            # subsets is mostly numpy calls here, each microseconds whatever its size
+            n_r, n_done = len(r_id), len(done)
+            numbered = np.frombuffer(r_to + done + r_id + accepting, dtype=np.int64)
+            placed = numbered >> 30  # 1 for a copy's state (virt = 2 ** 30, and ids stay below 2 ** 31)
+            placed *= gen - virt
+            placed += numbered
+            targets, rows = placed[:n_r], placed[n_r:n_r + n_done]
+            src, fin = placed[n_r + n_done:2 * n_r + n_done], placed[2 * n_r + n_done:]
             # every subset holds a live position; a block's rows come whole, and its start's row is
             # left out where it is known unreachable (:meth:`_reached`); else a forward search over the
             # rows built here and the blocks' own edges (each block's, computed once per table)
-            targets = place(r_to)
-            rows = place(done)
             keep = self._reached(copies, gen, total, targets)
-            if keep is None:
-                keep = self._searched(copies, gen, total, rows, place(r_id), targets)
-            new = np.cumsum(keep) - 1  # the new number of each kept state
-            # a block's kept states, by one shift where they are one run (whole, or whole but its
-            # start), else by a lookup (states left out inside); its rows are not copied here
-            # (:class:`Nested`)
             parts: list[tuple[Block, _Map]] = []
-            for t, b0 in copies:
-                lo, hi = gen + b0, gen + b0 + t.num_states
-                local = np.flatnonzero(keep[lo:hi])
-                if not local.size:
-                    continue
-                first, last = int(local[0]), int(local[-1])
-                if last - first + 1 == local.size:
-                    parts.append((t, _Map(first, last + 1, int(new[lo + first]) - first)))
-                    continue
-                lookup = np.full(hi - lo + 1, DEAD, dtype=np.int32)  # the last entry serves -1
-                lookup[local] = new[lo + local]
-                parts.append((t, _Map(first, last + 1, 0, lookup)))
-            built = rows[keep[rows]]
-            src = place(r_id)
-            ok = keep[src]
+            if keep is not None:
+                # every state kept but each copy's start: the i-th copy's state q (at gen + b0 + q)
+                # is numbered gen + b0 + q - (i + 1), its kept states one run from q = 1
+                new = keep.cumsum()
+                new -= 1
+                for i, (t, b0) in enumerate(copies):
+                    if t.num_states > 1:
+                        parts.append((t, _Map(1, t.num_states, gen + b0 - i - 1)))
+                periods = tuple((gen + b0 + a - i - 1, gen + b0 + b - i - 1, k)
+                                for i, (t, b0) in enumerate(copies) for a, b, k in t.periods
+                                if not a <= 0 < b)
+            else:
+                keep = self._searched(copies, gen, total, rows, src, targets)
+                new = keep.cumsum()  # the new number of each kept state
+                new -= 1
+                # a block's kept states, by one shift where they are one run (whole, or whole but
+                # its start), else by a lookup (states left out inside); its rows are not copied
+                # here (:class:`Nested`)
+                for t, b0 in copies:
+                    lo, hi = gen + b0, gen + b0 + t.num_states
+                    local = keep[lo:hi].nonzero()[0]
+                    if not local.size:
+                        continue
+                    first, last = int(local[0]), int(local[-1])
+                    if last - first + 1 == local.size:
+                        parts.append((t, _Map(first, last + 1, int(new[lo + first]) - first)))
+                        continue
+                    lookup = np.full(hi - lo + 1, DEAD, dtype=np.int32)  # the last entry serves -1
+                    lookup[local] = new[lo + local]
+                    parts.append((t, _Map(first, last + 1, 0, lookup)))
+                periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
+                                for t, b0 in copies for a, b, k in t.periods
+                                if keep[a + gen + b0:b + gen + b0].all())
+            kept_rows = new[rows[keep[rows]]]
+            kept_rows.sort()
             acc = np.zeros(int(new[-1]) + 1, dtype=bool)
-            fin = place(accepting)
             acc[new[fin[keep[fin]]]] = True
-            periods = tuple((int(new[a + gen + b0]), int(new[a + gen + b0]) + b - a, k)
-                            for t, b0 in copies for a, b, k in t.periods
-                            if keep[a + gen + b0:b + gen + b0].all())
-            r_src = new[src[ok]]
-            order = np.argsort(r_src, kind="stable")  # row by row, each row's runs in byte order
-            return Nested(acc.size, acc, np.sort(new[built]), r_src[order],
-                          np.array(r_lo, dtype=np.int64)[ok][order],
-                          np.array(r_hi, dtype=np.int64)[ok][order], new[targets[ok]][order],
+            # the runs of the rows kept (most often all of them), row by row, each row's runs in
+            # byte order: ``pick`` the runs in that order
+            ok = keep[src]
+            if np.count_nonzero(ok) == n_r:
+                r_src = new[src]
+                pick = r_src.argsort(kind="stable")
+                r_src = r_src[pick]
+            else:
+                sel = ok.nonzero()[0]
+                r_src = new[src[sel]]
+                order = r_src.argsort(kind="stable")
+                pick = sel[order]
+                r_src = r_src[order]
+            return Nested(acc.size, acc, kept_rows, r_src, np.frombuffer(r_lo, dtype=np.int64)[pick],
+                          np.frombuffer(r_hi, dtype=np.int64)[pick], new[targets[pick]],
                           tuple(parts), what, periods)
         finally:
             # the nested functions above refer to one another (closure1 to itself): a reference
             # cycle that would keep every container they close over (subsets, closures, edges:
             # hundreds of thousands of objects) alive until the cyclic collector ran
-            for memo in (closures, ids, raw, single, out_edges, block_runs, chain, asked, alone, group_base):
+            for memo in (closures, ids, raw, single, out_edges, block_runs, asked, alone, group_base):
                 memo.clear()
             todo.clear()
             # and the cycle itself, which holds the glue's NFA (its lists, one per node) as well
             where = accepting_in = closure1 = succ = walk = closure = grow = closed = None  # type: ignore[assignment]
-            state_of1 = state_of = group_of = copy_of = edges = disjoint = chain_of = split_edges = None  # type: ignore[assignment]
+            state_of1 = state_of = group_of = copy_of = edges = disjoint = split_edges = None  # type: ignore[assignment]
 
     @staticmethod
     def _searched(copies: list[tuple[Block, int]], gen: int, total: int, rows: np.ndarray,
@@ -837,14 +847,20 @@ class Glue:
         is :attr:`ByteTable.sealed` and each successor of its start is among ``targets`` (every
         other state lies on a path from one of them that neither returns to the start nor passes
         an accepting state, whose row was built in Python). None when some block is not so."""
-        keep = np.ones(total, dtype=bool)
         hit = np.zeros(total, dtype=bool)
         hit[targets] = True
+        starts: list[int] = []
+        after: list[int] = []  # the successors of the copies' starts, placed
         for t, b0 in copies:
-            lo = gen + b0
-            if not t.sealed or hit[lo] or not hit[_start_targets(t) + lo].all():
+            if not t.sealed:
                 return None
-            keep[lo] = False
+            lo = gen + b0
+            starts.append(lo)
+            after.extend([lo + s for s in t.start_targets])
+        if np.count_nonzero(hit[starts]) or np.count_nonzero(hit[after]) < len(after):
+            return None
+        keep = np.ones(total, dtype=bool)
+        keep[starts] = False
         return keep
 
     def _live(self, final: int) -> list[bool]:

@@ -34,7 +34,7 @@ import functools
 import gc
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -106,6 +106,7 @@ def clear_caches() -> None:
     _minimal.schema.cache_clear()
     _value_table.schema.cache_clear()
     _string_template.schema.cache_clear()
+    _template_graph.schema.cache_clear()
 
 
 # --- writing the automaton -------------------------------------------------------------------
@@ -242,6 +243,14 @@ def string_texts(s: str) -> list[list[bytes]]:
     return out
 
 
+def _plain_ascii(s: str) -> bool:
+    """Whether each character of ``s`` is one printable ASCII byte that :func:`string_texts`
+    writes as itself alone (not ``"``, ``\\`` or ``/``): then ``s``'s text is its bytes, and
+    :meth:`_Emitter.sequence` of its texts is one :meth:`~ltlagent.text.content.ByteNFA.literal`
+    (the same nodes, in the same order)."""
+    return s.isascii() and s.isprintable() and '"' not in s and "\\" not in s and "/" not in s
+
+
 def _const_texts(v: str | int | bool | None) -> list[list[bytes]]:
     """The texts of a constant, as a sequence of alternatives."""
     if v is None:
@@ -289,6 +298,9 @@ class _Emitter:
             s = t
 
     def const(self, v: str | int | bool | None, start: int, end: int) -> None:
+        if isinstance(v, str) and _plain_ascii(v):  # most keys: one text, one byte per character
+            self.nfa.literal(b'"' + v.encode("ascii") + b'"', start, end)
+            return
         self.sequence(_const_texts(v), start, end)
 
     def value(self, t: JsonType, start: int, end: int) -> None:
@@ -625,6 +637,85 @@ def _mealy_minimal(tgt: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.nda
     return np.where(t >= 0, rank[block[np.maximum(t, 0)]], t), inc[reps]
 
 
+class _States:
+    """A set of template states as a Python int (bit ``q``: state ``q``), for the count-by-count
+    passes of :func:`_string_table`: one object per set those passes make, so that runs of counts
+    are told apart by identity (a count's set repeated is the same object), and its states as an
+    index array when the table is written."""
+
+    __slots__ = ("_idx", "bits")
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+        self._idx: np.ndarray | None = None
+
+    @property
+    def idx(self) -> np.ndarray:
+        """The states, ascending (what a boolean mask of them selects)."""
+        if self._idx is None:
+            b = self.bits
+            self._idx = np.array([q for q in range(b.bit_length()) if b >> q & 1], dtype=np.int64)
+        return self._idx
+
+
+class _Graph(NamedTuple):
+    """A template's edges as bit sets per state (:class:`_States`' bits): successors on the edges
+    within a count (``same``), on those to the next (``up``), on either (``both``); the same
+    backwards (``*_back``: predecessors); and the states the closing quote leaves (``exits``)."""
+
+    same: list[int]
+    up: list[int]
+    both: list[int]
+    same_back: list[int]
+    up_back: list[int]
+    both_back: list[int]
+    exits: int
+
+
+def _graph(lang: _Lang) -> _Graph:
+    """:class:`_Graph` of :data:`_string_template` of ``lang``: a few dozen bit sets, read by every
+    string of that language (the plain template's is a library constant, as the template)."""
+    tgt, inc = _string_template(lang)
+    n_t = tgt.shape[0]
+    src, col = cells(tgt >= 0)
+    edge = np.unique((src * n_t + tgt[src, col]) * 2 + (inc[src, col] == 1))
+    out = [[0] * n_t for _ in range(4)]  # same, up, same_back, up_back
+    for k in edge.tolist():
+        e, one = divmod(k, 2)
+        q, r = divmod(e, n_t)
+        out[one][q] |= 1 << r
+        out[2 + one][r] |= 1 << q
+    same, up, same_back, up_back = out
+    exits = sum(1 << q for q in np.flatnonzero((tgt == _EXIT).any(axis=1)).tolist())
+    return _Graph(same, up, [a | b for a, b in zip(same, up)], same_back, up_back,
+                  [a | b for a, b in zip(same_back, up_back)], exits)
+
+
+#: :func:`_graph`, from the library's cache or the schemas' (as :data:`_string_template`).
+_template_graph: _TwoCaches[_Lang, _Graph] = _TwoCaches(_graph, _library_only, 64)
+
+
+def _union(bits: int, adj: list[int]) -> int:
+    """The union of ``adj[q]`` over the states ``q`` in ``bits``."""
+    out = 0
+    while bits:
+        low = bits & -bits
+        out |= adj[low.bit_length() - 1]
+        bits ^= low
+    return out
+
+
+def _closed(seed: _States, adj: list[int]) -> _States:
+    """The states ``adj`` (bit sets of successors per state) reaches from ``seed``: ``seed``
+    itself where it is closed already."""
+    r = todo = seed.bits
+    while todo:
+        grown = _union(todo, adj)
+        todo = grown & ~r
+        r |= grown
+    return seed if r == seed.bits else _States(r)
+
+
 def _string_table(t: JsonString, limit: int) -> ByteTable:
     """A JSON string with a decoded length in ``[min_length, max_length]`` and its decoded text in
     the string's language: the template (:data:`_string_template`) times the character count, built
@@ -635,46 +726,26 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     if t.min_length == 0 and t.max_length is None and _lang(t) == _PLAIN:
         return _plain_string_table()
     tgt, inc = _string_template(_lang(t))
+    g = _template_graph(_lang(t))
     n_t = tgt.shape[0]
     lo, hi = t.min_length, t.max_length
     cap = hi if hi is not None else lo  # without a maximum, counts saturate at the minimum
-    # the template's edges as small boolean matrices: a[q, q2] when some byte goes from q to q2
-    same = np.zeros((n_t, n_t), dtype=bool)
-    up = np.zeros((n_t, n_t), dtype=bool)
-    src, col = cells(tgt >= 0)
-    dst = tgt[src, col]
-    one = inc[src, col] == 1
-    same[src[~one], dst[~one]] = True
-    up[src[one], dst[one]] = True
-    both = same | up
-    exits = (tgt == _EXIT).any(axis=1)
-
-    def close(seed: np.ndarray, edges: np.ndarray) -> np.ndarray:
-        """The states ``edges`` (a matrix: from rows to columns) reach from ``seed``."""
-        r = seed
-        while True:
-            grown = r | edges[r].any(axis=0)
-            if (grown == r).all():
-                return r
-            r = grown
-
     # forward: the template states reachable at each count; once a count leads to the entry it
-    # came from, every later count below the saturated cap repeats it (the same array: one run)
-    reach: list[np.ndarray] = []
-    entry = np.zeros(n_t, dtype=bool)
-    entry[0] = True
-    memo: dict[tuple[bytes, bool], tuple[np.ndarray, np.ndarray]] = {}
+    # came from, every later count below the saturated cap repeats it (the same set: one run)
+    reach: list[_States] = []
+    entry = _States(1)
+    memo: dict[tuple[int, bool], tuple[_States, _States]] = {}
     c = 0
     while c <= cap:
         last = c == cap and hi is None
-        key = (entry.tobytes(), last)  # the counts in a run of equal entries repeat one step
+        key = (entry.bits, last)  # the counts in a run of equal entries repeat one step
         got = memo.get(key)
         if got is None:
-            r = close(entry, both if last else same)
-            got = memo[key] = (r, up[r].any(axis=0))
+            r = _closed(entry, g.both if last else g.same)
+            got = memo[key] = (r, _States(_union(r.bits, g.up)))
         r, nxt = got
         reach.append(r)
-        if not last and c < cap and nxt.tobytes() == key[0]:
+        if not last and c < cap and nxt.bits == key[0]:
             stop = cap if hi is None else cap + 1  # the saturated cap is a count of its own
             reach.extend([r] * (stop - c - 1))
             c = stop
@@ -683,44 +754,44 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
             c += 1
     # backward: the states from which the closing quote can still come, at each count; a count
     # whose states are those of the next repeats down to the minimum (or to 0 below it)
-    live: list[np.ndarray] = [np.zeros(0, dtype=bool)] * (cap + 1)
-    after = np.zeros(n_t, dtype=bool)  # live at the next count
-    back: dict[tuple[bytes, bool, bool], np.ndarray] = {}
+    live: list[_States] = [entry] * (cap + 1)  # (each count's set is written below)
+    after = _States(0)  # live at the next count
+    back: dict[tuple[int, bool, bool], _States] = {}
     c = cap
     while c >= 0:
         last = c == cap and hi is None
-        key2 = (after.tobytes(), c >= lo, last)
+        key2 = (after.bits, c >= lo, last)
         got2 = back.get(key2)
         if got2 is None:
-            seed = (exits if c >= lo else np.zeros(n_t, dtype=bool)) | (up & after[None, :]).any(axis=1)
-            got2 = back[key2] = close(seed, (both if last else same).T)
+            seed = _States((g.exits if c >= lo else 0) | _union(after.bits, g.up_back))
+            got2 = back[key2] = _closed(seed, g.both_back if last else g.same_back)
         live[c] = got2
-        if not last and got2.tobytes() == key2[0]:
+        if not last and got2.bits == key2[0]:
             low = lo if c >= lo else 0
             live[low:c] = [got2] * (c - low)
             c = low
         after = got2
         c -= 1
     # kept: reachable and live (the same object for equal pairs, so that runs of counts show)
-    kept_memo: dict[tuple[int, int], np.ndarray] = {}
-    kept: list[np.ndarray] = []
+    kept_memo: dict[tuple[int, int], _States] = {}
+    kept: list[_States] = []
     for r, v in zip(reach, live):
         got3 = kept_memo.get((id(r), id(v)))
         if got3 is None:
-            got3 = kept_memo[(id(r), id(v))] = r & v
+            got3 = kept_memo[(id(r), id(v))] = _States(r.bits & v.bits)
         kept.append(got3)
     reach = kept
-    if not reach[0][0]:
+    if not reach[0].bits & 1:
         return ByteTable(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool),
                          "json string")
     # runs of counts with the same kept states: (first count, end, states, their number)
-    count_runs: list[tuple[int, int, np.ndarray, int]] = []
+    count_runs: list[tuple[int, int, _States, int]] = []
     for c, r in enumerate(reach):
         if count_runs and count_runs[-1][2] is r:
             c0, _e, _r, size = count_runs[-1]
             count_runs[-1] = (c0, c + 1, r, size)
         else:
-            count_runs.append((c, c + 1, r, int(r.sum())))
+            count_runs.append((c, c + 1, r, r.bits.bit_count()))
     sizes = [size for c0, e, _r, size in count_runs for _ in range(e - c0)]
     total = 2 + sum(sizes)
     if total > limit:
@@ -730,7 +801,7 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     idmap = np.full((cap + 1, n_t), DEAD, dtype=np.int64)
     at = 1
     for c0, e, r, size in count_runs:
-        idmap[c0:e, r] = np.arange(at, at + (e - c0) * size).reshape(e - c0, size)
+        idmap[c0:e, r.idx] = np.arange(at, at + (e - c0) * size).reshape(e - c0, size)
         at += (e - c0) * size
     trans = np.full((total, 256), DEAD, dtype=np.int32)
     trans[0, 0x22] = 1  # the opening quote; (count 0, template start) is state 1
@@ -740,7 +811,7 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         if not sizes[c]:  # nothing reaches this count (nor any later one)
             c += 1
             continue
-        rows, ups = tgt[r], inc[r]
+        rows, ups = tgt[r.idx], inc[r.idx]
         out = np.full(rows.shape, DEAD, dtype=np.int64)
         keep = (rows >= 0) & (ups == 0)
         out[keep] = idmap[c][rows[keep]]
@@ -756,7 +827,7 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         while (e + 1 < cap and reach[e + 1] is r and reach[e + 2] is reach[c + 1]
                and (e + 1 >= lo) == (c >= lo)):
             e += 1
-        start = int(idmap[c, r][0])
+        start = int(idmap[c, r.idx[0]])
         k = e - c + 1
         dst = trans[start:start + k * sizes[c]].reshape(k, sizes[c], 256)
         dst[...] = out  # written in place, once per count (a run may be megabytes)
@@ -776,10 +847,14 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
         while e + 1 < cap and reach[e + 1] is reach[c]:
             e += 1
         if e - c >= 3 and sizes[c]:
-            periods.append((int(idmap[c, reach[c]][0]), int(idmap[e, reach[e]][-1]) + 1, sizes[c]))
+            periods.append((int(idmap[c, reach[c].idx[0]]), int(idmap[e, reach[e].idx[-1]]) + 1, sizes[c]))
         c = e + 1
-    # every state is reachable (forward) and reaches the closing quote (backward)
-    return ByteTable(trans, acc, "json string", tuple(periods))
+    # every state is reachable (forward) and reaches the closing quote (backward); and the table
+    # is sealed (ByteTable.sealed, read by every glue it is a block of): no state leads back to
+    # the start (counted states are numbered from 1), and the closing quote's state has no row
+    table = ByteTable(trans, acc, "json string", tuple(periods))
+    table.__dict__["sealed"] = True  # (the cached property, known without a pass over the table)
+    return table
 
 
 @functools.cache
@@ -797,7 +872,9 @@ def _plain_string_table() -> ByteTable:
     trans[1:n_t + 1] = np.where(tgt >= 0, tgt + 1, np.where(tgt == _EXIT, final, DEAD))
     acc = np.zeros(n_t + 2, dtype=bool)
     acc[final] = True
-    return ByteTable(trans, acc, "json string")
+    table = ByteTable(trans, acc, "json string")
+    table.__dict__["sealed"] = True  # as _string_table's: nothing leads back to 0, nor leaves the end
+    return table
 
 
 def _build_minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
@@ -892,10 +969,17 @@ def _library_structures() -> frozenset[JsonArray | JsonObject]:
 LIBRARY_STRUCTURES = _library_structures()
 
 
+def _may_be_library(t: JsonString | JsonArray | JsonObject) -> bool:
+    """Whether ``t`` can be one of :data:`LIBRARY_STRUCTURES` (arrays, and objects without declared
+    properties): the others are not looked up there, which would hash the whole description once
+    more (descriptions do not keep their hash; the schemas' cache hashes it again)."""
+    return isinstance(t, JsonArray) or (isinstance(t, JsonObject) and not t.properties)
+
+
 #: The table of a string, array or object (:func:`_build_minimal`), from the library's cache
 #: (:data:`LIBRARY_STRUCTURES`) or the schemas'.
 _minimal: _TwoCaches[JsonString | JsonArray | JsonObject, Block] = _TwoCaches(
-    _build_minimal, LIBRARY_STRUCTURES.__contains__, 256)
+    _build_minimal, lambda t: _may_be_library(t) and t in LIBRARY_STRUCTURES, 256)
 
 
 def emit(nfa: ByteNFA | Glue, t: JsonType, start: int, end: int, limit: int = MAX_JSON_STATES) -> None:
