@@ -23,6 +23,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import SchemaError, UsageError
+from ltlagent.text import jsonschema
 from ltlagent.text.bytetable import ByteTable, _row_runs, _table_runs, runs, trim
 from ltlagent.text.content import ByteNFA, as_dfa
 from ltlagent.text.glue import Block, Glue, Nested, _classes, _Map, _write
@@ -286,12 +287,16 @@ def test_block_with_states_left_out_inside_is_renumbered() -> None:
     assert [w for w in words if got.content.matches(w)] == [b"a", b"ab", b"abb", b"x", b"ce", b"ceb", b"cebb"]
 
 
-def test_determinize_leaves_no_garbage_cycles() -> None:
+@pytest.mark.parametrize("direct", [True, False])
+def test_determinize_leaves_no_garbage_cycles(direct: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """A subset construction frees what it built when it returns (its nested functions refer to one
     another, a cycle that would hold every subset, closure and the glue's NFA until the cyclic
     collector ran; a compile pauses that collector, so all of it would pile up): after a compile of
-    an object with 40 optional properties, almost nothing is left for the collector."""
+    an object with 40 optional properties, almost nothing is left for the collector, whether the
+    object's table is written directly (``objecttable``) or its glue determinised."""
     import gc
+
+    monkeypatch.setattr(jsonschema, "DIRECT_OBJECTS", direct)
 
     schema = {"type": "object", "properties": {f"key{i}": {"type": ["integer", "null"]} for i in range(40)}
               | {"kind": {"enum": [f"k{i}" for i in range(300)]}}}  # each constant checked as JSON
@@ -516,6 +521,7 @@ def test_renumbering_after_reached_is_the_searched_one(monkeypatch: pytest.Monke
 
         monkeypatch.setattr(Glue, "nested", recorded)
         monkeypatch.setattr(Glue, "_reached", staticmethod(counted))
+        monkeypatch.setattr(jsonschema, "DIRECT_OBJECTS", False)  # the objects' glues too
         for s in schemas:
             clear_caches()
             schema_table(s)
