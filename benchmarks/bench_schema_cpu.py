@@ -12,7 +12,7 @@ refusal, so that two versions can be checked to build the same tables. ``--out``
 ``{id: {"cpu": s | null, "hash": …}}`` as JSON; two such files are compared with ``--compare A B``.
 Figures are printed, never asserted.
 
-    python benchmarks/bench_schema_cpu.py [--every K] [--min-ms X --base FILE] [--repeat 2]
+    python benchmarks/bench_schema_cpu.py [--every K] [--base FILE --min-ms X --max-ms Y] [--repeat 2]
         [--timeout 10] [--hashes] [--out FILE]
     python benchmarks/bench_schema_cpu.py --compare BEFORE.json AFTER.json
 """
@@ -98,9 +98,13 @@ def _compare(a_path: str, b_path: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--every", type=int, default=1, help="every K-th schema of the sample")
-    ap.add_argument("--base", help="an --out file of an earlier run: with --min-ms, its slow schemas only")
+    ap.add_argument("--base", help="an --out file of an earlier run: with --min-ms / --max-ms, the "
+                                   "schemas it compiled in that range of CPU time only")
     ap.add_argument("--min-ms", type=float, default=0.0,
                     help="only schemas whose --base CPU time was this or more")
+    ap.add_argument("--max-ms", type=float, default=float("inf"),
+                    help="only schemas whose --base CPU time was this or less (with --min-ms: a band, "
+                         "e.g. the median-class schemas)")
     ap.add_argument("--repeat", type=int, default=2, help="runs per schema; the best is kept")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per compile, then refused")
     ap.add_argument("--formats", action="store_true", help="time the supported formats alone instead")
@@ -118,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.base:
             base = json.loads(Path(args.base).read_text())
             schemas = [(i, s) for i, s in schemas
-                       if i in base and base[i]["cpu"] is not None and 1000 * base[i]["cpu"] >= args.min_ms]
+                       if i in base and base[i]["cpu"] is not None
+                       and args.min_ms <= 1000 * base[i]["cpu"] <= args.max_ms]
     got = _measure(schemas, args.repeat, args.hashes, args.timeout)
     if args.formats:
         for f, d in got.items():
