@@ -633,11 +633,13 @@ def _table(trans: list[tuple[int, int, int]], n: int, accepting: list[int]) -> B
 
 
 def test_objects_not_written_directly_where_a_value_cannot_be_joined() -> None:
-    """``object_table`` declines a value whose table leads back to its start, begins with a space,
-    or goes on by ``,`` or ``}`` after it may end (the glue then decides); a plain value is joined."""
+    """``object_table`` declines a value whose table accepts at its start or leads back to it, begins
+    with a space, or goes on by ``,`` or ``}`` after it may end (the glue then decides); a plain
+    value is joined."""
     good = _table([(0, ord("x"), 1)], 2, [1])
     assert isinstance(object_table([Member(b'"a"', True, good)], False, "t", 100), Nested)
     for bad in (_table([(0, ord("x"), 1), (1, ord("y"), 0)], 2, [1]),
+                _table([(0, ord("x"), 1)], 2, [0, 1]),
                 _table([(0, ord(" "), 1)], 2, [1]),
                 _table([(0, ord("x"), 1), (1, ord(","), 1)], 2, [1]),
                 _table([(0, ord("x"), 1), (1, ord("}"), 2)], 3, [1, 2])):

@@ -11,8 +11,8 @@ states one Python subset at a time: the keys' tries, the lanes of optional prope
 entries into each value were most of a median schema's compile. A key's trie nodes are named by
 the positions in the keys they stand for, so that the lanes share them where the subset
 construction does (a key's bytes once it is the only one left). None where a value's table could
-not be joined so (it leads back to its start, begins with a space, or goes on by ``,`` or ``}``):
-the caller determinises the glue then.
+not be joined so (it accepts at its start, leads back to it, begins with a space, or goes on by
+``,`` or ``}``) or the states would pass the limit: the caller determinises the glue then.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ltlagent.text.glue import Block, Nested, _Map
 
 __all__ = ["Member", "object_table"]
 
-_QUOTE, _COLON, _SPACE, _COMMA, _CLOSE = 0x22, 0x3A, 0x20, 0x2C, 0x7D
+_COLON, _SPACE, _COMMA, _CLOSE = 0x3A, 0x20, 0x2C, 0x7D
 
 
 class _TooMany(Exception):
@@ -45,10 +45,13 @@ class Member:
 
 
 def _enters_start(t: Block) -> bool:
-    """Whether some edge of ``t`` leads back to its start (then its start state cannot be left
-    out of the copy)."""
+    """Whether ``t`` accepts at its start or some edge leads back to it (then its start state
+    cannot be left out of the copy); a sealed table's are known not to (a string's, marked so when
+    built: no pass over it)."""
+    if t.accepting[0]:
+        return True
     if isinstance(t, ByteTable):
-        return bool((t.trans == 0).any())
+        return not t.sealed and bool((t.trans == 0).any())
     return bool((t.to == 0).any())
 
 
