@@ -909,17 +909,16 @@ def _object_table(t: JsonObject, limit: int) -> Block | None:
     """An object's table written directly (:func:`~ltlagent.text.objecttable.object_table`) where
     its keys are each written one way, it writes no undeclared keys and it has members; None
     otherwise (and where a value's table cannot be joined directly): the glue is determinised."""
-    members: list[Member] = []
-    for p in t.properties:
-        if is_never(p.schema):  # a forbidden name (never required)
-            continue
+    written = [p for p in t.properties if not is_never(p.schema)]  # (never: a forbidden name)
+    keys: list[bytes] = []
+    for p in written:
         texts = string_texts(p.name)
         if any(len(alts) != 1 for alts in texts):
             return None
-        members.append(Member(b'"' + b"".join(alts[0] for alts in texts) + b'"', p.required,
-                              _value_table(p.schema, limit)))
+        keys.append(b'"' + b"".join(alts[0] for alts in texts) + b'"')
     if extra_keys(t):
         return None
+    members = [Member(k, p.required, _value_table(p.schema, limit)) for k, p in zip(keys, written)]
     return object_table(members, t.min_properties == 0 and not any(m.required for m in members),
                         "the JSON schema", limit)
 
@@ -938,7 +937,8 @@ def _build_value_table(t: JsonType, limit: int) -> Block:
 _NULL = JsonConst((None,))
 _BOOLEAN = JsonConst((True, False))
 #: Values that depend on no schema, whose member tables (:data:`_value_table`) are the library's
-#: constants: the unconstrained number, integer, boolean and null, each alone or with null.
+#: constants: the unconstrained number, integer, boolean and null, each alone or with null, the
+#: unconstrained string with null, and any value (as ``{}`` and ``true`` read, and at depth 0).
 LIBRARY_VALUES: frozenset[JsonType] = frozenset(
     [JsonNumber(), JsonInteger(), _BOOLEAN, _NULL, JsonAny(0), JsonAny(1),
      *(JsonUnion((v, _NULL)) for v in (JsonString(), JsonNumber(), JsonInteger(), _BOOLEAN))])
