@@ -8,8 +8,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 __all__ = ["coreachable", "coreachable_table", "reachable", "row_edges", "run_starts", "run_spans", "cells",
-           "csr",
-           "levels"]
+           "csr", "levels"]
 
 
 def coreachable(delta: Sequence[Sequence[int]], targets: Iterable[int]) -> frozenset[int]:

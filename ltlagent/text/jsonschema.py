@@ -912,10 +912,10 @@ def _object_table(t: JsonObject, limit: int) -> Block | None:
     written = [p for p in t.properties if not is_never(p.schema)]  # (never: a forbidden name)
     keys: list[bytes] = []
     for p in written:
-        texts = string_texts(p.name)
+        texts = _const_texts(p.name)  # the quotes and each character's spellings
         if any(len(alts) != 1 for alts in texts):
             return None
-        keys.append(b'"' + b"".join(alts[0] for alts in texts) + b'"')
+        keys.append(b"".join(alts[0] for alts in texts))
     if extra_keys(t):
         return None
     members = [Member(k, p.required, _value_table(p.schema, limit)) for k, p in zip(keys, written)]
