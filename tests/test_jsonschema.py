@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text import jsonschema as jsonschema_module
 from ltlagent.text import jsontype, numbertext, schemaread
+from ltlagent.text.arraytable import array_table
 from ltlagent.text.bytetable import ByteTable, trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
 from ltlagent.text.formats import FORMATS
@@ -644,6 +645,72 @@ def test_objects_not_written_directly_where_a_value_cannot_be_joined() -> None:
                 _table([(0, ord("x"), 1), (1, ord(","), 1)], 2, [1]),
                 _table([(0, ord("x"), 1), (1, ord("}"), 2)], 3, [1, 2])):
         assert object_table([Member(b'"a"', True, bad)], False, "t", 100) is None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schemas())
+def test_arrays_written_directly_are_the_glue_s_language(schema: dict[str, object]) -> None:
+    """An array's table written directly (``arraytable``) has the language of the subset
+    construction over its glue (``DIRECT_ARRAYS`` off) and no more states: the glue copies the item
+    once after ``[`` and once after ``,``, the direct table enters one copy from both."""
+    try:
+        direct = schema_table(schema)
+    except SchemaError:
+        return
+    try:
+        with mock.patch.object(jsonschema_module, "DIRECT_ARRAYS", False):
+            clear_caches()
+            glued = schema_table(schema)
+    finally:
+        clear_caches()
+    assert direct.num_states <= glued.num_states
+    assert _equivalent(direct.content, glued.content)
+
+
+@pytest.mark.parametrize(("bounds", "good", "bad"), [
+    ({}, [b"[]", b'["ab"]', b'["ab","cd"]', b'["ab", "cd","ef"]'], [b'[,"ab"]', b'["ab",]', b'["a"]']),
+    ({"minItems": 2}, [b'["ab","cd"]', b'["ab", "cd", "ef"]'], [b"[]", b'["ab"]']),
+    ({"minItems": 1, "maxItems": 2}, [b'["ab"]', b'["ab", "cd"]'], [b"[]", b'["ab","cd","ef"]']),
+    ({"maxItems": 0}, [b"[]"], [b'["ab"]']),
+])
+def test_arrays_written_directly_count_their_items(bounds: dict[str, int], good: list[bytes],
+                                                   bad: list[bytes]) -> None:
+    """A direct array writes ``minItems`` to ``maxItems`` items, each after ``[`` or ``,`` and an
+    optional space, and ``]`` once enough are written; an unbounded array is one copy of its item."""
+    clear_caches()
+    t = schema_table({"type": "array", "items": {"type": "string", "minLength": 2}, **bounds})
+    for text in good:
+        assert t.content.matches(text), text
+    for text in bad:
+        assert not t.content.matches(text), text
+    if not bounds:  # [, ], after , and after its space; the item's states but its start
+        item = schema_table({"type": "string", "minLength": 2})
+        assert t.num_states == 5 + item.num_states - 1
+
+
+def test_arrays_not_written_directly_where_the_item_cannot_be_joined() -> None:
+    """``array_table`` declines an item whose table accepts at its start or leads back to it,
+    begins with a space, or goes on by ``,`` or ``]`` after it may end, and an array past the
+    limit, which the glue then refuses with its own message."""
+    good = _table([(0, ord("x"), 1)], 2, [1])
+    assert isinstance(array_table(good, 0, None, "t", 100), Nested)
+    assert array_table(good, 60, None, "t", 100) is None
+    for bad in (_table([(0, ord("x"), 1), (1, ord("y"), 0)], 2, [1]),
+                _table([(0, ord("x"), 1)], 2, [0, 1]),
+                _table([(0, ord(" "), 1)], 2, [1]),
+                _table([(0, ord("x"), 1), (1, ord(","), 1)], 2, [1]),
+                _table([(0, ord("x"), 1), (1, ord("]"), 2)], 3, [1, 2])):
+        assert array_table(bad, 0, None, "t", 100) is None
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 30}, "minItems": 50}
+    messages = []
+    for direct in (True, False):
+        with mock.patch.object(jsonschema_module, "DIRECT_ARRAYS", direct):
+            clear_caches()
+            with pytest.raises(UsageError) as e:
+                schema_table(schema, limit=1_000)
+            messages.append(str(e.value))
+    clear_caches()
+    assert messages[0] == messages[1] and "1000" in messages[0]
 
 
 @pytest.mark.parametrize("schema", [

@@ -29,7 +29,7 @@ from ltlagent.graph import csr, levels
 from ltlagent.text.bytetable import ByteTable, Periods, Runs
 from ltlagent.text.content import DEAD, ByteNFA
 
-__all__ = ["Glue", "Nested", "Block"]
+__all__ = ["Glue", "Nested", "Block", "Joiner", "enters_start"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -232,6 +232,66 @@ class Nested:
 
 #: A part of a :class:`Glue`: a table, flat or kept as its parts
 Block = ByteTable | Nested
+
+
+Run = tuple[int, int, int]  # a row's run: first byte, last byte, target
+
+
+def enters_start(t: Block) -> bool:
+    """Whether ``t`` accepts at its start or some edge leads back to it (then its start state
+    cannot be left out of a copy); a sealed table's are known not to (a string's, marked so when
+    built: no pass over it)."""
+    if t.accepting[0]:
+        return True
+    if isinstance(t, ByteTable):
+        return not t.sealed and bool((t.trans == 0).any())
+    return bool((t.to == 0).any())
+
+
+class Joiner:
+    """A :class:`Nested` written by hand (:mod:`~ltlagent.text.objecttable`,
+    :mod:`~ltlagent.text.arraytable`): the rows of its own states ``0 … own - 1`` and copies of
+    blocks, each but its start (whose row is the rows that enter the copy), one after another
+    from ``own`` on. The builder of one table: discarded once :meth:`nested` made it."""
+
+    def __init__(self, own: int, rows: dict[int, list[Run]] | None = None) -> None:
+        self.total = own
+        self.rows: dict[int, list[Run]] = {} if rows is None else rows  # own states' (and copies' accepting)
+        self.parts: list[tuple[Block, _Map]] = []
+        self.periods: list[tuple[int, int, int]] = []
+
+    def copy(self, t: Block, lane: list[Run], stops: tuple[int, ...]) -> list[Run] | None:
+        """Place a copy of ``t`` but its start (state ``q`` of ``t`` at ``q + total - 1``): its
+        accepting rows go on by ``lane`` too. The start's runs, renumbered (what enters the copy),
+        or None where an accepting row already goes on by one of ``stops`` (``lane``'s bytes)."""
+        d = self.total - 1
+        rows = self.rows
+        for a in np.flatnonzero(t.accepting).tolist():
+            own = [(lo, hi, r + d) for lo, hi, r in t.row_runs(a)]
+            if any(lo <= b <= hi for lo, hi, _r in own for b in stops):
+                return None
+            rows[a + d] = sorted([*own, *lane])
+        self.parts.append((t, _Map(1, t.num_states, d)))
+        self.periods.extend((a + d, b + d, p) for a, b, p in t.periods if a >= 1)
+        self.total += t.num_states - 1
+        return [(lo, hi, r + d) for lo, hi, r in t.row_runs(0)]
+
+    def nested(self, accepting: list[int], source: str) -> Nested:
+        """The table: the rows written, the copies, ``accepting`` the own states that accept."""
+        acc = np.zeros(self.total, dtype=bool)
+        acc[accepting] = True
+        rows = self.rows
+        built = sorted(rows)
+        src, lo, hi, to = [], [], [], []
+        for q in built:
+            for a, b, r in rows[q]:
+                src.append(q)
+                lo.append(a)
+                hi.append(b)
+                to.append(r)
+        return Nested(self.total, acc, np.array(built, dtype=np.int64), np.array(src, dtype=np.int64),
+                      np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64),
+                      np.array(to, dtype=np.int64), tuple(self.parts), source, tuple(self.periods))
 
 
 def _shifted(rows: np.ndarray, delta: int, out: np.ndarray) -> None:

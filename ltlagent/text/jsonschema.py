@@ -41,6 +41,7 @@ import numpy as np
 from ltlagent.errors import SchemaError, UsageError
 from ltlagent.graph import cells, run_starts
 from ltlagent.text import jsontype, numbertext
+from ltlagent.text.arraytable import array_table
 from ltlagent.text.bytetable import ByteTable
 from ltlagent.text.content import (
     DEAD,
@@ -90,6 +91,9 @@ MAX_JSON_STATES = 50_000
 #: Objects whose keys are each written one way and that write no undeclared keys get their tables
 #: written directly (:mod:`ltlagent.text.objecttable`); off: every object's glue is determinised.
 DIRECT_OBJECTS = True
+#: Arrays get their tables written directly from their item's (:mod:`ltlagent.text.arraytable`);
+#: off: every array's glue is determinised.
+DIRECT_ARRAYS = True
 _SHORT_ESCAPES = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", 8: "b", 12: "f", 10: "n",
                   13: "r", 9: "t"}
 
@@ -890,6 +894,10 @@ def _build_minimal(t: JsonString | JsonArray | JsonObject, limit: int) -> Block:
         return _string_table(t, limit)
     if isinstance(t, JsonObject) and DIRECT_OBJECTS:
         direct = _object_table(t, limit)
+        if direct is not None:
+            return direct
+    if isinstance(t, JsonArray) and DIRECT_ARRAYS and t.max_items != 0 and not is_never(t.items):
+        direct = array_table(_value_table(t.items, limit), t.min_items, t.max_items, "the JSON schema", limit)
         if direct is not None:
             return direct
     glue = Glue()

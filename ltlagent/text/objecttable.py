@@ -20,10 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from ltlagent.text.bytetable import ByteTable
-from ltlagent.text.glue import Block, Nested, _Map
+from ltlagent.text.glue import Block, Joiner, Nested, enters_start
 
 __all__ = ["Member", "object_table"]
 
@@ -44,17 +41,6 @@ class Member:
     value: Block
 
 
-def _enters_start(t: Block) -> bool:
-    """Whether ``t`` accepts at its start or some edge leads back to it (then its start state
-    cannot be left out of the copy); a sealed table's are known not to (a string's, marked so when
-    built: no pass over it)."""
-    if t.accepting[0]:
-        return True
-    if isinstance(t, ByteTable):
-        return not t.sealed and bool((t.trans == 0).any())
-    return bool((t.to == 0).any())
-
-
 def object_table(members: Sequence[Member], empty_closes: bool, source: str, limit: int) -> Nested | None:
     """The table of ``{``, the members in their order (optional ones may be left out), ``}``:
     states ``0`` (before ``{``), the glue's states (after ``{``; per member written, its ``,`` and
@@ -68,7 +54,7 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
     if not n:
         return None
     for m in members:
-        if m.value.empty or _enters_start(m.value):
+        if m.value.empty or enters_start(m.value):
             return None
     room = limit - sum(m.value.num_states for m in members)  # for the glue's states
     # the first required member from each position on (n: none), and what may come next
@@ -148,41 +134,13 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
             rows[q] = edges_of(cand)
     except _TooMany:
         return None
-    glue_states = counter[0]
-    # the values' copies, each but its start: value state q at q + delta[k]
-    delta: list[int] = []
-    total = glue_states
-    for m in members:
-        delta.append(total - 1)
-        total += m.value.num_states - 1
-    parts: list[tuple[Block, _Map]] = []
-    accepting = np.zeros(total, dtype=bool)
-    accepting[end] = True
-    periods: list[tuple[int, int, int]] = []
+    # the values' copies, each but its start, after the glue's states
+    out = Joiner(counter[0], rows)
     for k, m in enumerate(members):
-        t, d = m.value, delta[k]
-        first = [(lo, hi, r + d) for lo, hi, r in t.row_runs(0)]
-        if any(lo <= _SPACE <= hi for lo, hi, _r in first):
+        first = out.copy(m.value, lane_after[k], (_COMMA, _CLOSE))
+        if first is None or any(lo <= _SPACE <= hi for lo, hi, _r in first):
             return None
-        rows[after_key[k]] = [(_COLON, _COLON, colon[k])]
-        rows[colon[k]] = sorted([(_SPACE, _SPACE, space[k]), *first])
-        rows[space[k]] = first
-        lane = lane_after[k]
-        for a in np.flatnonzero(t.accepting).tolist():
-            own = [(lo, hi, r + d) for lo, hi, r in t.row_runs(a)]
-            if any(lo <= b <= hi for lo, hi, _r in own for b in (_COMMA, _CLOSE)):
-                return None
-            rows[a + d] = sorted([*own, *lane])
-        parts.append((t, _Map(1, t.num_states, d)))
-        periods.extend((a + d, b + d, p) for a, b, p in t.periods if a >= 1)
-    built = sorted(rows)
-    src, lo, hi, to = [], [], [], []
-    for q in built:
-        for a, b, r in rows[q]:
-            src.append(q)
-            lo.append(a)
-            hi.append(b)
-            to.append(r)
-    return Nested(total, accepting, np.array(built, dtype=np.int64), np.array(src, dtype=np.int64),
-                  np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64),
-                  np.array(to, dtype=np.int64), tuple(parts), source, tuple(periods))
+        out.rows[after_key[k]] = [(_COLON, _COLON, colon[k])]
+        out.rows[colon[k]] = sorted([(_SPACE, _SPACE, space[k]), *first])
+        out.rows[space[k]] = first
+    return out.nested([end], source)
