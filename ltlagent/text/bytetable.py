@@ -10,6 +10,7 @@ import functools
 import itertools
 import random
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,13 +18,23 @@ from ltlagent.errors import UsageError
 from ltlagent.graph import csr, levels, row_edges, run_spans
 from ltlagent.text.content import DEAD, ContentDFA
 
-__all__ = ["ByteTable", "Periods", "Runs", "trim", "runs", "distance_to", "row_edges", "sample_text"]
+__all__ = ["ByteTable", "Periods", "Rim", "Runs", "trim", "runs", "distance_to", "row_edges", "sample_text"]
 
 #: ``(a, b, k)`` ranges of states that repeat with period ``k`` (see :attr:`ByteTable.periods`)
 Periods = tuple[tuple[int, int, int], ...]
 
 #: Every row's runs of a table, as :func:`_table_runs` gives them
 Runs = tuple[list[int], list[int], list[int], list[int]]
+
+
+class Rim(NamedTuple):
+    """What a table joined around a block's copies reads of the block
+    (:class:`~ltlagent.text.glue.Joiner`): its start's runs, each accepting state with its runs,
+    and whether the start can be left out of a copy (it does not accept and no edge leads back)."""
+
+    start: list[tuple[int, int, int]]
+    accepting: list[tuple[int, list[tuple[int, int, int]]]]
+    detached: bool
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,6 +68,15 @@ class ByteTable:
         the table is a block of a :class:`Glue`, its states are reachable from the start's
         successors alone (what :meth:`Glue.determinize` relies on to skip a search)."""
         return not (np.count_nonzero(self.trans == 0) or np.count_nonzero(self.trans[self.accepting] >= 0))
+
+    @functools.cached_property
+    def rim(self) -> Rim:
+        """:class:`Rim`, found once per table (a block is joined wherever its schema recurs; a
+        library constant's, once per process); a sealed table's start is known to be detached."""
+        detached = not self.accepting[0] and (self.sealed if "sealed" in self.__dict__
+                                              else not np.count_nonzero(self.trans == 0))
+        return Rim(self.row_runs(0), [(a, self.row_runs(a)) for a in np.flatnonzero(self.accepting).tolist()],
+                   detached)
 
     @functools.cached_property
     def start_targets(self) -> list[int]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ltlagent.errors import UsageError
 from ltlagent.graph import csr, levels
-from ltlagent.text.bytetable import ByteTable, Periods, Runs
+from ltlagent.text.bytetable import ByteTable, Periods, Rim, Runs
 from ltlagent.text.content import DEAD, ByteNFA
 
 __all__ = ["Glue", "Nested", "Block", "Joiner", "enters_start"]
@@ -154,6 +154,13 @@ class Nested:
         return [m.at for _b, m in self.parts]
 
     @functools.cached_property
+    def rim(self) -> Rim:
+        """:attr:`ByteTable.rim`: from the rows built here (the start's, each accepting state's;
+        a part's rows never lead back to the start)."""
+        return Rim(self.row_runs(0), [(a, self.row_runs(a)) for a in np.flatnonzero(self.accepting).tolist()],
+                   not self.accepting[0] and not np.count_nonzero(self.to == 0))
+
+    @functools.cached_property
     def start_targets(self) -> list[int]:
         """:attr:`ByteTable.start_targets`: the targets of the first runs (the start's row is
         built here, and runs are sorted by state)."""
@@ -239,13 +246,8 @@ Run = tuple[int, int, int]  # a row's run: first byte, last byte, target
 
 def enters_start(t: Block) -> bool:
     """Whether ``t`` accepts at its start or some edge leads back to it (then its start state
-    cannot be left out of a copy); a sealed table's are known not to (a string's, marked so when
-    built: no pass over it)."""
-    if t.accepting[0]:
-        return True
-    if isinstance(t, ByteTable):
-        return not t.sealed and bool((t.trans == 0).any())
-    return bool((t.to == 0).any())
+    cannot be left out of a copy): :attr:`Rim.detached`, found once per block."""
+    return not t.rim.detached
 
 
 class Joiner:
@@ -266,15 +268,16 @@ class Joiner:
         or None where an accepting row already goes on by one of ``stops`` (``lane``'s bytes)."""
         d = self.total - 1
         rows = self.rows
-        for a in np.flatnonzero(t.accepting).tolist():
-            own = [(lo, hi, r + d) for lo, hi, r in t.row_runs(a)]
+        rim = t.rim
+        for a, runs in rim.accepting:
+            own = [(lo, hi, r + d) for lo, hi, r in runs]
             if any(lo <= b <= hi for lo, hi, _r in own for b in stops):
                 return None
             rows[a + d] = sorted([*own, *lane])
         self.parts.append((t, _Map(1, t.num_states, d)))
         self.periods.extend((a + d, b + d, p) for a, b, p in t.periods if a >= 1)
         self.total += t.num_states - 1
-        return [(lo, hi, r + d) for lo, hi, r in t.row_runs(0)]
+        return [(lo, hi, r + d) for lo, hi, r in rim.start]
 
     def nested(self, accepting: list[int], source: str) -> Nested:
         """The table: the rows written, the copies, ``accepting`` the own states that accept."""
