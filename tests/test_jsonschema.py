@@ -571,21 +571,31 @@ def test_blocks_determinise_like_the_copied_nfa(schema: dict[str, object]) -> No
     assert _equivalent(fast, as_dfa(trans, acc, "copied"))
 
 
+def _direct_and_glued(schema: dict[str, object], knob: str) -> tuple[ByteTable, ByteTable] | None:
+    """The table of ``schema`` as compiled, and with ``knob`` (a direct construction) off: the
+    glue's; None where the schema is refused."""
+    try:
+        direct = schema_table(schema)
+    except SchemaError:
+        return None
+    try:
+        with mock.patch.object(jsonschema_module, knob, False):
+            clear_caches()
+            glued = schema_table(schema)
+    finally:
+        clear_caches()
+    return direct, glued
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schemas())
 def test_objects_written_directly_are_the_glue_s_tables(schema: dict[str, object]) -> None:
     """An object's table written directly (``objecttable``) has the states and the language of the
     subset construction over its glue (``DIRECT_OBJECTS`` off): the same table but its numbering."""
-    try:
-        direct = schema_table(schema)
-    except SchemaError:
+    both = _direct_and_glued(schema, "DIRECT_OBJECTS")
+    if both is None:
         return
-    try:
-        with mock.patch.object(jsonschema_module, "DIRECT_OBJECTS", False):
-            clear_caches()
-            glued = schema_table(schema)
-    finally:
-        clear_caches()
+    direct, glued = both
     assert direct.num_states == glued.num_states
     assert _equivalent(direct.content, glued.content)
 
@@ -612,16 +622,23 @@ def test_objects_over_the_limit_are_refused_as_the_glue_refuses_them() -> None:
     """An object whose keys' tries would pass the state limit (each optional property's lane has
     the trie of the keys after it) is refused with the glue's error, not built past the limit."""
     schema = {"type": "object", "properties": {f"property{i:03d}": {"type": "integer"} for i in range(120)}}
+    messages = _refusals_at_1000(schema, "DIRECT_OBJECTS")
+    assert messages[0] == messages[1] and "1000" in messages[0]
+    assert schema_table(schema, limit=200_000).num_states > 1_000
+
+
+def _refusals_at_1000(schema: dict[str, object], knob: str) -> list[str]:
+    """The errors of compiling ``schema`` within 1,000 states, with ``knob`` (a direct
+    construction) on and off."""
     messages = []
     for direct in (True, False):
-        with mock.patch.object(jsonschema_module, "DIRECT_OBJECTS", direct):
+        with mock.patch.object(jsonschema_module, knob, direct):
             clear_caches()
             with pytest.raises(UsageError) as e:
                 schema_table(schema, limit=1_000)
             messages.append(str(e.value))
     clear_caches()
-    assert messages[0] == messages[1] and "1000" in messages[0]
-    assert schema_table(schema, limit=200_000).num_states > 1_000
+    return messages
 
 
 def _table(trans: list[tuple[int, int, int]], n: int, accepting: list[int]) -> ByteTable:
@@ -653,16 +670,10 @@ def test_arrays_written_directly_are_the_glue_s_language(schema: dict[str, objec
     """An array's table written directly (``arraytable``) has the language of the subset
     construction over its glue (``DIRECT_ARRAYS`` off) and no more states: the glue copies the item
     once after ``[`` and once after ``,``, the direct table enters one copy from both."""
-    try:
-        direct = schema_table(schema)
-    except SchemaError:
+    both = _direct_and_glued(schema, "DIRECT_ARRAYS")
+    if both is None:
         return
-    try:
-        with mock.patch.object(jsonschema_module, "DIRECT_ARRAYS", False):
-            clear_caches()
-            glued = schema_table(schema)
-    finally:
-        clear_caches()
+    direct, glued = both
     assert direct.num_states <= glued.num_states
     assert _equivalent(direct.content, glued.content)
 
@@ -690,8 +701,8 @@ def test_arrays_written_directly_count_their_items(bounds: dict[str, int], good:
 
 def test_arrays_not_written_directly_where_the_item_cannot_be_joined() -> None:
     """``array_table`` declines an item whose table accepts at its start or leads back to it,
-    begins with a space, or goes on by ``,`` or ``]`` after it may end, and an array past the
-    limit, which the glue then refuses with its own message."""
+    begins with a space, or goes on by ``,`` or ``]`` after it may end, and more states than the
+    limit (the glue then decides)."""
     good = _table([(0, ord("x"), 1)], 2, [1])
     assert isinstance(array_table(good, 0, None, "t", 100), Nested)
     assert array_table(good, 60, None, "t", 100) is None
@@ -701,16 +712,15 @@ def test_arrays_not_written_directly_where_the_item_cannot_be_joined() -> None:
                 _table([(0, ord("x"), 1), (1, ord(","), 1)], 2, [1]),
                 _table([(0, ord("x"), 1), (1, ord("]"), 2)], 3, [1, 2])):
         assert array_table(bad, 0, None, "t", 100) is None
+
+
+def test_arrays_over_the_limit_are_refused_as_the_glue_refuses_them() -> None:
+    """An array whose copies of its item would pass the state limit is refused with the glue's
+    error, not built past the limit."""
     schema = {"type": "array", "items": {"type": "string", "maxLength": 30}, "minItems": 50}
-    messages = []
-    for direct in (True, False):
-        with mock.patch.object(jsonschema_module, "DIRECT_ARRAYS", direct):
-            clear_caches()
-            with pytest.raises(UsageError) as e:
-                schema_table(schema, limit=1_000)
-            messages.append(str(e.value))
-    clear_caches()
+    messages = _refusals_at_1000(schema, "DIRECT_ARRAYS")
     assert messages[0] == messages[1] and "1000" in messages[0]
+    assert schema_table(schema, limit=200_000).num_states > 1_000
 
 
 @pytest.mark.parametrize("schema", [
