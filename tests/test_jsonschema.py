@@ -27,7 +27,7 @@ from ltlagent.errors import SchemaError, UsageError
 from ltlagent.text import jsonschema as jsonschema_module
 from ltlagent.text import jsontype, numbertext, schemaread
 from ltlagent.text.arraytable import array_table
-from ltlagent.text.bytetable import ByteTable, trim
+from ltlagent.text.bytetable import ByteTable, literal_table, trim
 from ltlagent.text.content import DEAD, ByteNFA, ContentDFA, as_dfa
 from ltlagent.text.formats import FORMATS
 from ltlagent.text.glue import Nested
@@ -676,6 +676,58 @@ def test_arrays_written_directly_are_the_glue_s_language(schema: dict[str, objec
     direct, glued = both
     assert direct.num_states <= glued.num_states
     assert _equivalent(direct.content, glued.content)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schemas())
+def test_constants_written_as_a_trie_are_the_glue_s_tables(schema: dict[str, object]) -> None:
+    """A constant's table written as the trie of its texts (``literal_table``) has the states and
+    the language of the glue of its literals (``DIRECT_CONSTS`` off)."""
+    both = _direct_and_glued(schema, "DIRECT_CONSTS")
+    if both is None:
+        return
+    direct, glued = both
+    assert direct.num_states == glued.num_states
+    assert _equivalent(direct.content, glued.content)
+
+
+def test_constants_written_as_a_trie_write_their_other_values_too() -> None:
+    """A constant's non-integer numbers, arrays and objects (its ``texts``) are in its trie beside
+    its scalars."""
+    t = parse_schema({"enum": [1.5, [1, 2], {"a": 1}, "x", 7]})
+    clear_caches()
+    table = jsonschema_module._value_table(t, 50_000)
+    assert isinstance(table, ByteTable)
+    for text in (b"1.5", b"[1,2]", b'{"a":1}', b'"x"', b"7"):
+        assert table.content.matches(text), text
+    assert not table.content.matches(b"1")
+    clear_caches()
+
+
+def test_literal_table_shares_the_final_state_of_texts_nothing_continues() -> None:
+    """``literal_table``: a text that another continues accepts where it ends and goes on; every
+    other text ends in one final state; nothing else is accepted."""
+    t = literal_table([b"1", b"10", b"-0", b"0", b'"ab"'])
+    for text in (b"1", b"10", b"-0", b"0", b'"ab"'):
+        assert t.content.matches(text), text
+    for text in (b"", b"-", b"100", b"01", b'"a"', b'"ab', b"00"):
+        assert not t.content.matches(text), text
+    finals = [q for q in np.flatnonzero(t.accepting).tolist() if (t.trans[q] < 0).all()]
+    assert len(finals) == 1
+    assert t.num_states == 7  # start, 1 (accepting, goes on), -, ", a, b, final
+
+
+@pytest.mark.parametrize(("values", "direct"), [
+    ((0, 1, None, True), True), (("a", "é", "日本", 'q"', "\x01"), True), (("a/b",), False),
+    (("tab\t",), False)])
+def test_constants_written_as_a_trie_only_in_whole_texts(values: tuple[object, ...], direct: bool) -> None:
+    r"""Numbers, literals and strings whose characters have one spelling each (an escaped quote,
+    ``\u0001``) are written as a trie; a string with a character of several spellings (``/`` or
+    ``\/``, ``\t`` or ``\u0009``) goes through the glue, which shares what follows that character."""
+    t = parse_schema({"enum": list(values)})
+    clear_caches()
+    assert isinstance(jsonschema_module._value_table(t, 50_000), ByteTable) is direct
+    clear_caches()
 
 
 @pytest.mark.parametrize(("bounds", "good", "bad"), [

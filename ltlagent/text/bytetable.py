@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -18,7 +19,8 @@ from ltlagent.errors import UsageError
 from ltlagent.graph import csr, levels, row_edges, run_spans
 from ltlagent.text.content import DEAD, ContentDFA
 
-__all__ = ["ByteTable", "Periods", "Rim", "Runs", "trim", "runs", "distance_to", "row_edges", "sample_text"]
+__all__ = ["ByteTable", "Periods", "Rim", "Runs", "literal_table", "trim", "runs", "distance_to", "row_edges",
+           "sample_text"]
 
 #: ``(a, b, k)`` ranges of states that repeat with period ``k`` (see :attr:`ByteTable.periods`)
 Periods = tuple[tuple[int, int, int], ...]
@@ -179,6 +181,49 @@ def _trim(trans: np.ndarray, accepting: np.ndarray, periods: Periods, reachable:
     new[:n][keep] = np.arange(int(keep.sum()), dtype=np.int32)
     kept = tuple((int(new[a]), int(new[a]) + b - a, k) for a, b, k in periods if keep[a:b].all())
     return new[trans[keep]], accepting[keep].copy(), kept
+
+
+def literal_table(texts: Sequence[bytes], source: str = "") -> ByteTable:
+    """The table of exactly these byte texts (non-empty): their trie, every text that no other
+    continues ending in one shared final state; the determinised alternatives of the literals, as
+    the subset construction numbers them otherwise."""
+    children: list[dict[int, int]] = [{}]
+    ends: set[int] = set()
+    for w in texts:
+        s = 0
+        for b in w:
+            nxt = children[s].get(b)
+            if nxt is None:
+                nxt = children[s][b] = len(children)
+                children.append({})
+            s = nxt
+        ends.add(s)
+    leaves = {s for s in ends if not children[s]}
+    final = -1  # the shared final state: numbered after the others
+    number = [0] * len(children)
+    n = 0
+    for s in range(len(children)):
+        if s in leaves:
+            continue
+        number[s] = n
+        n += 1
+    if leaves:
+        final, n = n, n + 1
+        for s in leaves:
+            number[s] = final
+    src: list[int] = []
+    byte: list[int] = []
+    dst: list[int] = []
+    for s, kids in enumerate(children):
+        for b, k in kids.items():
+            src.append(number[s])
+            byte.append(b)
+            dst.append(number[k])
+    trans = np.full((n, 256), DEAD, dtype=np.int32)
+    trans[src, byte] = dst
+    acc = np.zeros(n, dtype=bool)
+    acc[[number[s] for s in ends]] = True
+    return ByteTable(trans, acc, source)
 
 
 def runs(row: list[int]) -> list[tuple[int, int, int]]:

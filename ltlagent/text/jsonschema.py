@@ -42,7 +42,7 @@ from ltlagent.errors import SchemaError, UsageError
 from ltlagent.graph import cells, run_starts
 from ltlagent.text import jsontype, numbertext
 from ltlagent.text.arraytable import array_table
-from ltlagent.text.bytetable import ByteTable
+from ltlagent.text.bytetable import ByteTable, literal_table
 from ltlagent.text.content import (
     DEAD,
     ByteNFA,
@@ -94,6 +94,9 @@ DIRECT_OBJECTS = True
 #: Arrays get their tables written directly from their item's (:mod:`ltlagent.text.arraytable`);
 #: off: every array's glue is determinised.
 DIRECT_ARRAYS = True
+#: Constants (``const``, ``enum``) written in whole texts get their tables written as the trie of
+#: their texts (:func:`~ltlagent.text.bytetable.literal_table`); off: the glue of their literals.
+DIRECT_CONSTS = True
 _SHORT_ESCAPES = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", 8: "b", 12: "f", 10: "n",
                   13: "r", 9: "t"}
 
@@ -936,10 +939,35 @@ def _build_value_table(t: JsonType, limit: int) -> Block:
     or the glue of any other value (a number, a constant, a union) determinised alone."""
     if isinstance(t, JsonString | JsonArray | JsonObject):
         return _minimal(t, limit)
+    if isinstance(t, JsonConst) and DIRECT_CONSTS:
+        texts = _spellings(t)
+        if texts is not None:
+            return literal_table(texts, "the JSON schema")
     glue = Glue()
     start, final = glue.new(), glue.new()
     _Emitter(glue, limit).value(t, start, final)
     return glue.nested(start, final, limit, "the JSON schema", _HINT)
+
+
+def _spellings(t: JsonConst) -> list[bytes] | None:
+    """Every text of the values of ``t`` where each is written in whole texts (a number, ``0`` as
+    ``0`` or ``-0``; a string whose characters have one spelling each); None where a character of
+    a string has several (``/``, a control character): the glue's NFA then shares what follows
+    it, which a trie of every spelling would not."""
+    out: list[bytes] = []
+    for v in t.values:
+        if isinstance(v, str) and _plain_ascii(v):
+            out.append(b'"' + v.encode("ascii") + b'"')
+            continue
+        parts = _const_texts(v)
+        if len(parts) == 1:
+            out.extend(parts[0])
+        elif all(len(alts) == 1 for alts in parts):
+            out.append(b"".join(alts[0] for alts in parts))
+        else:
+            return None
+    out.extend(text.encode("utf-8") for text in t.texts)
+    return out or None
 
 
 _NULL = JsonConst((None,))
