@@ -32,7 +32,8 @@ Runs = tuple[list[int], list[int], list[int], list[int]]
 class Rim(NamedTuple):
     """What a table joined around a block's copies reads of the block
     (:class:`~ltlagent.text.glue.Joiner`): its start's runs, each accepting state with its runs,
-    and whether the start can be left out of a copy (it does not accept and no edge leads back)."""
+    and whether the start can be left out of a copy (it does not accept and no edge leads back).
+    Kept on the table and shared by every reader: read, never changed."""
 
     start: list[tuple[int, int, int]]
     accepting: list[tuple[int, list[tuple[int, int, int]]]]
