@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -19,8 +19,8 @@ from ltlagent.errors import UsageError
 from ltlagent.graph import csr, levels, row_edges, run_spans
 from ltlagent.text.content import DEAD, ContentDFA
 
-__all__ = ["ByteTable", "Periods", "Rim", "Runs", "literal_table", "trim", "runs", "distance_to", "row_edges",
-           "sample_text"]
+__all__ = ["ByteTable", "Periods", "Rim", "Runs", "literal_table", "trie", "trim", "runs", "distance_to",
+           "row_edges", "sample_text"]
 
 #: ``(a, b, k)`` ranges of states that repeat with period ``k`` (see :attr:`ByteTable.periods`)
 Periods = tuple[tuple[int, int, int], ...]
@@ -38,6 +38,13 @@ class Rim(NamedTuple):
     start: list[tuple[int, int, int]]
     accepting: list[tuple[int, list[tuple[int, int, int]]]]
     detached: bool
+
+    @staticmethod
+    def of(row_runs: Callable[[int], list[tuple[int, int, int]]], accepting: np.ndarray, detached: bool
+           ) -> Rim:
+        """The rim of a table (a :class:`ByteTable`, a :class:`~ltlagent.text.glue.Nested`) from
+        its ``row_runs`` and ``accepting``; ``detached`` as the table's kind knows it."""
+        return Rim(row_runs(0), [(a, row_runs(a)) for a in np.flatnonzero(accepting).tolist()], detached)
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,8 +85,7 @@ class ByteTable:
         library constant's, once per process); a sealed table's start is known to be detached."""
         detached = not self.accepting[0] and (self.sealed if "sealed" in self.__dict__
                                               else not np.count_nonzero(self.trans == 0))
-        return Rim(self.row_runs(0), [(a, self.row_runs(a)) for a in np.flatnonzero(self.accepting).tolist()],
-                   detached)
+        return Rim.of(self.row_runs, self.accepting, detached)
 
     @functools.cached_property
     def start_targets(self) -> list[int]:
@@ -184,10 +190,9 @@ def _trim(trans: np.ndarray, accepting: np.ndarray, periods: Periods, reachable:
     return new[trans[keep]], accepting[keep].copy(), kept
 
 
-def literal_table(texts: Sequence[bytes], source: str = "") -> ByteTable:
-    """The table of exactly these byte texts (non-empty): their trie, every text that no other
-    continues ending in one shared final state; the determinised alternatives of the literals, as
-    the subset construction numbers them otherwise."""
+def trie(texts: Iterable[bytes]) -> tuple[list[dict[int, int]], set[int]]:
+    """The trie of these byte texts: each node's children by byte (node 0 the root, nodes numbered
+    as they are made) and the nodes where a text ends."""
     children: list[dict[int, int]] = [{}]
     ends: set[int] = set()
     for w in texts:
@@ -199,6 +204,14 @@ def literal_table(texts: Sequence[bytes], source: str = "") -> ByteTable:
                 children.append({})
             s = nxt
         ends.add(s)
+    return children, ends
+
+
+def literal_table(texts: Sequence[bytes], source: str = "") -> ByteTable:
+    """The table of exactly these byte texts (non-empty): their trie, every text that no other
+    continues ending in one shared final state; the determinised alternatives of the literals, as
+    the subset construction numbers them otherwise."""
+    children, ends = trie(texts)
     leaves = {s for s in ends if not children[s]}
     final = -1  # the shared final state: numbered after the others
     number = [0] * len(children)

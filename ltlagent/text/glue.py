@@ -157,8 +157,8 @@ class Nested:
     def rim(self) -> Rim:
         """:attr:`ByteTable.rim`: from the rows built here (the start's, each accepting state's;
         a part's rows never lead back to the start)."""
-        return Rim(self.row_runs(0), [(a, self.row_runs(a)) for a in np.flatnonzero(self.accepting).tolist()],
-                   not self.accepting[0] and not np.count_nonzero(self.to == 0))
+        detached = not self.accepting[0] and not np.count_nonzero(self.to == 0)
+        return Rim.of(self.row_runs, self.accepting, detached)
 
     @functools.cached_property
     def start_targets(self) -> list[int]:

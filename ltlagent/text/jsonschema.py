@@ -42,7 +42,7 @@ from ltlagent.errors import SchemaError, UsageError
 from ltlagent.graph import cells, run_starts
 from ltlagent.text import jsontype, numbertext
 from ltlagent.text.arraytable import array_table
-from ltlagent.text.bytetable import ByteTable, literal_table
+from ltlagent.text.bytetable import ByteTable, literal_table, trie
 from ltlagent.text.content import (
     DEAD,
     ByteNFA,
@@ -212,17 +212,7 @@ def _choices_source(words: tuple[str, ...]) -> str:
 def _trie(words: tuple[str, ...]) -> tuple[np.ndarray, frozenset[int]]:
     """The trie of these texts (UTF-8) as a numpy table (every state live) and its accepting
     states: a schema's declared names, which undeclared keys avoid, can be hundreds."""
-    children: list[dict[int, int]] = [{}]
-    acc: set[int] = set()
-    for w in words:
-        s = 0
-        for b in w.encode("utf-8"):
-            nxt = children[s].get(b)
-            if nxt is None:
-                nxt = children[s][b] = len(children)
-                children.append({})
-            s = nxt
-        acc.add(s)
+    children, acc = trie(w.encode("utf-8") for w in words)
     trans = np.full((len(children), 256), DEAD, dtype=np.int64)
     for s, kids in enumerate(children):
         if kids:
