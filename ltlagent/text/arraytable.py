@@ -34,8 +34,8 @@ def array_table(item: Block, min_items: int, max_items: int | None, source: str,
     ``limit`` (the glue then refuses the array, with its message)."""
     if max_items is not None and (max_items == 0 or min_items > max_items):
         return None
-    if item.empty or enters_start(item):
-        return None
+    if item.empty or enters_start(item) or any(lo <= _SPACE <= hi for lo, hi, _r in item.rim.start):
+        return None  # (an item that begins with a space would be confused with the one after ``,``)
     loops = max_items is None
     unroll = max(min_items, 1) if max_items is None else max_items
     commas = unroll - 1 + loops  # the ``,`` after each copy but the last (and after it, looping)
@@ -52,7 +52,7 @@ def array_table(item: Block, min_items: int, max_items: int | None, source: str,
         if k >= min_items:
             lane.append((_CLOSE, _CLOSE, end))
         first = out.copy(item, lane, (_COMMA, _CLOSE))
-        if first is None or any(lo <= _SPACE <= hi for lo, hi, _r in first):
+        if first is None:
             return None
         firsts.append(first)
     out.rows[after_open] = sorted([*firsts[0], *([(_CLOSE, _CLOSE, end)] if min_items == 0 else [])])
