@@ -8,15 +8,18 @@ by ``,`` or ``}``. :func:`object_table` writes that table out as a :class:`~ltla
 (the rows built here, the values' tables as parts, copied once at the top) without the subset
 construction over the glue NFA (:meth:`~ltlagent.text.glue.Glue.nested`), which builds the same
 states one Python subset at a time: the keys' tries, the lanes of optional properties and the
-entries into each value were most of a median schema's compile. A key's trie nodes are named by
-the positions in the keys they stand for, so that the lanes share them where the subset
-construction does (a key's bytes once it is the only one left). None where a value's table could
+entries into each value were most of a median schema's compile. The keys' trie is built once;
+a state is a node of it with the members that may still come there (a slice of the node's own
+members, which are in order, so the state is named by the node and the slice's ends, found by
+bisection), so that the lanes share states where the subset construction does (a key's bytes
+once it is the only one left). None where a value's table could
 not be joined so (it accepts at its start, leads back to it, begins with a space, or goes on by
 ``,`` or ``}``) or the states would pass the limit: the caller determinises the glue then.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -71,38 +74,58 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
             raise _TooMany
         return counter[0] - 1
 
-    trie: dict[frozenset[tuple[int, int]], int] = {}  # positions in the keys -> trie node
-    todo: list[tuple[int, frozenset[tuple[int, int]]]] = []  # trie nodes whose rows are not built
+    # the keys' trie: per node, its children (byte, node) in byte order and the members whose keys
+    # pass through it, ascending; a state of the table is a node with the members in a range
+    # (those that may come next), a slice of the node's members
+    kids: list[list[tuple[int, int]]] = [[]]
+    under: list[list[int]] = [[]]
+    for k, m in enumerate(members):
+        v = 0
+        under[0].append(k)
+        for b in m.key:
+            for c, w in kids[v]:
+                if c == b:
+                    v = w
+                    break
+            else:
+                w = len(kids)
+                kids.append([])
+                under.append([])
+                kids[v].append((b, w))
+                kids[v].sort()
+                v = w
+            under[v].append(k)
+    states: dict[tuple[int, int, int], int] = {}  # (node, slice of its members) -> state
+    todo: list[tuple[int, int, int, int]] = []  # states whose rows are not built: state, node, slice
 
-    def node(cand: frozenset[tuple[int, int]]) -> int:
-        got = trie.get(cand)
-        if got is None:
-            got = trie[cand] = new()
-            todo.append((got, cand))
-        return got
-
-    def edges_of(cand: frozenset[tuple[int, int]]) -> list[tuple[int, int, int]]:
-        """The byte edges of a trie node (positions: member, byte offset), naming its children
-        (their rows are built from ``todo``; no function here calls itself, so none of them
+    def edges_of(v: int, a: int, z: int) -> list[tuple[int, int, int]]:
+        """The byte edges of node ``v`` with its members ``a … z - 1`` (in ``under[v]``): to each
+        child that has some of them (their rows are built from ``todo``), or, for the closing
+        quote of a key, to the state after it (no function here calls itself, so none of them
         holds the others in a reference cycle)."""
-        by: dict[int, set[tuple[int, int]]] = {}
-        for k, i in cand:
-            by.setdefault(members[k].key[i], set()).add((k, i + 1))
+        mine = under[v]
+        first, last = mine[a], mine[z - 1]
         out = []
-        for b in sorted(by):
-            nxt = by[b]
-            if len(nxt) == 1:
-                ((k, i),) = nxt
-                if i == len(members[k].key):  # the closing quote: after the key
-                    out.append((b, b, after_key[k]))
-                    continue
-            out.append((b, b, node(frozenset(nxt))))
+        for b, w in kids[v]:
+            theirs = under[w]
+            i = bisect_left(theirs, first)
+            j = bisect_right(theirs, last, i)
+            if i == j:
+                continue
+            if not kids[w]:  # a key's closing quote: one member
+                out.append((b, b, after_key[theirs[i]]))
+                continue
+            got = states.get((w, i, j))
+            if got is None:
+                got = states[w, i, j] = new()
+                todo.append((got, w, i, j))
+            out.append((b, b, got))
         return out
 
-    def candidates(first: int) -> frozenset[tuple[int, int]]:
-        """The keys that may come at position ``first`` on: up to the first required one."""
-        return frozenset((k, 0) for k in range(first, min(next_required[first], n - 1) + 1)) if first < n \
-            else frozenset()
+    def candidates(first: int) -> list[tuple[int, int, int]]:
+        """The edges into the keys that may come at position ``first < n`` on, up to the first
+        required one: the root's, with those members (the root's members are all, in order)."""
+        return edges_of(0, first, min(next_required[first], n - 1) + 1)
 
     after_key: list[int] = []  # per member, after its key's closing quote
     try:
@@ -112,17 +135,15 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
         colon = [new() for _ in range(n)]  # after ``:``
         space = [new() for _ in range(n)]  # after ``:`` and a space
         rows[start] = [(0x7B, 0x7B, after_open)]
-        opening = candidates(0)
-        rows[after_open] = sorted([*edges_of(opening), *([(_CLOSE, _CLOSE, end)] if empty_closes else [])])
+        rows[after_open] = sorted([*candidates(0), *([(_CLOSE, _CLOSE, end)] if empty_closes else [])])
         rows[end] = []
         # per member, the lane after it: ``,`` (and a space) into the trie of the keys that may follow
         lane_after: list[list[tuple[int, int, int]]] = []
         for k in range(n):
-            follow = candidates(k + 1)
             lane: list[tuple[int, int, int]] = []
-            if follow:
+            if k + 1 < n:
                 comma, spaced = new(), new()
-                root = edges_of(follow)
+                root = candidates(k + 1)
                 rows[comma] = sorted([(_SPACE, _SPACE, spaced), *root])
                 rows[spaced] = root
                 lane.append((_COMMA, _COMMA, comma))
@@ -130,8 +151,8 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
                 lane.append((_CLOSE, _CLOSE, end))
             lane_after.append(lane)
         while todo:
-            q, cand = todo.pop()
-            rows[q] = edges_of(cand)
+            q, v, a, z = todo.pop()
+            rows[q] = edges_of(v, a, z)
     except _TooMany:
         return None
     # the values' copies, each but its start, after the glue's states
