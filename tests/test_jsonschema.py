@@ -963,6 +963,29 @@ def test_member_value_tables_of_no_schema_are_library_constants() -> None:
     assert _value_table(text, limit) is jsonschema_module._minimal(text, limit)
 
 
+def test_tables_of_strings_in_formats_alone_are_library_constants() -> None:
+    """A string of any length in formats alone (``format: email``) keeps its table across
+    ``clear_caches`` (the same block); with a length bound, a pattern or an excluded name beside
+    the format its table is a schema's, forgotten; the kept table still writes the format only."""
+    limit = 50_000
+    read = [parse_schema({"type": "string", "format": f}) for f in ("email", "date-time", "hostname")]
+    assert all(isinstance(t, JsonString) and t.fullmatch for t in read)
+    kept = [jsonschema_module._minimal(t, limit) for t in read]
+    schemas = [parse_schema(s) for s in (
+        {"type": "string", "format": "email", "maxLength": 64},
+        {"type": "string", "format": "email", "minLength": 1},
+        {"type": "string", "format": "email", "pattern": "a"},
+        {"type": "string", "format": "email", "not": {"enum": ["a@b.c"]}})]
+    assert all(isinstance(t, JsonString) for t in schemas)
+    built = [jsonschema_module._minimal(t, limit) for t in schemas]
+    clear_caches()
+    assert all(b is jsonschema_module._minimal(t, limit) for b, t in zip(kept, read, strict=True))
+    assert all(b is not jsonschema_module._minimal(t, limit) for b, t in zip(built, schemas, strict=True))
+    d = schema_dfa({"type": "object", "properties": {"e": {"type": "string", "format": "email"}},
+                    "required": ["e"]})
+    assert d.matches(b'{"e": "a@b.co"}') and not d.matches(b'{"e": "ab.co"}')
+
+
 def test_string_language_avoids_excluded_names_and_patterns() -> None:
     """A string's language met from live tables (a trie's complement, an avoided pattern's, a
     pattern) is, text by text over a small alphabet, exactly what it says: the pattern found, the
