@@ -56,6 +56,7 @@ from ltlagent.text.jsonschema import (
 )
 from ltlagent.text.jsontype import JsonArray, JsonObject, JsonString, pairwise_disjoint
 from ltlagent.text.objecttable import Member, object_table
+from ltlagent.text.uniontable import union_table
 
 jsonschema = pytest.importorskip("jsonschema")
 from jsonschema import Draft202012Validator, validators  # noqa: E402
@@ -587,21 +588,57 @@ def _direct_and_glued(schema: dict[str, object], knob: str) -> tuple[ByteTable, 
     return direct, glued
 
 
-@pytest.mark.parametrize("knob", ["DIRECT_OBJECTS", "DIRECT_CONSTS"])
+@pytest.mark.parametrize("knob", ["DIRECT_OBJECTS", "DIRECT_CONSTS", "DIRECT_UNIONS"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schemas())
-def test_objects_and_constants_written_directly_are_the_glue_s_tables(knob: str, schema: dict[str, object]
-                                                                      ) -> None:
-    """An object's table written directly (``objecttable``; ``DIRECT_OBJECTS``) and a constant's
-    written as the trie of its texts (``literal_table``; ``DIRECT_CONSTS``) have the states and the
-    language of the subset construction over their glue (the knob off): the same table but its
-    numbering."""
+def test_objects_constants_and_unions_written_directly_are_the_glue_s_tables(
+        knob: str, schema: dict[str, object]) -> None:
+    """An object's table written directly (``objecttable``; ``DIRECT_OBJECTS``), a constant's
+    written as the trie of its texts (``literal_table``; ``DIRECT_CONSTS``) and a union's from its
+    branches' (``uniontable``; ``DIRECT_UNIONS``) have the states and the language of the subset
+    construction over their glue (the knob off): the same table but its numbering."""
     both = _direct_and_glued(schema, knob)
     if both is None:
         return
     direct, glued = both
     assert direct.num_states == glued.num_states
     assert _equivalent(direct.content, glued.content)
+
+
+def test_unions_written_directly_choose_their_branch_by_the_first_byte() -> None:
+    """``union_table`` joins branches that begin with different bytes (a start row of theirs side
+    by side, each branch accepting where it did) and declines branches that may begin alike (the
+    glue decides), one that enters its start, fewer than two, and more states than the limit;
+    a nullable value takes it, its constants in one trie (one final state, as the glue's literals);
+    an integer or a number, a string or a string constant do not."""
+    a = _table([(0, ord("a"), 1)], 2, [1])
+    b = _table([(0, ord("b"), 1), (1, ord("c"), 2)], 3, [1, 2])
+    joined = union_table([a, b], "t", 100)
+    assert isinstance(joined, Nested) and joined.num_states == 4
+    d = joined.table().content
+    assert [d.matches(x) for x in (b"a", b"b", b"bc", b"", b"ab", b"c", b"bcc")] == [True] * 3 + [False] * 4
+    assert union_table([a, _table([(0, ord("a"), 1), (1, ord("x"), 2)], 3, [2])], "t", 100) is None
+    assert union_table([a, _table([(0, ord("b"), 1), (1, ord("c"), 0)], 2, [1])], "t", 100) is None
+    assert union_table([a, _table([(0, ord("b"), 1)], 2, [0, 1])], "t", 100) is None
+    assert union_table([a], "t", 100) is None
+    assert union_table([a, b], "t", 3) is None
+    limit = 50_000
+    clear_caches()
+    for schema in ({"type": ["string", "null"], "maxLength": 2},
+                   {"anyOf": [{"type": "boolean"}, {"type": "string", "pattern": "^a"}, {"enum": [1, "x"]}]}):
+        t = parse_schema(schema)
+        assert isinstance(t, jsontype.JsonUnion)
+        assert isinstance(jsonschema_module._value_table(t, limit), Nested)
+    consts = jsonschema_module._branch_tables(
+        jsontype.JsonUnion((jsontype.JsonConst((None,)), jsontype.JsonUnion((jsontype.JsonConst((True,)),
+                                                                                JsonString())))), limit)
+    assert len(consts) == 2 and consts[0].content.matches(b"true") and consts[0].content.matches(b"null")
+    for schema in ({"anyOf": [{"type": "integer", "minimum": 5}, {"type": "number", "maximum": 2}]},
+                   {"anyOf": [{"type": "string"}, {"enum": ["a"]}]}):
+        t = parse_schema(schema)
+        assert isinstance(t, jsontype.JsonUnion)
+        assert union_table(jsonschema_module._branch_tables(t, limit), "t", limit) is None
+    clear_caches()
 
 
 def test_objects_written_directly_only_where_keys_have_one_text() -> None:

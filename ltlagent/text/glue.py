@@ -269,7 +269,7 @@ class Joiner:
         d = self.total - 1
         rows = self.rows
         rim = t.rim
-        for a, runs in rim.accepting:
+        for a, runs in rim.accepting if lane else ():  # (no lane: its accepting rows are its own)
             own = [(lo, hi, r + d) for lo, hi, r in runs]
             if any(lo <= b <= hi for lo, hi, _r in own for b in stops):
                 return None
@@ -280,7 +280,8 @@ class Joiner:
         return [(lo, hi, r + d) for lo, hi, r in rim.start]
 
     def nested(self, accepting: list[int], source: str) -> Nested:
-        """The table: the rows written, the copies, ``accepting`` the own states that accept."""
+        """The table: the rows written, the copies, ``accepting`` the states that accept (own
+        states, or a copy's where nothing follows it)."""
         acc = np.zeros(self.total, dtype=bool)
         acc[accepting] = True
         rows = self.rows

@@ -78,6 +78,7 @@ from ltlagent.text.jsontype import (
 from ltlagent.text.numbertext import integer_regex, number_parts
 from ltlagent.text.objecttable import Member, object_table
 from ltlagent.text.schemaread import ANY_DEPTH, MAX_DEPTH, MAX_ITEMS, MAX_STRING_LENGTH, narrow, parse_schema
+from ltlagent.text.uniontable import union_table
 
 __all__ = [
     "JsonConst", "JsonInteger", "JsonNumber", "JsonString", "JsonArray", "JsonProperty",
@@ -97,6 +98,9 @@ DIRECT_ARRAYS = True
 #: Constants (``const``, ``enum``) written in whole texts get their tables written as the trie of
 #: their texts (:func:`~ltlagent.text.bytetable.literal_table`); off: the glue of their literals.
 DIRECT_CONSTS = True
+#: Unions whose branches begin with different bytes (``["string", "null"]``) get their tables
+#: written directly from their branches' (:mod:`ltlagent.text.uniontable`); off: their glue.
+DIRECT_UNIONS = True
 _SHORT_ESCAPES = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", 8: "b", 12: "f", 10: "n",
                   13: "r", 9: "t"}
 
@@ -934,10 +938,36 @@ def _build_value_table(t: JsonType, limit: int) -> Block:
         texts = _spellings(t)
         if texts is not None:
             return literal_table(texts, "the JSON schema")
+    if isinstance(t, JsonUnion) and DIRECT_UNIONS and len(t.branches) > 1:
+        direct = union_table(_branch_tables(t, limit), "the JSON schema", limit)
+        if direct is not None:
+            return direct
     glue = Glue()
     start, final = glue.new(), glue.new()
     _Emitter(glue, limit).value(t, start, final)
     return glue.nested(start, final, limit, "the JSON schema", _HINT)
+
+
+def _branch_tables(t: JsonUnion, limit: int) -> list[Block]:
+    """The tables of a union's branches for :func:`~ltlagent.text.uniontable.union_table`, nested
+    unions flattened: the constants as one (the glue writes every constant of a union as literals
+    that end in one state; a table per constant would have a final state each), then each other
+    branch's."""
+    flat: list[JsonType] = []
+    todo = list(reversed(t.branches))
+    while todo:
+        b = todo.pop()
+        if isinstance(b, JsonUnion):
+            todo.extend(reversed(b.branches))
+        else:
+            flat.append(b)
+    consts = [b for b in flat if isinstance(b, JsonConst)]
+    others = [_value_table(b, limit) for b in flat if not isinstance(b, JsonConst)]
+    if not consts:
+        return others
+    one = consts[0] if len(consts) == 1 else JsonConst(
+        tuple(v for c in consts for v in c.values), tuple(x for c in consts for x in c.texts))
+    return [_value_table(one, limit), *others]
 
 
 def _spellings(t: JsonConst) -> list[bytes] | None:
