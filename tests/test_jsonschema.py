@@ -981,16 +981,25 @@ def test_any_array_and_object_tables_are_library_constants() -> None:
 
 def test_member_value_tables_of_no_schema_are_library_constants() -> None:
     """The member tables of the unconstrained number, integer, boolean and null, alone or with
-    null, and of any value, as schemas read them, are kept by ``clear_caches``; a bounded integer's
-    or an enum's is a schema's, forgotten; a string's is its ``_minimal`` table."""
+    null, of any value, and of the non-negative and positive integers and non-negative numbers, as
+    schemas read them, are kept by ``clear_caches``; another bounded integer's or number's or an
+    enum's is a schema's, forgotten; a string's is its ``_minimal`` table."""
     from ltlagent.text.jsonschema import LIBRARY_VALUES, _value_table
     limit = 50_000
     read = [parse_schema({"type": t}) for t in ("number", "integer", "boolean", "null")]
     read += [parse_schema({"type": [t, "null"]}) for t in ("string", "number", "integer", "boolean")]
     read += [parse_schema({}), parse_schema(True)]
+    read += [parse_schema(s) for s in ({"type": "integer", "minimum": 0}, {"type": "integer", "minimum": 1},
+                                       {"type": "integer", "exclusiveMinimum": 0},
+                                       {"type": "number", "minimum": 0})]
     assert set(read) <= LIBRARY_VALUES
     kept = [_value_table(t, limit) for t in read]
-    schemas = [parse_schema(s) for s in ({"type": "integer", "minimum": 0}, {"enum": ["a", "b"]})]
+    natural = _value_table(parse_schema({"type": "integer", "minimum": 1}), limit).table().content
+    assert natural.matches(b"1") and natural.matches(b"20") and not natural.matches(b"0")
+    assert not natural.matches(b"-1") and not natural.matches(b"01")
+    schemas = [parse_schema(s) for s in ({"type": "integer", "minimum": 2}, {"enum": ["a", "b"]},
+                                         {"type": "integer", "minimum": 0, "maximum": 9},
+                                         {"type": "number", "minimum": 0, "exclusiveMaximum": 1})]
     assert not set(schemas) & LIBRARY_VALUES
     built = [_value_table(t, limit) for t in schemas]
     clear_caches()

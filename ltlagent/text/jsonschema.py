@@ -34,6 +34,7 @@ import functools
 import gc
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from fractions import Fraction
 from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
@@ -995,10 +996,14 @@ _NULL = JsonConst((None,))
 _BOOLEAN = JsonConst((True, False))
 #: Values that depend on no schema, whose member tables (:data:`_value_table`) are the library's
 #: constants: the unconstrained number, integer, boolean and null, each alone or with null, the
-#: unconstrained string with null, and any value (as ``{}`` and ``true`` read, and at depth 0).
+#: unconstrained string with null, any value (as ``{}`` and ``true`` read, and at depth 0), and
+#: the non-negative and positive integers and the non-negative numbers (``minimum: 0`` or ``1``
+#: alone: the bounds of half the bounded numbers of JSONSchemaBench's sample, whose tables cost
+#: 0.2 ms for an integer and 0.9 ms for a number through their regular expressions).
 LIBRARY_VALUES: frozenset[JsonType] = frozenset(
     [JsonNumber(), JsonInteger(), _BOOLEAN, _NULL, JsonAny(0), JsonAny(1),
-     *(JsonUnion((v, _NULL)) for v in (JsonString(), JsonNumber(), JsonInteger(), _BOOLEAN))])
+     *(JsonUnion((v, _NULL)) for v in (JsonString(), JsonNumber(), JsonInteger(), _BOOLEAN)),
+     JsonInteger(0), JsonInteger(1), JsonNumber(Fraction(0))])
 
 #: :func:`_build_value_table`, from the library's cache (:data:`LIBRARY_VALUES`) or the schemas'.
 _value_table: _TwoCaches[JsonType, Block] = _TwoCaches(_build_value_table, LIBRARY_VALUES.__contains__, 256)
