@@ -397,6 +397,34 @@ def test_integer_regex_is_exact(lo: int | None, hi: int | None) -> None:
     assert not rx.fullmatch("01") and not rx.fullmatch("+1") and not rx.fullmatch("1.0")
 
 
+_BOUNDS = st.one_of(st.none(), st.integers(-1500, 1500), st.sampled_from(
+    [0, 1, -1, 9, 10, 99, 100, 65535, 32767, 2147483647, -2147483648, 10**12]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_BOUNDS, _BOUNDS)
+def test_integer_dfa_is_the_integer_regex_s_language(lo: int | None, hi: int | None) -> None:
+    """``integer_dfa`` (written digit by digit) accepts exactly the texts of ``integer_regex``
+    (compiled from the regex, the reference): the same language by a search over pairs of states,
+    every integer in a window around the bounds and zero by value, ``-0`` where 0 is in range,
+    and no text with a leading zero, a sign but ``-``, or no digit."""
+    if lo is not None and hi is not None and lo > hi:
+        lo, hi = hi, lo
+    d = numbertext.integer_dfa(lo, hi)
+    ref = jsontype.pattern_language(integer_regex(lo, hi), False, False)
+    assert _equivalent(d, ref)
+    near = {0, 1, -1, 9, 10, 11, 99, 100, 101, -9, -10, -11, -100}
+    for b in (lo, hi):
+        if b is not None:
+            near |= {b + k for k in range(-12, 13)} | {b * 10, b // 10}
+    for n in near:
+        ok = (lo is None or n >= lo) and (hi is None or n <= hi)
+        assert d.matches(str(n).encode()) == ok, (lo, hi, n)
+    assert d.matches(b"-0") == ((lo is None or lo <= 0) and (hi is None or hi >= 0))
+    for bad in (b"", b"-", b"01", b"-01", b"00", b"+1", b"1.0", b"1e3", b"0-", b"--1"):
+        assert not d.matches(bad), (lo, hi, bad)
+
+
 def test_whitespace_and_order_policy() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
               "required": ["a"]}
@@ -705,13 +733,17 @@ def test_objects_not_written_directly_where_a_value_cannot_be_joined() -> None:
         assert object_table([Member(b'"a"', True, bad)], False, "t", 100) is None
 
 
+@pytest.mark.parametrize("knob", ["DIRECT_ARRAYS", "DIRECT_INTEGERS"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schemas())
-def test_arrays_written_directly_are_the_glue_s_language(schema: dict[str, object]) -> None:
-    """An array's table written directly (``arraytable``) has the language of the subset
-    construction over its glue (``DIRECT_ARRAYS`` off) and no more states: the glue copies the item
-    once after ``[`` and once after ``,``, the direct table enters one copy from both."""
-    both = _direct_and_glued(schema, "DIRECT_ARRAYS")
+def test_arrays_and_integers_written_directly_are_the_glue_s_language(knob: str, schema: dict[str, object]
+                                                                      ) -> None:
+    """An array's table written directly (``arraytable``; ``DIRECT_ARRAYS``) and a bounded
+    integer's written digit by digit (``integer_dfa``; ``DIRECT_INTEGERS``) have the language of
+    the subset construction over the glue (the knob off) and no more states: the glue copies the
+    item once after ``[`` and once after ``,``, the direct table enters one copy from both; the
+    integer's regex is determinised, not minimised."""
+    both = _direct_and_glued(schema, knob)
     if both is None:
         return
     direct, glued = both

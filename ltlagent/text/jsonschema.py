@@ -76,7 +76,7 @@ from ltlagent.text.jsontype import (
     meet,
     pattern_language,
 )
-from ltlagent.text.numbertext import integer_regex, number_parts
+from ltlagent.text.numbertext import integer_dfa, integer_regex, number_parts
 from ltlagent.text.objecttable import Member, object_table
 from ltlagent.text.schemaread import ANY_DEPTH, MAX_DEPTH, MAX_ITEMS, MAX_STRING_LENGTH, narrow, parse_schema
 from ltlagent.text.uniontable import union_table
@@ -102,6 +102,9 @@ DIRECT_CONSTS = True
 #: Unions whose branches begin with different bytes (``["string", "null"]``) get their tables
 #: written directly from their branches' (:mod:`ltlagent.text.uniontable`); off: their glue.
 DIRECT_UNIONS = True
+#: Bounded integers get their DFA written digit by digit (:func:`~ltlagent.text.numbertext.integer_dfa`)
+#: and, as a member or item, used as their table; off: compiled from their regex and glued.
+DIRECT_INTEGERS = True
 _SHORT_ESCAPES = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", 8: "b", 12: "f", 10: "n",
                   13: "r", 9: "t"}
 
@@ -313,8 +316,9 @@ class _Emitter:
                 self.const(v, start, end)
             for text in t.texts:
                 nfa.literal(text.encode("utf-8"), start, end)
-        elif isinstance(t, JsonInteger):
-            nfa.embed(pattern_language(integer_regex(t.lo, t.hi), False, False), start, end)
+        elif isinstance(t, JsonInteger):  # (the reference NFA keeps the regex: tests compare them)
+            nfa.embed(integer_dfa(t.lo, t.hi) if isinstance(self.glue, Glue) and DIRECT_INTEGERS
+                      else pattern_language(integer_regex(t.lo, t.hi), False, False), start, end)
         elif isinstance(t, JsonNumber):
             for sign, d in number_parts(t):
                 s = nfa.new()
@@ -939,6 +943,11 @@ def _build_value_table(t: JsonType, limit: int) -> Block:
         texts = _spellings(t)
         if texts is not None:
             return literal_table(texts, "the JSON schema")
+    if isinstance(t, JsonInteger) and DIRECT_INTEGERS:
+        d = integer_dfa(t.lo, t.hi)  # minimal, every state reachable and live: the table as it is
+        acc = np.zeros(len(d.trans), dtype=bool)
+        acc[list(d.accepting)] = True
+        return ByteTable(d.live_table.astype(np.int32), acc, "the JSON schema")
     if isinstance(t, JsonUnion) and DIRECT_UNIONS and len(t.branches) > 1:
         direct = union_table(_branch_tables(t, limit), "the JSON schema", limit)
         if direct is not None:
