@@ -14,6 +14,7 @@ import json
 import random
 import re
 from collections.abc import Iterator, Mapping
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -423,6 +424,40 @@ def test_integer_dfa_is_the_integer_regex_s_language(lo: int | None, hi: int | N
     assert d.matches(b"-0") == ((lo is None or lo <= 0) and (hi is None or hi >= 0))
     for bad in (b"", b"-", b"01", b"-01", b"00", b"+1", b"1.0", b"1e3", b"0-", b"--1"):
         assert not d.matches(bad), (lo, hi, bad)
+
+
+_DECIMALS = st.builds(Fraction, st.integers(0, 3000), st.sampled_from([1, 2, 4, 5, 10, 100]))
+_MAGNITUDE_BOUND = st.one_of(st.none(), st.tuples(st.one_of(st.sampled_from(
+    [Fraction(0), Fraction(1), Fraction(1, 2), Fraction(100), Fraction(99), Fraction(1, 10),
+     Fraction(101, 100)]), _DECIMALS), st.booleans()))
+_DECIMAL_TEXTS = ["".join(t) for n in range(1, 5) for t in itertools.product("0159.", repeat=n)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(_MAGNITUDE_BOUND, _MAGNITUDE_BOUND)
+def test_magnitudes_written_digit_by_digit_are_the_regexes_language(
+        lo: tuple[Fraction, bool] | None, hi: tuple[Fraction, bool] | None) -> None:
+    """A bounded number's magnitude written digit by digit (``_magnitude_digits``) accepts exactly
+    what its regexes' intersection does (``_magnitude_regex``, the reference; where the regex is
+    empty and refused, nothing), and by value every short text of digits and points: a decimal
+    ``I(.F)?`` inside the bounds, open or closed."""
+    if lo is not None and hi is not None and lo[0] > hi[0]:
+        lo, hi = hi, lo
+    d = numbertext._magnitude_digits(lo, hi)
+    try:
+        ref = numbertext._magnitude_regex(lo, hi)
+    except UsageError:
+        assert 0 not in d.live
+    else:
+        assert _equivalent(d, ref)
+    decimal = re.compile(jsontype.DECIMAL_RE)
+    for text in _DECIMAL_TEXTS:
+        want = bool(decimal.fullmatch(text))
+        if want:
+            v = Fraction(text)
+            want = ((lo is None or (v > lo[0] if lo[1] else v >= lo[0]))
+                    and (hi is None or (v < hi[0] if hi[1] else v <= hi[0])))
+        assert d.matches(text.encode()) == want, (lo, hi, text)
 
 
 def test_whitespace_and_order_policy() -> None:

@@ -207,8 +207,115 @@ def _frac_cmp(g: str, greater: bool, strict: bool) -> str:
     return "(?:" + "|".join(alts) + ")" if alts else "(?!)"
 
 
+#: Bounded numbers' magnitudes written digit by digit (:func:`_magnitude_digits`); off: compiled
+#: from regexes and intersected (:func:`_magnitude_regex`, the reference the tests compare with).
+DIRECT_NUMBERS = True
+
+
 def _magnitude(lo: tuple[Fraction, bool] | None, hi: tuple[Fraction, bool] | None) -> ContentDFA:
     """Non-negative decimals ``I(.F)?`` (no exponent) between the bounds (value, open)."""
+    return (_magnitude_digits if DIRECT_NUMBERS else _magnitude_regex)(lo, hi)
+
+
+def _bound(b: tuple[Fraction, bool] | None) -> tuple[str, str, bool] | None:
+    """A bound as (integer part's digits, fraction digits without trailing zeros, open)."""
+    if b is None:
+        return None
+    dec = _decimal(b[0])
+    if dec is None:
+        raise UsageError(f"the bound {b[0]} has no finite decimal expansion")
+    return str(dec[0]), dec[1], b[1]
+
+
+def _magnitude_digits(lo: tuple[Fraction, bool] | None, hi: tuple[Fraction, bool] | None) -> ContentDFA:
+    """:func:`_magnitude` written digit by digit, minimised. The integer part's states: ``0``
+    alone, or its digits read as (their number, how they compare with each bound's integer part:
+    -1, 0, 1), one state once they outnumber the lower bound's and no upper bound limits them.
+    After the point: (fraction digits read, capped past the bounds' own, how they compare with
+    each bound's fraction digits, None where the integer part already decided that bound). A
+    text is in range where the comparisons say so; a bound's fraction has no trailing zero, so a
+    fraction that agrees with a shorter prefix of it is below it. Dead ends are trimmed by the
+    minimisation. Two regexes and their intersection cost about a millisecond."""
+    bl, bh = _bound(lo), _bound(hi)
+    sa = bl[0] if bl is not None else "0"  # no lower bound: 0, below every magnitude
+    sb = bh[0] if bh is not None else None
+    ga, gb = (bl[1] if bl is not None else ""), (bh[1] if bh is not None else "")
+    open_a, open_b = bl is not None and bl[2], bh is not None and bh[2]
+    la = len(sa)
+    lb = len(sb) if sb is not None else 0
+    cap = max(len(ga), len(gb)) + 1  # fraction digits past both bounds' compare with zeros alike
+    out = _Edges()
+    ids: dict[tuple[int, int, int, int], int] = {}  # (phase, count, vs lower, vs upper) -> state
+    todo: list[tuple[int, int, int, int]] = []
+    free = 2  # a bound the integer part decided (in the fraction's comparisons)
+
+    def cmp(x: int, y: int) -> int:
+        return (x > y) - (x < y)
+
+    def whole(n: int, ca: int, cb: int) -> tuple[int, int]:
+        """How an integer part of ``n`` digits (0: the text ``0``) compares with each bound's."""
+        if n == 0:
+            return cmp(0, int(sa)), (-1 if sb is None else cmp(0, int(sb)))
+        ia = 1 if n > la else -1 if n < la else ca
+        ib = -1 if sb is None or n < lb else cb  # (never more digits than the upper bound's)
+        return ia, ib
+
+    def accepts(key: tuple[int, int, int, int]) -> bool:
+        phase, n, ca, cb = key
+        if phase == 0:  # the integer part, no point
+            ia, ib = whole(n, ca, cb)
+            return ((ia > 0 or (ia == 0 and not ga and not open_a))
+                    and (ib < 0 or (ib == 0 and (bool(gb) or not open_b))))
+        if n == 0:  # after the point: a digit must follow
+            return False
+        ok_a = ca == free or ca > 0 or (ca == 0 and n >= len(ga) and not open_a)
+        ok_b = cb == free or cb < 0 or (cb == 0 and not (n >= len(gb) and open_b))
+        return ok_a and ok_b
+
+    def state(key: tuple[int, int, int, int]) -> int:
+        got = ids.get(key)
+        if got is None:
+            got = ids[key] = out.new()
+            todo.append(key)
+            if accepts(key):
+                out.acc.add(got)
+        return got
+
+    def integer_steps(n: int, ca0: int, cb0: int, q: int) -> None:
+        ia, ib = whole(n, ca0, cb0)
+        if ia >= 0 and ib <= 0:  # the point: the fraction decides a bound the integer part ties
+            out.edge(q, 0x2E, state((1, 0, 0 if ia == 0 else free, 0 if ib == 0 else free)))
+        if n == 0 or (sb is not None and n >= lb):  # ``0`` alone; no more digits than the upper bound's
+            return
+        if sb is None and n >= la:  # every longer integer part is above the lower bound
+            nxt = state((0, la + 1, 1, -1))
+            for d in range(10):
+                out.edge(q, 0x30 + d, nxt)
+            return
+        for d in range(10):
+            ca = ca0 if ca0 != 0 or n >= la else cmp(d, int(sa[n]))
+            cb = cb0 if sb is None or cb0 != 0 else cmp(d, int(sb[n]))
+            out.edge(q, 0x30 + d, state((0, n + 1, ca, cb)))
+
+    def fraction_steps(k: int, fa0: int, fb0: int, q: int) -> None:
+        for d in range(10):
+            fa = fa0 if fa0 != 0 else cmp(d, int(ga[k]) if k < len(ga) else 0)
+            fb = fb0 if fb0 != 0 else cmp(d, int(gb[k]) if k < len(gb) else 0)
+            out.edge(q, 0x30 + d, state((1, min(k + 1, cap), fa, fb)))
+
+    out.edge(0, 0x30, state((0, 0, 0, 0)))  # the integer part ``0``
+    for d in range(1, 10):
+        out.edge(0, 0x30 + d, state((0, 1, cmp(d, int(sa[0])), 0 if sb is None else cmp(d, int(sb[0])))))
+    while todo:
+        key = todo.pop()
+        (integer_steps if key[0] == 0 else fraction_steps)(key[1], key[2], key[3], ids[key])
+    trans, acc = minimize_table(out.table(), out.acc)
+    return as_dfa(trans, acc, "decimals between bounds")
+
+
+def _magnitude_regex(lo: tuple[Fraction, bool] | None, hi: tuple[Fraction, bool] | None) -> ContentDFA:
+    """Non-negative decimals ``I(.F)?`` (no exponent) between the bounds (value, open), from
+    regexes: the reference :func:`_magnitude_digits` is tested against."""
     d = pattern_language(DECIMAL_RE, False, False)
     for bound, greater in ((lo, True), (hi, False)):
         if bound is None:
