@@ -1,5 +1,6 @@
-"""JSON numbers as regular languages: integer ranges as digit-by-digit regexes, and numbers between
-decimal bounds as DFAs over their fixed-point texts (docs/design.md §5.1)."""
+"""JSON numbers as regular languages: integer ranges, and numbers between decimal bounds over their
+fixed-point texts, as DFAs written digit by digit, and as regexes (the reference they are tested
+against, and what the reference NFA embeds) (docs/design.md §5.1)."""
 
 from __future__ import annotations
 
