@@ -460,6 +460,36 @@ def test_magnitudes_written_digit_by_digit_are_the_regexes_language(
         assert d.matches(text.encode()) == want, (lo, hi, text)
 
 
+_NUMBER_BOUND = st.one_of(st.none(), st.builds(Fraction, st.integers(-300, 300),
+                                                st.sampled_from([1, 2, 4, 10])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(_NUMBER_BOUND, _NUMBER_BOUND, st.booleans(), st.booleans())
+def test_bounded_numbers_written_digit_by_digit_keep_their_language(
+        lo: Fraction | None, hi: Fraction | None, lo_open: bool, hi_open: bool) -> None:
+    """A bounded number's table, its magnitudes written digit by digit (``DIRECT_NUMBERS``), has
+    the language of the one built from the regexes, both signs and ``-0`` included."""
+    if lo is not None and hi is not None and lo > hi:
+        lo, hi = hi, lo
+    schema: dict[str, object] = {"type": "number"}
+    if lo is not None:
+        schema["exclusiveMinimum" if lo_open else "minimum"] = float(lo)
+    if hi is not None:
+        schema["exclusiveMaximum" if hi_open else "maximum"] = float(hi)
+    try:
+        clear_caches()
+        direct = schema_table(schema)
+        with mock.patch.object(numbertext, "DIRECT_NUMBERS", False):
+            clear_caches()
+            regexes = schema_table(schema)
+    except SchemaError:
+        return
+    finally:
+        clear_caches()
+    assert _equivalent(direct.content, regexes.content)
+
+
 def test_whitespace_and_order_policy() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
               "required": ["a"]}

@@ -121,9 +121,9 @@ def _digits(a: int, b: int | None, out: _Edges, first: int) -> None:
         n, ca0, cb0 = key
         if lb is not None and n >= lb:
             return  # no more digits than ``b`` has
-        if lb is None and n >= la:  # every longer text is in range: one state, looping
+        if lb is None and n >= la:  # every longer text is in range: one state, looping (n >= 1)
             nxt = state((la + 1, 1, 0))
-            for d in range(0x30 if n else 0x31, 0x3A):
+            for d in range(0x30, 0x3A):
                 out.edge(q, d, nxt)
             return
         da = int(sa[n]) if n < la and ca0 == 0 else None
