@@ -63,6 +63,8 @@ jsonschema = pytest.importorskip("jsonschema")
 from jsonschema import Draft202012Validator, validators  # noqa: E402
 from jsonschema.exceptions import ValidationError  # noqa: E402
 
+from tests.test_schema_semantics import number_schema  # noqa: E402
+
 # --- the judge ---------------------------------------------------------------------------------
 
 
@@ -472,11 +474,7 @@ def test_bounded_numbers_written_digit_by_digit_keep_their_language(
     the language of the one built from the regexes, both signs and ``-0`` included."""
     if lo is not None and hi is not None and lo > hi:
         lo, hi = hi, lo
-    schema: dict[str, object] = {"type": "number"}
-    if lo is not None:
-        schema["exclusiveMinimum" if lo_open else "minimum"] = float(lo)
-    if hi is not None:
-        schema["exclusiveMaximum" if hi_open else "maximum"] = float(hi)
+    schema = number_schema(lo, hi, lo_open, hi_open)
     try:
         clear_caches()
         direct = schema_table(schema)

@@ -255,6 +255,16 @@ def test_draft04_exclusive_bounds() -> None:
     assert not d.matches(b"0") and d.matches(b"1")
 
 
+def number_schema(lo: Any, hi: Any, lo_open: bool, hi_open: bool) -> dict[str, Any]:
+    """``{"type": "number"}`` with these bounds (None: none), each exclusive where open."""
+    schema: dict[str, Any] = {"type": "number"}
+    if lo is not None:
+        schema["exclusiveMinimum" if lo_open else "minimum"] = float(lo)
+    if hi is not None:
+        schema["exclusiveMaximum" if hi_open else "maximum"] = float(hi)
+    return schema
+
+
 BOUNDS = st.one_of(st.none(), st.decimals(min_value=-30, max_value=30, places=2, allow_nan=False))
 
 
@@ -262,11 +272,7 @@ BOUNDS = st.one_of(st.none(), st.decimals(min_value=-30, max_value=30, places=2,
 @given(BOUNDS, BOUNDS, st.booleans(), st.booleans(),
        st.lists(st.decimals(min_value=-40, max_value=40, places=3, allow_nan=False), max_size=12))
 def test_number_bounds_are_exact(lo: Any, hi: Any, lo_open: bool, hi_open: bool, xs: list[Any]) -> None:
-    schema: dict[str, Any] = {"type": "number"}
-    if lo is not None:
-        schema["exclusiveMinimum" if lo_open else "minimum"] = float(lo)
-    if hi is not None:
-        schema["exclusiveMaximum" if hi_open else "maximum"] = float(hi)
+    schema = number_schema(lo, hi, lo_open, hi_open)
     try:
         d = schema_dfa(schema)
     except SchemaError:

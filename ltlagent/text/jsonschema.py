@@ -952,9 +952,9 @@ def _build_value_table(t: JsonType, limit: int) -> Block:
             return literal_table(texts, "the JSON schema")
     if isinstance(t, JsonInteger) and DIRECT_INTEGERS:
         d = integer_dfa(t.lo, t.hi)  # minimal, every state reachable and live: the table as it is
-        acc = np.zeros(len(d.trans), dtype=bool)
+        acc = np.zeros(d.num_states, dtype=bool)
         acc[list(d.accepting)] = True
-        return ByteTable(d.live_table.astype(np.int32), acc, "the JSON schema")
+        return ByteTable.build(d.live_table, acc, "the JSON schema", reachable=True, live=True)
     if isinstance(t, JsonUnion) and DIRECT_UNIONS and len(t.branches) > 1:
         direct = union_table(_branch_tables(t, limit), "the JSON schema", limit)
         if direct is not None:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-import numpy as np
-
 from ltlagent.text.glue import Block, Joiner, Nested, Run, enters_start
 
 __all__ = ["union_table"]
@@ -47,6 +45,6 @@ def union_table(branches: Sequence[Block], source: str, limit: int) -> Nested | 
         first = out.copy(b, [], ())
         assert first is not None  # (no stop bytes: never refused)
         entry += first
-        accepting += (np.flatnonzero(b.accepting) + d).tolist()
+        accepting += [a + d for a, _runs in b.rim.accepting]
     out.rows[0] = sorted(entry)
     return out.nested(accepting, source)
