@@ -563,8 +563,12 @@ class _Spans:
     """:class:`_Few` as spans of the trie's token order, each with its end state (a sparse walk
     that wrote only whole spans): the mask from the slices, the token arrays only when asked."""
 
-    def __init__(self, order: np.ndarray, lo: list[int], hi: list[int], to: list[int]) -> None:
+    __slots__ = ("_map", "hi", "lo", "order", "to", "view")
+
+    def __init__(self, order: np.ndarray, lo: list[int], hi: list[int], to: list[int],
+                 view: memoryview | None = None) -> None:
         self.order, self.lo, self.hi, self.to = order, lo, hi, to
+        self.view = order.data if view is None else view  # ``order`` read token by token
         self._map: dict[int, int] | None = None
 
     def dense(self, size: int, dead: int) -> np.ndarray:
@@ -581,11 +585,11 @@ class _Spans:
     def mark(self, mask: np.ndarray) -> None:
         """Set the spans' tokens in ``mask``: a span of a few tokens token by token (a key's path
         down the trie: most spans of a sparse visit are one or two tokens), a longer one at once."""
-        order = self.order
+        order, view = self.order, self.view
         for a, b in zip(self.lo, self.hi):
             if b - a <= 4:
                 for k in range(a, b):
-                    mask[order.item(k)] = True
+                    mask[view[k]] = True
             else:
                 mask[order[a:b]] = True
 
@@ -724,6 +728,8 @@ class _Writes:
     """The tokens a first visit writes: spans of the trie's token order (``VocabTrie.order``) and
     the state each ends in, as arrays (from whole levels) and as lists (from single nodes)."""
 
+    __slots__ = ("arrays_", "hi", "lo", "to")
+
     def __init__(self) -> None:
         self.arrays_: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.lo: list[int] = []
@@ -771,6 +777,14 @@ class TurnIndex:
         self.opened = 0  # string openers' subtrees settled along a chain in sparse visits (likewise)
         self.classed = 0  # first visits whose tokens in a class went along its chain (likewise)
         self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
+        # the arrays a sparse first visit reads entry by entry, as memoryviews (half the cost of
+        # ``ndarray.item`` per read: :meth:`_follow`)
+        self._trans_view = lang.trans.data
+        self._single_view = lang.single.data
+        self._count_view = lang.loop_count.data
+        self._order_view = tokens.trie.order.data
+        self._root_view = tokens.trie.root.data
+        self._level_views = tuple(lv.views for lv in tokens.trie.levels)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loops  # noqa: B018 - likewise the loops of every state (one pass over the table)
         self.lang.loop_count  # noqa: B018 - and how many bytes loop (from the rows' runs)
@@ -799,7 +813,7 @@ class TurnIndex:
         """:meth:`ends` of a state not seen before: along a content chain where every content
         character moves it alike, else from a lower count when a period allows, else walked; a
         state with one live byte down the trie alone first (:meth:`_single`)."""
-        x = self.lang.single.item(s)
+        x = self._single_view[s]
         if x >= 0 and SINGLE_FIRST and not (CONTENT_CHAINS and self._opens(s, x)):
             return self._single(s, x)
         if CONTENT_CHAINS:
@@ -1229,7 +1243,7 @@ class TurnIndex:
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
         self._levels(0, kids, cur, {}, usual, wrap, skip, out)
         if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
-            few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to)
+            few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to, self._order_view)
             return _Joined(few, parts, part) if parts or part is not None else few
         lo, hi, to = out.arrays()
         if usual == dead:  # the few live tokens, without an array over the vocabulary
@@ -1247,7 +1261,7 @@ class TurnIndex:
         """The level walk of :meth:`_walk` from level ``d``: nodes ``kids`` reached in states
         ``cur``, and the nodes where paths followed alone stopped (``pending``, per level), their
         tokens written to ``out``."""
-        dead, single, levels = self._dead, self.lang.single, self.tokens.trie.levels
+        dead, single, levels = self._dead, self._single_view, self.tokens.trie.levels
         while d < len(levels):
             more = pending.pop(d, None)
             if more is not None:
@@ -1256,7 +1270,7 @@ class TurnIndex:
                 rest: list[int] = []
                 rest_states: list[int] = []
                 for n, t in zip(_ints(kids), _ints(cur)):
-                    if single.item(t) < 0:
+                    if single[t] < 0:
                         rest.append(n)
                         rest_states.append(t)
                     else:
@@ -1293,7 +1307,7 @@ class TurnIndex:
         A digit's chains (:attr:`TokenBytes.numbers`) need several live digits: never here."""
         if x == 0x20:
             return True
-        return x == 0x22 and self.lang.content_step.item(self.lang.trans.item(s, 0x22)) >= 0
+        return x == 0x22 and self.lang.content_step.item(self._trans_view[s, 0x22]) >= 0
 
     def _single(self, s: int, x: int) -> _Spans | _Few:
         """:meth:`_walk` of a state with one live byte ``x`` that opens no string (:meth:`_opens`; a
@@ -1303,14 +1317,14 @@ class TurnIndex:
         crosses into a value: :meth:`_levels`). The general walk's set-up is not paid."""
         trie = self.tokens.trie
         out = _Writes()
-        n = trie.root.item(x) if trie.levels else -1
+        n = self._root_view[x] if trie.levels else -1
         if n >= 0:
             pending: dict[int, tuple[list[int], list[int]]] = {}
-            self._follow(0, n, self.lang.trans.item(s, x), -1, out, pending)
+            self._follow(0, n, self._trans_view[s, x], -1, out, pending)
             if pending:
                 self._levels(min(pending), [], [], pending, self._dead, -1, -1, out)
         if not out.arrays_:
-            return _Spans(trie.order, out.lo, out.hi, out.to)
+            return _Spans(trie.order, out.lo, out.hi, out.to, self._order_view)
         lo, hi, to = out.arrays()
         idx, owner = ranges(lo, hi)
         return _Few(trie.order[idx], to[owner])
@@ -1322,28 +1336,29 @@ class TurnIndex:
         its child by that byte, while the states have one live byte; the node where a state has
         more is left in ``pending`` for the level walk (``skip``: the level-1 node of a subtree
         settled apart)."""
-        trans, single, levels = self.lang.trans, self.lang.single, self.tokens.trie.levels
+        trans, single, views = self._trans_view, self._single_view, self._level_views
         below = self.tokens.level_bytes
         lo, hi, to = out.lo, out.hi, out.to
+        last = len(views) - 1
         while True:
-            x = single.item(t)
+            x = single[t]
             if x < 0:
                 more = pending.setdefault(d, ([], []))
                 more[0].append(n)
                 more[1].append(t)
                 return
-            lv = levels[d]
-            a, b = lv.span_lo.item(n), lv.own_hi.item(n)
+            span_lo, own_hi, child_lo, child_hi, _span_hi, _height = views[d]
+            a, b = span_lo[n], own_hi[n]
             if b > a:
                 lo.append(a)
                 hi.append(b)
                 to.append(t)
-            if d + 1 == len(levels):
+            if d == last:
                 return
-            c = below[d + 1].find(x, lv.child_lo.item(n), lv.child_hi.item(n))
+            c = below[d + 1].find(x, child_lo[n], child_hi[n])
             if c < 0 or (not d and c == skip):
                 return
-            n, t, d = c, trans.item(t, x), d + 1
+            n, t, d = c, trans[t, x], d + 1
 
     def _usual(self, s: int, row: np.ndarray, live: np.ndarray) -> int:
         """Where most tokens from ``s`` end: ``s`` when many bytes loop on it; the state most live
@@ -1393,27 +1408,28 @@ class TurnIndex:
         lang = self.lang
         dead, loops = self._dead, lang.loops
         lv = self.tokens.trie.levels[d]
-        span_lo, span_hi, own_hi, below, height = lv.span_lo, lv.span_hi, lv.own_hi, lv.below, lv.height
-        count = lang.loop_count
+        span_lo, own_hi, _lo, _hi, span_hi, height = self._level_views[d]
+        below = lv.below
+        count = self._count_view
         lo_w, hi_w, to_w = out.lo, out.hi, out.to
         walk: list[int] = []
         walk_states: list[int] = []
         for i, t in zip(nodes, cur):
             if t == dead:
                 if usual != dead:
-                    lo_w.append(span_lo.item(i))
-                    hi_w.append(span_hi.item(i))
+                    lo_w.append(span_lo[i])
+                    hi_w.append(span_hi[i])
                     to_w.append(dead)
                 continue
-            if not count.item(t):  # nothing loops (a key, a literal): only a leaf is settled here
-                covered = not height.item(i)
+            if not count[t]:  # nothing loops (a key, a literal): only a leaf is settled here
+                covered = not height[i]
             else:
                 left = int.from_bytes(below[i].tobytes(), "little") \
                     & ~int.from_bytes(loops[t].tobytes(), "little")
                 covered = not left or (t == wrap and not left & _ASCII and lv.whole.item(i))
             if t != usual:
-                lo_w.append(span_lo.item(i))
-                hi_w.append((span_hi if covered else own_hi).item(i))
+                lo_w.append(span_lo[i])
+                hi_w.append((span_hi if covered else own_hi)[i])
                 to_w.append(t)
             if not covered:
                 walk.append(i)
@@ -1540,19 +1556,19 @@ class TurnIndex:
         live bytes looked up among them (``bytes.find`` in the level's bytes: a node's children
         are sorted by byte) where those are few; a node with many of both at once in numpy."""
         trans, dead = self.lang.trans, self._dead
-        lv = self.tokens.trie.levels[d]
+        view = self._trans_view
         below = self.tokens.level_bytes[d + 1]
-        child_lo, child_hi = lv.child_lo, lv.child_hi
+        _span_lo, _own_hi, child_lo, child_hi, _span_hi, _height = self._level_views[d]
         lives = self._lives
         few: list[int] = []
         few_states: list[int] = []
         for i, t in zip(nodes, cur):
-            a, b = child_lo.item(i), child_hi.item(i)
+            a, b = child_lo[i], child_hi[i]
             if a == b:
                 continue
             if b - a <= LIVE_LOOKUPS:  # few children: each stepped
                 for c in range(a, b):
-                    q = trans.item(t, below[c])
+                    q = view[t, below[c]]
                     if q != dead:
                         few.append(c)
                         few_states.append(q)
@@ -1565,7 +1581,7 @@ class TurnIndex:
                     c = below.find(x, a, b)
                     if c >= 0:
                         few.append(c)
-                        few_states.append(trans.item(t, x))
+                        few_states.append(view[t, x])
             else:
                 states = trans[t, self.tokens.trie.levels[d + 1].byte[a:b]]
                 keep = np.flatnonzero(states != dead)

@@ -21,6 +21,7 @@ Built once per vocabulary, independent of the spec.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass, field
 
@@ -56,6 +57,14 @@ class TrieLevel:
     height: np.ndarray = field(repr=False)  # int64
     #: whether every token under the node goes on from it in whole UTF-8 characters
     whole: np.ndarray = field(repr=False)  # bool
+
+    @functools.cached_property
+    def views(self) -> tuple[memoryview, memoryview, memoryview, memoryview, memoryview, memoryview]:
+        """``span_lo``, ``own_hi``, ``child_lo``, ``child_hi``, ``span_hi``, ``height`` as
+        memoryviews: a sparse first visit reads them node by node, and indexing a memoryview costs
+        half of ``ndarray.item``."""
+        return (self.span_lo.data, self.own_hi.data, self.child_lo.data,
+                self.child_hi.data, self.span_hi.data, self.height.data)
 
 
 @dataclass(frozen=True, eq=False)
