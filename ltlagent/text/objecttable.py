@@ -12,7 +12,9 @@ entries into each value were most of a median schema's compile. The keys' trie i
 a state is a node of it with the members that may still come there (a slice of the node's own
 members, which are in order, so the state is named by the node and the slice's ends, found by
 bisection), so that the lanes share states where the subset construction does (a key's bytes
-once it is the only one left). None where a value's table could
+once it is the only one left). Those bytes, past the key's longest prefix shared with another
+key, are not built as trie nodes: they are a *chain* whose states are written one after another
+when its first is reached, numbered as the trie's nodes were. None where a value's table could
 not be joined so (it accepts at its start, leads back to it, begins with a space, or goes on by
 ``,`` or ``}``) or the states would pass the limit: the caller determinises the glue then.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ltlagent.text.glue import Block, Joiner, Nested, enters_start
 
@@ -76,13 +79,27 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
 
     # the keys' trie: per node, its children (byte, node) in byte order and the members whose keys
     # pass through it, ascending; a state of the table is a node with the members in a range
-    # (those that may come next), a slice of the node's members
+    # (those that may come next), a slice of the node's members. A key's bytes past its longest
+    # prefix shared with another key are one member's alone: a *chain*, whose nodes are not built
+    # (the child is ``-1 - k``, member k's chain from that depth on; its states are named by the
+    # member and the depth, and written one after another when the first is: ``chain``)
+    keys = [m.key for m in members]
+    alone = [0] * n  # per member, its longest prefix shared with another key
+    by_key = sorted(range(n), key=keys.__getitem__)
+    for x, y in pairwise(by_key):
+        kx, ky = keys[x], keys[y]
+        i, most = 0, min(len(kx), len(ky))
+        while i < most and kx[i] == ky[i]:
+            i += 1
+        alone[x], alone[y] = max(alone[x], i), max(alone[y], i)
     kids: list[list[tuple[int, int]]] = [[]]
     under: list[list[int]] = [[]]
-    for k, m in enumerate(members):
+    depth: list[int] = [0]
+    for k, key in enumerate(keys):
         v = 0
         under[0].append(k)
-        for b in m.key:
+        for d in range(alone[k]):
+            b = key[d]
             for c, w in kids[v]:
                 if c == b:
                     v = w
@@ -91,10 +108,13 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
                 w = len(kids)
                 kids.append([])
                 under.append([])
+                depth.append(d + 1)
                 kids[v].append((b, w))
                 kids[v].sort()
                 v = w
             under[v].append(k)
+        kids[v].append((key[alone[k]], -1 - k))  # (a key is never a prefix of another: its quote)
+        kids[v].sort()
     states: dict[tuple[int, int, int], int] = {}  # (node, slice of its members) -> state
     todo: list[tuple[int, int, int, int]] = []  # states whose rows are not built: state, node, slice
 
@@ -107,13 +127,24 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
         first, last = mine[a], mine[z - 1]
         out = []
         for b, w in kids[v]:
+            if w < 0:  # a chain: its member alone
+                k = -1 - w
+                if not first <= k <= last:
+                    continue
+                d = depth[v] + 1
+                if d == len(keys[k]):  # its closing quote
+                    out.append((b, b, after_key[k]))
+                    continue
+                got = states.get((w, d, -1))
+                if got is None:
+                    got = states[w, d, -1] = new()
+                    todo.append((got, w, d, -1))
+                out.append((b, b, got))
+                continue
             theirs = under[w]
             i = bisect_left(theirs, first)
             j = bisect_right(theirs, last, i)
             if i == j:
-                continue
-            if not kids[w]:  # a key's closing quote: one member
-                out.append((b, b, after_key[theirs[i]]))
                 continue
             got = states.get((w, i, j))
             if got is None:
@@ -121,6 +152,18 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
                 todo.append((got, w, i, j))
             out.append((b, b, got))
         return out
+
+    def chain(q: int, k: int, d: int) -> None:
+        """The rows of member ``k``'s chain from state ``q`` (its key's first ``d`` bytes read):
+        a state per byte to its closing quote, numbered in order (as the trie's nodes were when
+        each was built on its own, last in, first out)."""
+        key = keys[k]
+        last = len(key) - 1
+        while d < last:
+            r = new()
+            rows[q] = [(key[d], key[d], r)]
+            q, d = r, d + 1
+        rows[q] = [(key[last], key[last], after_key[k])]
 
     def candidates(first: int) -> list[tuple[int, int, int]]:
         """The edges into the keys that may come at position ``first < n`` on, up to the first
@@ -152,7 +195,10 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
             lane_after.append(lane)
         while todo:
             q, v, a, z = todo.pop()
-            rows[q] = edges_of(v, a, z)
+            if v < 0:
+                chain(q, -1 - v, a)
+            else:
+                rows[q] = edges_of(v, a, z)
     except _TooMany:
         return None
     # the values' copies, each but its start, after the glue's states
