@@ -1116,10 +1116,10 @@ class TurnIndex:
             out[walk[0, done]] = q[done]
             walk = walk[:, (q != dead) & ~done]
         if walk.size:  # token by token, over the runs of bytes that loop on a state at once
-            data, count, skips = self.vocab.flat, self.lang.loop_count, self._skips
+            data, count, skips, view = self.vocab.flat, self._count_view, self._skips, self._trans_view
             for i, q, p, e in walk.T.tolist():
                 while p < e:
-                    if count.item(q) >= DENSE_LOOPS:
+                    if count[q] >= DENSE_LOOPS:
                         skip = skips.get(q)
                         if skip is None:  # 1 at the bytes that leave q
                             skip = skips[q] = (trans[q] != q).view(np.uint8).tobytes()
@@ -1127,7 +1127,7 @@ class TurnIndex:
                         if k < 0:
                             break
                         p += k
-                    q = trans.item(q, data[p])
+                    q = view[q, data[p]]
                     if q == dead:
                         break
                     p += 1
