@@ -1463,8 +1463,9 @@ class TurnIndex:
             below = int((lv.span_hi[nodes] - lv.own_hi[nodes]).sum())
             deep = int(lv.height[nodes].max())
         else:
-            below = sum(lv.span_hi.item(i) - lv.own_hi.item(i) for i in nodes)
-            deep = max(lv.height.item(i) for i in nodes)
+            _lo, own_hi, _clo, _chi, span_hi, height = self._level_views[d]
+            below = sum(span_hi[i] - own_hi[i] for i in nodes)
+            deep = max(height[i] for i in nodes)
         return below <= min(FINISH_TOKENS * deep, FINISH_MOST)
 
     def _finish(self, d: int, nodes: list[int], cur: list[int], usual: int, wrap: int, out: _Writes) -> None:
@@ -1525,12 +1526,14 @@ class TurnIndex:
             states = trans[np.asarray(cur)[owner], nxt.byte[kids]]
         elif usual == dead:
             return self._live_children(d, nodes, _ints(cur))
-        elif sum(lv.child_hi.item(i) - lv.child_lo.item(i) for i in nodes) <= SMALL_LEVEL:
+        elif sum(self._level_views[d][3][i] - self._level_views[d][2][i] for i in nodes) <= SMALL_LEVEL:
+            _lo, _own, child_lo, child_hi, _hi, _height = self._level_views[d]
+            view, below = self._trans_view, self.tokens.level_bytes[d + 1]
             few: list[int] = []
             few_states: list[int] = []
             for i, t in zip(nodes, cur):
-                for c in range(lv.child_lo.item(i), lv.child_hi.item(i)):
-                    q = trans.item(t, nxt.byte.item(c))
+                for c in range(child_lo[i], child_hi[i]):
+                    q = view[t, below[c]]
                     if q != dead or usual != dead:
                         few.append(c)
                         few_states.append(q)
