@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|")
         for label, xs, col in (("ours", ours, 0), ("llguidance", theirs, 1)):
             tot = statistics.median(p[col] for p in per_text) if per_text else float("nan")
-            print(f"| {label} | {1e6 * _pct(xs, 50):.0f} µs | {1e6 * _pct(xs, 90):.0f} µs | "
+            print(f"| {label} | {1e6 * _pct(xs, 50):.1f} µs | {1e6 * _pct(xs, 90):.0f} µs | "
                   f"{1e6 * _pct(xs, 99):.0f} µs | {1e3 * max(xs, default=float('nan')):.1f} ms | "
                   f"{1e3 * tot:.2f} ms |")
     return 0

@@ -930,6 +930,9 @@ def _object_table(t: JsonObject, limit: int) -> Block | None:
     written = [p for p in t.properties if not is_never(p.schema)]  # (never: a forbidden name)
     keys: list[bytes] = []
     for p in written:
+        if _plain_ascii(p.name):  # each character its own byte, one spelling
+            keys.append(b'"' + p.name.encode("ascii") + b'"')
+            continue
         texts = _const_texts(p.name)  # the quotes and each character's spellings
         if any(len(alts) != 1 for alts in texts):
             return None
