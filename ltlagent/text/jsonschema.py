@@ -123,6 +123,7 @@ def clear_caches() -> None:
     _value_table.schema.cache_clear()
     _string_template.schema.cache_clear()
     _template_graph.schema.cache_clear()
+    _extra_keys.cache_clear()
 
 
 # --- writing the automaton -------------------------------------------------------------------
@@ -451,7 +452,15 @@ def any_value(depth: int) -> JsonType:
 def extra_keys(t: JsonObject) -> list[tuple[JsonString, JsonType]]:
     """The undeclared keys an object writes, as classes of keys with their value's schema: per
     non-empty subset of the patterns, the keys matching exactly those (their schemas met); and,
-    with ``write_additional``, the keys matching none. Declared names are excluded."""
+    with ``write_additional``, the keys matching none. Declared names are excluded. Kept per
+    object (:func:`clear_caches`): the direct table asks first, then the glue that writes them."""
+    if not t.patterns and not t.write_additional:
+        return []
+    return list(_extra_keys(t))
+
+
+@functools.lru_cache(maxsize=4096)
+def _extra_keys(t: JsonObject) -> tuple[tuple[JsonString, JsonType], ...]:
     names = tuple(p.name for p in t.properties)
     rxs = [rx for rx, _s in t.patterns]
     out: list[tuple[JsonString, JsonType]] = []
@@ -471,7 +480,7 @@ def extra_keys(t: JsonObject) -> list[tuple[JsonString, JsonType]]:
             out.append((key, schema))
     if t.write_additional and not is_never(t.additional):
         out.append((JsonString(avoid=tuple(rxs), excluded=names), t.additional))
-    return [(k, s) for k, s in out if 0 in _string_language(_lang(k)).live]
+    return tuple((k, s) for k, s in out if 0 in _string_language(_lang(k)).live)
 
 
 _EXIT = -2  # in a string template: the closing quote
