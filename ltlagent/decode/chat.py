@@ -83,6 +83,8 @@ class TokenBytes:
         tb.silent  # noqa: B018
         tb.content  # noqa: B018 - likewise the string-content classes of the tokens (TurnIndex._chain)
         tb.level_bytes  # noqa: B018
+        for lv in tb.trie.levels:  # likewise each level's arrays as memoryviews (sparse first visits)
+            lv.views  # noqa: B018
         tb.quoted  # noqa: B018
         tb.quoted_both  # noqa: B018
         tb.numbers  # noqa: B018
@@ -784,6 +786,8 @@ class TurnIndex:
         self._count_view = lang.loop_count.data
         self._order_view = tokens.trie.order.data
         self._root_view = tokens.trie.root.data
+        self._accepting_view = lang.accepting.data
+        self._size = tokens.vocab.size
         self._level_views = tuple(lv.views for lv in tokens.trie.levels)
         self.lang.checked_periods  # noqa: B018 - checked now, not on a decoding step
         self.lang.loops  # noqa: B018 - likewise the loops of every state (one pass over the table)
@@ -1315,19 +1319,19 @@ class TurnIndex:
         the states' bytes while they have one live byte (as :meth:`_follow`, each node's own
         tokens a span), then the level walk from the node where a state has more (a token that
         crosses into a value: :meth:`_levels`). The general walk's set-up is not paid."""
-        trie = self.tokens.trie
         out = _Writes()
-        n = self._root_view[x] if trie.levels else -1
+        n = self._root_view[x] if self._level_views else -1
         if n >= 0:
             pending: dict[int, tuple[list[int], list[int]]] = {}
             self._follow(0, n, self._trans_view[s, x], -1, out, pending)
             if pending:
                 self._levels(min(pending), [], [], pending, self._dead, -1, -1, out)
+        order = self.tokens.trie.order
         if not out.arrays_:
-            return _Spans(trie.order, out.lo, out.hi, out.to, self._order_view)
+            return _Spans(order, out.lo, out.hi, out.to, self._order_view)
         lo, hi, to = out.arrays()
         idx, owner = ranges(lo, hi)
-        return _Few(trie.order[idx], to[owner])
+        return _Few(order[idx], to[owner])
 
     def _follow(self, d: int, n: int, t: int, skip: int, out: _Writes,
                 pending: dict[int, tuple[list[int], list[int]]]) -> None:
@@ -1643,8 +1647,8 @@ class TurnIndex:
         mask = self._masks.get(s)
         if mask is None:
             e = self._found(s)
-            mask = e != self._dead if isinstance(e, np.ndarray) else e.mask(self.vocab.size)
-            if self.lang.accepting.item(s) and self._eos.size:
+            mask = e != self._dead if isinstance(e, np.ndarray) else e.mask(self._size)
+            if self._accepting_view[s] and self._eos.size:
                 mask[self._eos] = True
             self._masks[s] = mask
         return mask
