@@ -520,3 +520,36 @@ def test_combinators_sound_on_random_schemas(schema: Any) -> None:
     for _ in range(12):
         text = sample_text(table, rng).decode("utf-8")
         assert _valid(schema, json.loads(text)), (schema, text)
+
+
+@pytest.mark.parametrize("name", ["string", "integer", "number", "boolean", "null", "array", "object"])
+def test_scalar_leaves_read_as_the_general_reading(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``{"type": T}`` with only annotations beside it is read from a table of the scalar types
+    (most leaves of real schemas); the reading is the general reader's, in both modes (the
+    subset, and the superset ``not`` and ``oneOf`` read), nested and at the root, and a leaf with
+    one more assertion, a type list or a type that is not scalar still takes the general path."""
+    from ltlagent.text import schemaread
+
+    schemas: list[Any] = [
+        {"type": name},
+        {"type": name, "description": "d", "title": "t", "x-kind": 1},
+        {"type": "object", "properties": {"v": {"type": name, "examples": [1]}}, "required": ["v"]},
+        {"type": "array", "items": {"type": name}},
+        {"not": {"type": name}},
+        {"oneOf": [{"type": name}, {"type": "string", "minLength": 2}, {"type": "integer", "minimum": 5}]},
+        {"type": name, "enum": [None, True, 0, "a"]},
+        {"type": [name, "null"]},
+    ]
+    fast = []
+    for s in schemas:
+        try:
+            fast.append(parse_schema(s))
+        except SchemaError as e:
+            fast.append(str(e))
+    monkeypatch.setattr(schemaread, "_TYPE_ONLY", frozenset({"(none)"}))  # every leaf the general way
+    for s, got in zip(schemas, fast):
+        try:
+            want: Any = parse_schema(s)
+        except SchemaError as e:
+            want = str(e)
+        assert got == want, s

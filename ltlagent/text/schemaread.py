@@ -26,6 +26,8 @@ from ltlagent.text.jsontype import (
     NEVER,
     JsonAny,
     JsonConst,
+    JsonInteger,
+    JsonNumber,
     JsonObject,
     JsonProperty,
     JsonString,
@@ -90,6 +92,12 @@ _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 #: a schema with all those types and none of those keywords is any value.
 _ANY_TYPES = frozenset(_TYPES) - {"integer"}
 _ANY_KEYWORDS = frozenset().union(*_TYPE_KEYWORDS.values())
+_TYPE_ONLY = frozenset({"type"})
+#: What ``{"type": T}`` with no other assertion reads as, for the scalar types T (in either mode:
+#: the same descriptions :meth:`_Reader.typed` builds; ``test_scalar_leaves_read_as_the_general_reading``)
+_SCALARS: dict[str, JsonType] = {
+    "string": JsonString(), "integer": JsonInteger(), "number": JsonNumber(),
+    "boolean": JsonConst((True, False)), "null": JsonConst((None,))}
 _HINT = ("the compiler writes every value the schema allows except where docs/design.md §5.1 says "
          "otherwise; refused: contains, propertyNames, prefixItems, multipleOf above 1000, "
          "non-local $ref, oneOf of more than 6 branches that may overlap")
@@ -207,6 +215,11 @@ class _Reader:
         if depth > MAX_DEPTH:  # values nested deeper are not written (a subset)
             return self.cut()
         keys = {k for k in schema if k in ASSERTIONS}
+        if keys == _TYPE_ONLY:  # ``{"type": "string"}`` and its annotations: most leaves of a schema
+            name = schema["type"]
+            got = _SCALARS.get(name) if isinstance(name, str) else None
+            if got is not None:
+                return got
         for k in sorted(keys & _REFUSED):
             raise self.refuse(_pointer(path, k), f"the keyword {k!r} is not supported")
         parts: list[tuple[JsonType, str]] = []
