@@ -572,3 +572,20 @@ def test_literal_is_the_byte_by_byte_path(data: bytes) -> None:
     if not data:
         ref.eps[0].append(1)
     assert got.eps == ref.eps and got.edges == ref.edges
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 128, 129, 300])
+def test_shifted_rows_keep_dead_entries_dead(n: int) -> None:
+    """``glue._shifted`` (a block's rows moved into a flat table) is ``where(rows >= 0, rows +
+    delta, -1)`` at every size: a few rows at once, more through its buffer (a chunk's last rows,
+    a partial last chunk), delta 0 a plain copy; nothing outside ``out`` is written."""
+    from ltlagent.text.glue import _shifted
+
+    rng = np.random.default_rng(n)
+    rows = rng.integers(-1, 5000, size=(n, 256)).astype(np.int32)
+    rows[rng.random((n, 256)) < 0.5] = -1
+    for delta in (0, 1, 77_777):
+        big = np.full((n + 4, 256), 12345, dtype=np.int32)
+        _shifted(rows, delta, big[2:n + 2])
+        assert np.array_equal(big[2:n + 2], np.where(rows >= 0, rows + delta, -1))
+        assert (big[:2] == 12345).all() and (big[n + 2:] == 12345).all()
