@@ -1105,16 +1105,21 @@ def test_member_value_tables_of_no_schema_are_library_constants() -> None:
 
 
 def test_tables_of_strings_in_formats_alone_are_library_constants() -> None:
-    """A string of any length in formats alone (``format: email``) keeps its table across
-    ``clear_caches`` (the same block); with a length bound, a pattern or an excluded name beside
-    the format its table is a schema's, forgotten; the kept table still writes the format only."""
+    """A string of any length, or of at least one character, in formats alone (``format: email``)
+    or free keeps its table across ``clear_caches`` (the same block); with a length bound above,
+    ``minLength`` 2, a pattern or an excluded name its table is a schema's, forgotten; the kept
+    tables still write the format, and the non-empty ones no empty string."""
     limit = 50_000
     read = [parse_schema({"type": "string", "format": f}) for f in ("email", "date-time", "hostname")]
-    assert all(isinstance(t, JsonString) and t.fullmatch for t in read)
+    read += [parse_schema({"type": "string", "minLength": 1}),
+             parse_schema({"type": "string", "format": "email", "minLength": 1})]
+    assert all(isinstance(t, JsonString) for t in read)
     kept = [jsonschema_module._minimal(t, limit) for t in read]
     schemas = [parse_schema(s) for s in (
         {"type": "string", "format": "email", "maxLength": 64},
-        {"type": "string", "format": "email", "minLength": 1},
+        {"type": "string", "minLength": 1, "maxLength": 64},
+        {"type": "string", "minLength": 2},
+        {"type": "string", "format": "email", "minLength": 2},
         {"type": "string", "format": "email", "pattern": "a"},
         {"type": "string", "format": "email", "not": {"enum": ["a@b.c"]}})]
     assert all(isinstance(t, JsonString) for t in schemas)
@@ -1122,9 +1127,11 @@ def test_tables_of_strings_in_formats_alone_are_library_constants() -> None:
     clear_caches()
     assert all(b is jsonschema_module._minimal(t, limit) for b, t in zip(kept, read, strict=True))
     assert all(b is not jsonschema_module._minimal(t, limit) for b, t in zip(built, schemas, strict=True))
-    d = schema_dfa({"type": "object", "properties": {"e": {"type": "string", "format": "email"}},
-                    "required": ["e"]})
-    assert d.matches(b'{"e": "a@b.co"}') and not d.matches(b'{"e": "ab.co"}')
+    d = schema_dfa({"type": "object", "properties": {"e": {"type": "string", "format": "email"},
+                                                     "n": {"type": "string", "minLength": 1}},
+                    "required": ["e", "n"]})
+    assert d.matches(b'{"e": "a@b.co", "n": "x"}') and d.matches('{"e": "a@b.co", "n": "é"}'.encode())
+    assert not d.matches(b'{"e": "ab.co", "n": "x"}') and not d.matches(b'{"e": "a@b.co", "n": ""}')
 
 
 def test_string_language_avoids_excluded_names_and_patterns() -> None:
