@@ -542,6 +542,9 @@ def test_narrowed_field() -> None:
     ({"oneOf": [{"type": "integer", "minimum": i} for i in range(7)]}, "/oneOf", "branches 0 and 1"),
     ({"oneOf": [{"type": "number"}, {"type": "integer"}]}, "/", "allows no value"),
     ({"type": "thing"}, "/type", "unknown type"),
+    ({"type": "object", "properties": {"ok": {}, "\u00e9\ud800": {}}}, "/properties/\u00e9\ud800",
+     "lone surrogate"),
+    ({"type": "object", "properties": {"\udfff": {}}}, "/properties/\udfff", "lone surrogate"),
 ])
 def test_refused_keywords_name_the_path(schema: object, path: str, what: str) -> None:
     with pytest.raises(SchemaError) as e:

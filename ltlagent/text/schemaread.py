@@ -194,7 +194,7 @@ class _Reader:
         reading: the result depends on nothing else (``path`` only names the place in errors, and
         failures are not kept, so each is raised again with its own path). The memo holds the
         schema object too, so its ``id`` stays its own while the parse lasts."""
-        if not isinstance(schema, Mapping):
+        if not (isinstance(schema, dict) or isinstance(schema, Mapping)):  # (a dict: no ABC check)
             return self.read_fresh(schema, path, depth, refs)
         key = (id(schema), depth, refs, self.over, self.max_recursion)
         got = self.memo.get(key)
@@ -210,7 +210,7 @@ class _Reader:
             return self.any_value(depth)
         if schema is False:
             return NEVER
-        if not isinstance(schema, Mapping):
+        if not (isinstance(schema, dict) or isinstance(schema, Mapping)):
             raise self.refuse(path, f"a schema must be an object or a boolean, got {schema!r}")
         if depth > MAX_DEPTH:  # values nested deeper are not written (a subset)
             return self.cut()
@@ -512,13 +512,13 @@ class _Reader:
     def read_object(self, schema: Mapping[str, object], path: str, depth: int,
                refs: tuple[str, ...]) -> JsonType:
         props = schema.get("properties", {})
-        if not isinstance(props, Mapping):
+        if not (isinstance(props, dict) or isinstance(props, Mapping)):
             raise self.refuse(_pointer(path, "properties"), "properties must be an object")
         required = schema.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise self.refuse(_pointer(path, "required"), "required must be a list of names")
         raw_patterns = schema.get("patternProperties", {})
-        if not isinstance(raw_patterns, Mapping):
+        if not (isinstance(raw_patterns, dict) or isinstance(raw_patterns, Mapping)):
             raise self.refuse(_pointer(path, "patternProperties"), "patternProperties must be an object")
         ppath = _pointer(path, "patternProperties")
         patterns: list[tuple[str, JsonType]] = []
@@ -539,7 +539,7 @@ class _Reader:
         ppath = _pointer(path, "properties")
         out: list[JsonProperty] = []
         for name, sub in props.items():
-            if any(0xD800 <= ord(c) <= 0xDFFF for c in name):
+            if not name.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in name):
                 raise self.refuse(_pointer(ppath, name), "a name with a lone surrogate")
             s = self.read(sub, _pointer(ppath, name), depth + 1, refs)
             for rx, ps in patterns:
