@@ -59,6 +59,12 @@ def _agent(model_tok: tuple[object, object], tools: Sequence[Mapping[str, object
     ({"type": "object", "properties": {"x": {"type": "array",
                                              "items": {"type": "string", "pattern": "(?<=a)b"}}}},
      "/properties/x/items/pattern"),
+    # a required member no value satisfies (the sides of if/then/else exclude each other): the
+    # tool could never be called, found only once the table is built
+    ({"type": "object", "required": ["x"],
+      "properties": {"x": {"if": {"type": "string", "pattern": "^a"}, "then": {"type": "integer"},
+                           "else": {"type": "string", "pattern": "^a"}}}},
+     "/"),
 ])
 def test_a_schema_the_decoder_cannot_enforce_is_refused_at_construction_with_tool_and_path(
         model_tok: tuple[object, object], mode: str, schema: dict[str, object], where: str) -> None:

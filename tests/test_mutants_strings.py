@@ -12,8 +12,8 @@ import re
 import numpy as np
 import pytest
 
-from ltlagent.errors import UsageError
-from ltlagent.text.jsonschema import clear_caches, schema_dfa, schema_table
+from ltlagent.errors import SchemaError, UsageError
+from ltlagent.text.jsonschema import clear_caches, description_table, parse_schema, schema_dfa, schema_table
 
 CHARS = ["a", "b", "0", "é", "😀", '"', "\\", "\n", "/"]
 
@@ -37,7 +37,11 @@ def test_string_bounds_and_patterns_match_the_reference(lo: int, hi: int, patter
     schema: dict[str, object] = {"type": "string", "minLength": lo, "maxLength": hi}
     if pattern is not None:
         schema["pattern"] = pattern
-    dfa = schema_dfa(schema)
+    table = description_table(parse_schema(schema))
+    if table.empty:  # (``^a`` within 0 characters): the schema is refused, its table is empty
+        with pytest.raises(SchemaError, match="allows no value"):
+            schema_dfa(schema)
+    dfa = table.content
     rng = random.Random(lo * 1000 + hi)
     for n in sorted({0, 1, lo - 1, lo, lo + 1, hi - 1, hi, hi + 1, (lo + hi) // 2}):
         if n < 0:
@@ -97,7 +101,9 @@ def test_string_tables_come_trimmed(schema: dict[str, object]) -> None:
 
 def test_a_string_language_that_is_empty_is_one_dead_state() -> None:
     empty = {"type": "string", "maxLength": 1, "pattern": "^ab"}
-    t = schema_table(empty)
+    with pytest.raises(SchemaError, match="allows no value"):
+        schema_table(empty)
+    t = description_table(parse_schema(empty))
     assert t.trans.shape == (1, 256) and t.trans.dtype == np.int32 and (t.trans == -1).all()
     assert t.accepting.shape == (1,) and not t.accepting.any()
     dfa = schema_dfa({"type": "object", "properties": {"a": empty, "b": {"type": "null"}}})

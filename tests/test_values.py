@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from ltlagent.errors import UsageError
 from ltlagent.text import values
 from ltlagent.text.bytetable import ByteTable, distance_to, trim
-from ltlagent.text.jsonschema import schema_table
+from ltlagent.text.jsonschema import description_table, parse_schema, schema_table
 from ltlagent.text.values import (
     ValueAnd,
     ValueBudgetExceeded,
@@ -379,7 +379,7 @@ def test_boolean_combinations(user: list[str], tool: list[str], values: list[str
 def test_restrict_to_a_field_schema(texts: list[str], max_len: int, seed: int) -> None:
     """The product with a string field's schema table: values that are substrings *and* fit the
     schema (a length bound counts decoded characters, whatever the escapes)."""
-    field = schema_table({"type": "string", "maxLength": max_len, "pattern": "^[^b]"})
+    field = description_table(parse_schema({"type": "string", "maxLength": max_len, "pattern": "^[^b]"}))
     lang = substring_language(texts)
     got = restrict(field, json_texts(lang))
     for t in samples(got, seed):

@@ -44,11 +44,11 @@ from ltlagent.text.jsonschema import (
     JsonType,
     JsonUnion,
     _Emitter,
+    description_table,
     emit,
     extra_keys,
     narrow,
     parse_schema,
-    schema_table,
 )
 from ltlagent.text.toolcall import FORMATS, call_table, glue_calls
 from ltlagent.text.values import MAX_VALUE_STATES, ValueBudgetExceeded, ValueTerm, restrict_field
@@ -368,10 +368,10 @@ def _value_block(args: JsonType, key: str, term: ValueTerm, budget: int, limit: 
     if isinstance(node, JsonArray):
         if not _scalar(node.items):
             raise _Unenforced("a list whose items may be lists or objects")
-        return _Block(restrict_field(schema_table(node.items, limit=limit), term, budget=budget), True)
+        return _Block(restrict_field(description_table(node.items, limit), term, budget=budget), True)
     if not _scalar(node):
         raise _Unenforced("a value that may be a list or an object")
-    return _Block(restrict_field(schema_table(node, limit=limit), term, budget=budget), False)
+    return _Block(restrict_field(description_table(node, limit), term, budget=budget), False)
 
 
 class _ValueEmitter(_Emitter):

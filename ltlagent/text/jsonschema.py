@@ -84,8 +84,8 @@ from ltlagent.text.uniontable import union_table
 __all__ = [
     "JsonConst", "JsonInteger", "JsonNumber", "JsonString", "JsonArray", "JsonProperty",
     "JsonObject", "JsonUnion", "JsonAny", "JsonType", "parse_schema", "narrow", "emit", "schema_dfa",
-    "schema_table", "string_texts", "integer_regex", "clear_caches", "MAX_DEPTH", "MAX_ITEMS",
-    "MAX_STRING_LENGTH", "MAX_JSON_STATES", "ANY_DEPTH", "number_parts",
+    "schema_table", "description_table", "string_texts", "integer_regex", "clear_caches", "MAX_DEPTH",
+    "MAX_ITEMS", "MAX_STRING_LENGTH", "MAX_JSON_STATES", "ANY_DEPTH", "number_parts",
 ]
 
 #: Largest automaton built for one schema or tool-call format.
@@ -1109,9 +1109,25 @@ def schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping
                  *, limit: int = MAX_JSON_STATES, unknown_formats: str = "refuse") -> ByteTable:
     """:func:`schema_dfa` as a numpy :class:`ByteTable` (trimmed: every state live). A schema
     given as a dict whose recursion, followed twice, needs more than ``limit`` states is read again
-    with its recursion followed once (a smaller subset of its values)."""
+    with its recursion followed once (a smaller subset of its values). :class:`SchemaError` for a
+    schema that allows no value, found here where the description did not show it."""
     with _gc_paused():
-        return _schema_table(schema, fields, limit, unknown_formats)
+        table = _schema_table(schema, fields, limit, unknown_formats)
+    if table.empty:  # contradictions the description did not show (an if/then/else whose sides
+        # exclude every value, patterns that no string meets): a tool that could never be called
+        raise SchemaError("the schema allows no value that can be written (its keywords contradict "
+                          "each other)", "", hint="no JSON value satisfies it as docs/design.md §5.1 "
+                          "reads it; check it with a validator, or loosen the keywords that exclude "
+                          "one another")
+    return table
+
+
+def description_table(t: JsonType, limit: int = MAX_JSON_STATES) -> ByteTable:
+    """The table of a description as it is: empty where it allows no value (a part of a schema,
+    such as an optional member whose value cannot be written, which :func:`schema_table` would
+    refuse)."""
+    with _gc_paused():
+        return _table(t, limit)
 
 
 def _schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None,
