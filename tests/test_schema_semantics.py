@@ -142,6 +142,11 @@ def test_a_schema_no_value_satisfies_is_refused_once_its_table_is_empty(schema: 
         assert not s.empty
     assert schema_dfa({"type": "object", "properties": {"x": schema, "y": {"const": 1}}}).matches(b'{"y":1}')
     assert description_table(parse_schema(schema)).empty  # (the parts' table: empty, not refused)
+    item = {"type": "object", "required": ["b"], "properties": {"b": schema}}
+    nested = {"type": "object", "required": ["a"],
+              "properties": {"a": {"type": "array", "minItems": 1, "items": item}}}
+    with pytest.raises(SchemaError, match="in property 'a' › items › property 'b'( › items)?\\)"):
+        schema_table(nested)
 
 
 # --- ECMA-262 patterns ---------------------------------------------------------------------------

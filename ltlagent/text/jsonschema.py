@@ -1112,14 +1112,38 @@ def schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping
     with its recursion followed once (a smaller subset of its values). :class:`SchemaError` for a
     schema that allows no value, found here where the description did not show it."""
     with _gc_paused():
-        table = _schema_table(schema, fields, limit, unknown_formats)
-    if table.empty:  # contradictions the description did not show (an if/then/else whose sides
-        # exclude every value, patterns that no string meets): a tool that could never be called
-        raise SchemaError("the schema allows no value that can be written (its keywords contradict "
-                          "each other)", "", hint="no JSON value satisfies it as docs/design.md §5.1 "
-                          "reads it; check it with a validator, or loosen the keywords that exclude "
-                          "one another")
-    return table
+        table, t = _schema_table(schema, fields, limit, unknown_formats)
+        if not table.empty:
+            return table
+        # contradictions the description did not show (an if/then/else whose sides exclude every
+        # value, patterns that no string meets): a tool that could never be called
+        where = _why_empty(t, limit)
+    raise SchemaError(f"the schema allows no value that can be written (its keywords contradict "
+                      f"each other{where})", "", hint="no JSON value satisfies it as docs/design.md "
+                      "§5.1 reads it; check it with a validator, or loosen the keywords that "
+                      "exclude one another")
+
+
+def _why_empty(t: JsonType, limit: int) -> str:
+    """Where an empty table's emptiness lies, in words: down the required properties and the
+    items of non-empty arrays whose own tables are empty (``""`` at the top)."""
+    path: list[str] = []
+    while True:
+        try:
+            if isinstance(t, JsonObject):
+                p = next((p for p in t.properties if p.required and _table(p.schema, limit).empty), None)
+                if p is None:
+                    break
+                path.append(f"property {p.name!r}")
+                t = p.schema
+            elif isinstance(t, JsonArray) and t.min_items and _table(t.items, limit).empty:
+                path.append("items")
+                t = t.items
+            else:
+                break
+        except UsageError:  # (a part over the limit: named as far as it went)
+            break
+    return f": in {' › '.join(path)}" if path else ""
 
 
 def description_table(t: JsonType, limit: int = MAX_JSON_STATES) -> ByteTable:
@@ -1131,19 +1155,23 @@ def description_table(t: JsonType, limit: int = MAX_JSON_STATES) -> ByteTable:
 
 
 def _schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None,
-                  limit: int, unknown_formats: str) -> ByteTable:
+                  limit: int, unknown_formats: str) -> tuple[ByteTable, JsonType]:
+    """The table and the description it was built from."""
     if not isinstance(schema, Mapping | bool):
-        return _table(narrow(schema, fields) if fields else schema, limit)
+        t = narrow(schema, fields) if fields else schema
+        return _table(t, limit), t
     t = parse_schema(schema, unknown_formats=unknown_formats)
     try:
-        return _table(narrow(t, fields) if fields else t, limit)
+        mine = narrow(t, fields) if fields else t
+        return _table(mine, limit), mine
     except SchemaError:
         raise
     except UsageError:
         once = parse_schema(schema, unknown_formats=unknown_formats, max_recursion=1)
         if once == t:
             raise
-        return _table(narrow(once, fields) if fields else once, limit)
+        mine = narrow(once, fields) if fields else once
+        return _table(mine, limit), mine
 
 
 def _table(t: JsonType, limit: int) -> ByteTable:
