@@ -78,8 +78,17 @@ def _power(body: Pattern, w: Word, starts: set[Pos], lo: int, hi: int | None) ->
     cur = set(starts)
     k = 0
     seen_after_lo: set[Pos] = set(result)
+    memo: dict[frozenset[Pos], set[Pos]] = {}  # one body's ends from one start, found once per call
+
+    def step(s: set[Pos]) -> set[Pos]:
+        key = frozenset(s)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = ends(body, w, s)
+        return got
+
     while cur and (hi is None or k < hi):
-        cur = _keep_flag(cur, lambda s: ends(body, w, s))
+        cur = _keep_flag(cur, step)
         k += 1
         if k >= lo:
             new = cur - seen_after_lo

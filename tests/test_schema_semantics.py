@@ -145,7 +145,7 @@ def test_a_schema_no_value_satisfies_is_refused_once_its_table_is_empty(schema: 
     item = {"type": "object", "required": ["b"], "properties": {"b": schema}}
     nested = {"type": "object", "required": ["a"],
               "properties": {"a": {"type": "array", "minItems": 1, "items": item}}}
-    with pytest.raises(SchemaError, match="in property 'a' › items › property 'b'( › items)?\\)"):
+    with pytest.raises(SchemaError, match=r"in property 'a' › items › property 'b'( › items)?\)"):
         schema_table(nested)
 
 
