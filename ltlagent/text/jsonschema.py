@@ -1156,22 +1156,24 @@ def description_table(t: JsonType, limit: int = MAX_JSON_STATES) -> ByteTable:
 
 def _schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None,
                   limit: int, unknown_formats: str) -> tuple[ByteTable, JsonType]:
-    """The table and the description it was built from."""
-    if not isinstance(schema, Mapping | bool):
-        t = narrow(schema, fields) if fields else schema
-        return _table(t, limit), t
-    t = parse_schema(schema, unknown_formats=unknown_formats)
-    try:
+    """The table and the description it was built from (narrowed by ``fields``)."""
+
+    def built(t: JsonType) -> tuple[ByteTable, JsonType]:
         mine = narrow(t, fields) if fields else t
         return _table(mine, limit), mine
+
+    if not isinstance(schema, Mapping | bool):
+        return built(schema)
+    t = parse_schema(schema, unknown_formats=unknown_formats)
+    try:
+        return built(t)
     except SchemaError:
         raise
     except UsageError:
         once = parse_schema(schema, unknown_formats=unknown_formats, max_recursion=1)
         if once == t:
             raise
-        mine = narrow(once, fields) if fields else once
-        return _table(mine, limit), mine
+        return built(once)
 
 
 def _table(t: JsonType, limit: int) -> ByteTable:
