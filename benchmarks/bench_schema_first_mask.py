@@ -4,11 +4,12 @@ against llguidance's, on JSONSchemaBench schemas both compile.
 Usage: python benchmarks/bench_schema_first_mask.py [--every 5] [--vocab 49k] [--clock cpu|wall]
 
 The issue's compile target compares compiles alone, but the engines do different work there:
-ours builds the whole automaton (``schema_table``), llguidance's ``grammar_from_json_schema``
+ours builds the whole automaton (``schema_block``), llguidance's ``grammar_from_json_schema``
 builds a grammar whose lexer automata are derived lazily, while masks are computed. What a user
 waits for before the first token of a new schema is both: this benchmark times each part and
 their sum. Ours: ``clear_caches()`` (what schemas built; the library's constants stay), then
-``schema_table`` (the compile), then ``TurnLanguage.of_table`` + ``TurnIndex`` + the start
+``schema_block`` (the compile: the determinised table, kept as its parts), then
+``TurnLanguage.of_table`` (which writes those parts into its array) + ``TurnIndex`` + the start
 state's ``allowed`` (the first mask). llguidance: ``grammar_from_json_schema`` +
 ``validate_grammar_with_warnings`` (the compile, as ``bench_schema_coverage.py`` times it), then
 ``LLMatcher`` + ``compute_mask`` into a bitmask (the first mask). Neither engine with flexible
@@ -34,8 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_schema_visits import DATA, _pct, llg_grammar, ours_table, vocabulary  # noqa: E402
+from bench_schema_visits import DATA, _pct, llg_grammar, vocabulary  # noqa: E402
+from timelimit import Overtime, time_limit  # noqa: E402
 
+from ltlagent.errors import SchemaError, UsageError  # noqa: E402
 from ltlagent.text import jsonschema as js  # noqa: E402
 
 
@@ -45,10 +48,12 @@ def ours(schema: Any, tokens: Any, timeout: float, clock: Any) -> tuple[float, f
 
     js.clear_caches()
     t0 = clock()
-    table = ours_table(schema, timeout)  # None: refused, over time or empty
-    t1 = clock()
-    if table is None:
+    try:
+        with time_limit(timeout):
+            table = js.schema_block(schema)
+    except (SchemaError, UsageError, Overtime, RecursionError):
         return None
+    t1 = clock()
     lang = TurnLanguage.of_table(table)
     mask = TurnIndex(lang, tokens).allowed(lang.initial)
     t2 = clock()

@@ -51,6 +51,7 @@ from ltlagent.text.jsonschema import (
     integer_regex,
     parse_schema,
     row_successors,
+    schema_block,
     schema_dfa,
     schema_table,
     template_rows,
@@ -1194,7 +1195,7 @@ def test_compile_pauses_the_collector_and_restores_it() -> None:
     import gc
 
     seen: list[bool] = []
-    original = jsonschema_module._table
+    original = jsonschema_module._block
 
     def spy(t: object, limit: int) -> object:
         seen.append(gc.isenabled())
@@ -1202,7 +1203,7 @@ def test_compile_pauses_the_collector_and_restores_it() -> None:
 
     was = gc.isenabled()
     try:
-        jsonschema_module._table = spy  # type: ignore[assignment]
+        jsonschema_module._block = spy  # type: ignore[assignment]
         gc.enable()
         schema_table({"type": "integer"})
         assert seen == [False] and gc.isenabled()
@@ -1213,7 +1214,7 @@ def test_compile_pauses_the_collector_and_restores_it() -> None:
         schema_table({"type": "string"})
         assert not gc.isenabled()
     finally:
-        jsonschema_module._table = original  # type: ignore[assignment]
+        jsonschema_module._block = original  # type: ignore[assignment]
         if was:
             gc.enable()
 
@@ -1493,3 +1494,66 @@ def test_only_arrays_and_open_objects_are_looked_up_among_library_structures() -
         first = jsonschema_module._minimal(t, 50_000)
         clear_caches()
         assert jsonschema_module._minimal(t, 50_000) is first
+
+
+_BLOCK_SCHEMAS: list[object] = [
+    {"type": "object", "properties": {"a": {"$ref": "#/$defs/p"}, "b": {"$ref": "#/$defs/p"}},
+     "required": ["a"],
+     "$defs": {"p": {"type": "object", "properties": {"x": {"type": "string", "maxLength": 3},
+                                                      "y": {"type": "integer"}}}}},
+    {"type": "array", "items": {"type": "object", "properties": {"k": {"enum": ["u", "v"]}}}, "maxItems": 3},
+    {"type": "object", "properties": {"s": {"type": "string", "pattern": "^[a-c]+$"},
+                                      "n": {"anyOf": [{"type": "null"}, {"type": "number"}]}}},
+    {"anyOf": [{"type": "string"}, {"type": "object", "properties": {"q": {"type": "boolean"}}}]},
+    {"type": "integer", "minimum": 3, "maximum": 1200},
+    {"const": {"a": [1, 2]}},
+    True,
+]
+
+
+def test_the_decoder_writes_a_block_into_its_array_as_the_flat_table_reads() -> None:
+    """The compile ends at the table kept as its parts (``schema_block``): the decoder's array is
+    written from those parts directly (``Nested.write``, dead entries then renumbered to the sink
+    row), and must be the array it reads from the flat table (``schema_table``), entry for entry,
+    with the same accepting states and periods; the parts are not made flat on the way (the rows
+    are written once). Runs on shared parts (a definition used twice), arrays, unions, scalars,
+    and every 25th benchmark schema where the data is; fails when a part is left unwritten, a
+    shared part is written at the wrong place, dead entries keep ``-1``, or ``of_table`` copies a
+    flat table it built."""
+    from ltlagent.decode.turnlang import TurnLanguage
+
+    schemas = list(_BLOCK_SCHEMAS)
+    bench = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench" / "schemas.jsonl"
+    if not bench.exists():
+        bench = Path("/work/shared/data/jsonschemabench/schemas.jsonl")
+    if bench.exists():
+        schemas += [json.loads(line)["schema"] for line in bench.read_text().splitlines()[::25]]
+    nested = 0
+    for schema in schemas:
+        clear_caches()
+        try:
+            block = schema_block(schema)
+        except (SchemaError, UsageError):
+            continue
+        was_flat = "flat" in block.__dict__  # (a library constant, made flat once per process)
+        got = TurnLanguage.of_table(block)
+        if isinstance(block, Nested) and not was_flat:
+            nested += 1
+            assert "flat" not in block.__dict__, "of_table made the parts flat before copying them"
+        clear_caches()
+        want = TurnLanguage.of_table(schema_table(schema))
+        assert got.trans.shape == want.trans.shape, schema
+        assert np.array_equal(got.trans, want.trans), schema
+        assert np.array_equal(got.accepting, want.accepting) and got.periods == want.periods, schema
+        assert int(got.trans.max()) == got.dead and int(got.trans.min()) >= 0
+    assert nested >= 4  # the parts' path is the one exercised
+    clear_caches()
+
+
+def test_schema_block_refuses_what_schema_table_refuses() -> None:
+    """The compile and the flat table agree on refusals: an empty table is refused by both."""
+    schema = {"type": "string", "pattern": "^a", "not": {"pattern": "^a"}}
+    for compile_ in (schema_block, schema_table):
+        with pytest.raises(SchemaError, match="allows no value"):
+            compile_(schema)
+    assert schema_block(True).table().num_states == schema_table(True).num_states

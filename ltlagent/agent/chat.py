@@ -45,7 +45,7 @@ from ltlagent.decode.chat import (
 from ltlagent.decode.vocab import Vocab, vocab_from_tokenizer
 from ltlagent.errors import UsageError
 from ltlagent.logic.policy import ConversationReport, Policy, PolicyCursor
-from ltlagent.text.jsonschema import schema_table
+from ltlagent.text.jsonschema import schema_block
 from ltlagent.text.schemaread import narrow, parse_schema
 from ltlagent.text.toolcall import CALL_GAP, ToolCall, ToolCallError, parse_calls, render_call
 from ltlagent.text.values import ValueTerm
@@ -152,7 +152,7 @@ class ChatAgent:
                 t = parse_schema(schema)
                 if self.fields and name in self.fields:
                     t = narrow(t, self.fields[name])
-                schema_table(t)
+                schema_block(t)
             except UsageError as e:
                 raise UsageError(f"tool {name!r}: {e}", hint=e.hint) from e
 

@@ -31,7 +31,7 @@ from ltlagent.decode.trie import byte_bits
 from ltlagent.errors import UsageError
 from ltlagent.graph import csr, levels, run_spans
 from ltlagent.text.bytetable import ByteTable, Periods
-from ltlagent.text.glue import Glue
+from ltlagent.text.glue import Block, Glue, Nested
 from ltlagent.text.jsonschema import (
     MAX_JSON_STATES,
     JsonArray,
@@ -217,14 +217,21 @@ class TurnLanguage:
         return s >= min(x for x in (*self.call_start, self.dead) if x >= 0)
 
     @staticmethod
-    def of_table(table: ByteTable, format: str = "json") -> TurnLanguage:
+    def of_table(table: Block, format: str = "json") -> TurnLanguage:
         """A turn that is exactly one text of ``table`` and nothing else (a JSON document such as a
-        tool's arguments or a response format; :func:`ltlagent.text.jsonschema.schema_table`)."""
+        tool's arguments or a response format; :func:`ltlagent.text.jsonschema.schema_block`). A
+        table kept as its parts is written here, into this array, once
+        (:meth:`~ltlagent.text.glue.Nested.write`): not made flat first and then copied."""
         n = table.num_states
         trans = np.empty((n + 1, 256), dtype=np.int32)
         trans[n] = n
+        rows = trans[:n].view(np.uint32)
         # dead (-1) becomes n in one pass without a temporary: as unsigned, -1 is the largest
-        np.minimum(table.trans.view(np.uint32), n, out=trans[:n].view(np.uint32))
+        if isinstance(table, Nested):
+            table.write(trans[:n])
+            np.minimum(rows, n, out=rows)
+        else:
+            np.minimum(table.trans.view(np.uint32), n, out=rows)
         acc = np.zeros(n + 1, dtype=bool)
         acc[:n] = table.accepting
         return TurnLanguage(trans, acc, (0, -1), TurnRule(False, frozenset(), frozenset()), format,

@@ -224,8 +224,18 @@ class Nested:
         part met more than once below (an array's item, a definition used twice) is made flat
         first and then copied whole each time, its rows built here written once, not per copy."""
         trans = np.empty((self.num_states, 256), dtype=np.int32)
-        _write(self, trans, _Map(0, self.num_states, 0), _shared(self))
+        self.write(trans)
         return ByteTable(trans, self.accepting, self.source, self.periods)
+
+    def write(self, out: np.ndarray) -> None:
+        """Write the flat table's rows (``-1``: dead) into ``out`` (``int32 [num_states, 256]``),
+        without keeping them: a reader with its own array (the decoder's,
+        :meth:`~ltlagent.decode.turnlang.TurnLanguage.of_table`) has the rows written once, not
+        written here and copied there. Made flat already: copied."""
+        if "flat" in self.__dict__:
+            np.copyto(out, self.flat.trans)
+            return
+        _write(self, out, _Map(0, self.num_states, 0), _shared(self))
 
     def table(self) -> ByteTable:
         """:attr:`flat`."""

@@ -84,8 +84,8 @@ from ltlagent.text.uniontable import union_table
 __all__ = [
     "JsonConst", "JsonInteger", "JsonNumber", "JsonString", "JsonArray", "JsonProperty",
     "JsonObject", "JsonUnion", "JsonAny", "JsonType", "parse_schema", "narrow", "emit", "schema_dfa",
-    "schema_table", "description_table", "string_texts", "integer_regex", "clear_caches", "MAX_DEPTH",
-    "MAX_ITEMS", "MAX_STRING_LENGTH", "MAX_JSON_STATES", "ANY_DEPTH", "number_parts",
+    "schema_table", "schema_block", "description_table", "string_texts", "integer_regex", "clear_caches",
+    "MAX_DEPTH", "MAX_ITEMS", "MAX_STRING_LENGTH", "MAX_JSON_STATES", "ANY_DEPTH", "number_parts",
 ]
 
 #: Largest automaton built for one schema or tool-call format.
@@ -1105,16 +1105,21 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None = None,
-                 *, limit: int = MAX_JSON_STATES, unknown_formats: str = "refuse") -> ByteTable:
-    """:func:`schema_dfa` as a numpy :class:`ByteTable` (trimmed: every state live). A schema
-    given as a dict whose recursion, followed twice, needs more than ``limit`` states is read again
-    with its recursion followed once (a smaller subset of its values). :class:`SchemaError` for a
-    schema that allows no value, found here where the description did not show it."""
+def schema_block(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None = None,
+                 *, limit: int = MAX_JSON_STATES, unknown_formats: str = "refuse") -> Block:
+    """The compile of ``schema`` (a dict or a parsed description, with ``fields`` narrowing
+    top-level string properties, :func:`narrow`): its determinised table, trimmed (every state
+    live), as a :data:`~ltlagent.text.glue.Block`: a :class:`~ltlagent.text.glue.Nested` table kept
+    as its parts is not written out as one array here, but by its reader: the decoder writes it
+    into its own array once (:meth:`~ltlagent.decode.turnlang.TurnLanguage.of_table`), a tool-call
+    table embeds it as a part (docs/design.md §5.1). A schema given as a dict whose recursion,
+    followed twice, needs more than ``limit`` states is read again with its recursion followed once
+    (a smaller subset of its values). :class:`SchemaError` for a schema that allows no value, found
+    here where the description did not show it."""
     with _gc_paused():
-        table, t = _schema_table(schema, fields, limit, unknown_formats)
-        if not table.empty:
-            return table
+        block, t = _schema_block(schema, fields, limit, unknown_formats)
+        if not block.empty:
+            return block
         # contradictions the description did not show (an if/then/else whose sides exclude every
         # value, patterns that no string meets): a tool that could never be called
         where = _why_empty(t, limit)
@@ -1124,6 +1129,14 @@ def schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping
                       "exclude one another")
 
 
+def schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None = None,
+                 *, limit: int = MAX_JSON_STATES, unknown_formats: str = "refuse") -> ByteTable:
+    """:func:`schema_block` written out as one numpy :class:`ByteTable`."""
+    block = schema_block(schema, fields, limit=limit, unknown_formats=unknown_formats)
+    with _gc_paused():
+        return block.table()
+
+
 def _why_empty(t: JsonType, limit: int) -> str:
     """Where an empty table's emptiness lies, in words: down the required properties and the
     items of non-empty arrays whose own tables are empty (``""`` at the top)."""
@@ -1131,12 +1144,12 @@ def _why_empty(t: JsonType, limit: int) -> str:
     while True:
         try:
             if isinstance(t, JsonObject):
-                p = next((p for p in t.properties if p.required and _table(p.schema, limit).empty), None)
+                p = next((p for p in t.properties if p.required and _block(p.schema, limit).empty), None)
                 if p is None:
                     break
                 path.append(f"property {p.name!r}")
                 t = p.schema
-            elif isinstance(t, JsonArray) and t.min_items and _table(t.items, limit).empty:
+            elif isinstance(t, JsonArray) and t.min_items and _block(t.items, limit).empty:
                 path.append("items")
                 t = t.items
             else:
@@ -1151,16 +1164,16 @@ def description_table(t: JsonType, limit: int = MAX_JSON_STATES) -> ByteTable:
     such as an optional member whose value cannot be written, which :func:`schema_table` would
     refuse)."""
     with _gc_paused():
-        return _table(t, limit)
+        return _block(t, limit).table()
 
 
-def _schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None,
-                  limit: int, unknown_formats: str) -> tuple[ByteTable, JsonType]:
+def _schema_block(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None,
+                  limit: int, unknown_formats: str) -> tuple[Block, JsonType]:
     """The table and the description it was built from (narrowed by ``fields``)."""
 
-    def built(t: JsonType) -> tuple[ByteTable, JsonType]:
+    def built(t: JsonType) -> tuple[Block, JsonType]:
         mine = narrow(t, fields) if fields else t
-        return _table(mine, limit), mine
+        return _block(mine, limit), mine
 
     if not isinstance(schema, Mapping | bool):
         return built(schema)
@@ -1176,15 +1189,15 @@ def _schema_table(schema: Mapping[str, object] | bool | JsonType, fields: Mappin
         return built(once)
 
 
-def _table(t: JsonType, limit: int) -> ByteTable:
-    """The table of a description."""
+def _block(t: JsonType, limit: int) -> Block:
+    """The table of a description, kept as its parts where it was built so."""
     if isinstance(t, JsonString | JsonArray | JsonObject):
-        return _minimal(t, limit).table()
+        return _minimal(t, limit)
     glue = Glue()
     start, final = glue.new(), glue.new()
     _Emitter(glue, limit).value(t, start, final)
-    return glue.determinize(start, final, limit, "the JSON schema",
-                            "simplify the schema (fewer optional properties, shorter bounds)")
+    return glue.nested(start, final, limit, "the JSON schema",
+                       "simplify the schema (fewer optional properties, shorter bounds)")
 
 
 def schema_dfa(schema: Mapping[str, object] | bool | JsonType, fields: Mapping[str, str] | None = None,
