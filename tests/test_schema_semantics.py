@@ -18,6 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ltlagent.errors import SchemaError
+from ltlagent.text import jsontype
 from ltlagent.text.bytetable import sample_text
 from ltlagent.text.content import pattern_dfa, regex_dfa
 from ltlagent.text.jsonschema import description_table, parse_schema, schema_dfa, schema_table
@@ -375,6 +376,30 @@ def test_mutual_recursion_is_read_once_per_multiset_of_refs(monkeypatch: pytest.
 
 
 # --- not, if/then/else, oneOf by complements, multipleOf, closed intersections ---------------------
+
+def _nested_unions(d: int) -> Any:
+    """Unions of two objects, each with ``x`` the same again ``d - 1`` deep: an intersection of two
+    of them meets every pair of branches at every level (4^d meets)."""
+    if d == 0:
+        return {"type": "string"}
+    return {"anyOf": [{"type": "object", "properties": {"x": _nested_unions(d - 1), "a": {"const": 1}}},
+                      {"type": "object", "properties": {"x": _nested_unions(d - 1), "b": {"const": 2}}}]}
+
+
+def test_an_intersection_too_large_to_describe_is_refused_in_bounded_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An intersection of unions nested in objects distributes at every level: the work grows as
+    the product of the unions down the nesting (vega's schema took minutes and more than 6 GB
+    before a ``MemoryError``). Past ``MEET_WORK`` meets of parts it is refused with its path, a
+    ``SchemaError``, not computed; below it, read as before. Fails when the budget is not shared
+    down the recursion (each meet would start a new one) or not spent."""
+    small = {"allOf": [_nested_unions(4), _nested_unions(4)]}
+    assert not schema_table(small).empty
+    monkeypatch.setattr(jsontype, "MEET_WORK", 2_000)
+    with pytest.raises(SchemaError, match=r"at /allOf/1: an intersection .* more than 2,000 intersections"):
+        parse_schema({"allOf": [_nested_unions(7), _nested_unions(7)]})
+    assert not schema_table(small).empty  # 4^4 meets: within even this budget
+
 
 def test_not_of_simple_forms() -> None:
     """``not`` is a subset of the complement of a superset of its schema: patterns, constants,

@@ -371,7 +371,7 @@ def _union(branches: list[JsonType], exclusive: bool = False) -> JsonType:
     return kept[0] if len(kept) == 1 else JsonUnion(tuple(kept), exclusive)
 
 
-def _meet_objects(a: JsonObject, b: JsonObject) -> JsonType:
+def _meet_objects(a: JsonObject, b: JsonObject, work: list[int]) -> JsonType:
     trivial_a = not a.patterns and isinstance(a.additional, JsonAny)
     trivial_b = not b.patterns and isinstance(b.additional, JsonAny)
     if not trivial_a and not trivial_b:
@@ -380,8 +380,8 @@ def _meet_objects(a: JsonObject, b: JsonObject) -> JsonType:
         if b.patterns:
             a, b = b, a
         # an undeclared key's value: a's patterns' or additional schema, and b's additional one
-        return _meet_closed(a, b)
-    props = _meet_properties(a, b)
+        return _meet_closed(a, b, work)
+    props = _meet_properties(a, b, work)
     if props is None:
         return NEVER
     rest = b if trivial_a else a
@@ -392,30 +392,30 @@ def _meet_objects(a: JsonObject, b: JsonObject) -> JsonType:
                        a.write_additional and b.write_additional, lo, min(his) if his else None)
 
 
-def _meet_properties(a: JsonObject, b: JsonObject) -> list[JsonProperty] | None:
+def _meet_properties(a: JsonObject, b: JsonObject, work: list[int]) -> list[JsonProperty] | None:
     """The declared properties of both objects, each name's schema the meet of what either says of
     it (a forbidden name keeps a NEVER schema: never written); None when a required one is NEVER."""
     names = list(dict.fromkeys([p.name for p in a.properties] + [p.name for p in b.properties]))
     req = {p.name for p in (*a.properties, *b.properties) if p.required}
     props: list[JsonProperty] = []
     for name in names:
-        s = meet(key_schemas(a, name), key_schemas(b, name))
+        s = meet(key_schemas(a, name), key_schemas(b, name), work)
         if is_never(s) and name in req:
             return None
         props.append(JsonProperty(name, s, name in req))
     return props
 
 
-def _meet_closed(a: JsonObject, b: JsonObject) -> JsonType:
+def _meet_closed(a: JsonObject, b: JsonObject, work: list[int]) -> JsonType:
     """Two objects that both constrain undeclared keys, ``b`` without patterns: an undeclared key's
     value satisfies ``a``'s schema for it (a pattern's or additional) and ``b.additional``."""
-    props = _meet_properties(a, b)
+    props = _meet_properties(a, b, work)
     if props is None:
         return NEVER
-    patterns = tuple((rx, meet(s, b.additional)) for rx, s in a.patterns)
+    patterns = tuple((rx, meet(s, b.additional, work)) for rx, s in a.patterns)
     lo = max(a.min_properties, b.min_properties)
     his = [h for h in (a.max_properties, b.max_properties) if h is not None]
-    return make_object(props, patterns, meet(a.additional, b.additional),
+    return make_object(props, patterns, meet(a.additional, b.additional, work),
                        a.write_additional and b.write_additional, lo, min(his) if his else None)
 
 
@@ -440,16 +440,32 @@ def make_object(props: list[JsonProperty], patterns: tuple[tuple[str, JsonType],
                       min_properties, max_properties)
 
 
-def meet(a: JsonType, b: JsonType) -> JsonType:
-    """The values in both ``a`` and ``b``; :class:`Unsupported` where no description says it."""
+#: The meets of parts one intersection may take (its own, its members', its branches'): an
+#: intersection of unions nested in objects distributes at every level, so the work grows with the
+#: product of the unions' sizes down the nesting (a real schema, vega's, needs millions and more than
+#: 6 GB); the largest of the JSONSchemaBench sample's other schemas takes 16,442.
+MEET_WORK = 200_000
+
+
+def meet(a: JsonType, b: JsonType, work: list[int] | None = None) -> JsonType:
+    """The values in both ``a`` and ``b``; :class:`Unsupported` where no description says it, or
+    where saying it takes more than :data:`MEET_WORK` meets of parts (``work``: what is left of
+    that budget, shared down the recursion; a new one when not given)."""
     if isinstance(a, JsonAny) or is_never(b):
         return b
     if isinstance(b, JsonAny) or is_never(a):
         return a
+    if work is None:
+        work = [MEET_WORK]
+    work[0] -= 1
+    if work[0] < 0:
+        raise Unsupported(f"an intersection (allOf, or keywords beside a $ref) of unions nested in "
+                          f"objects that takes more than {MEET_WORK:,} intersections of parts to "
+                          f"describe")
     if isinstance(a, JsonUnion):
-        return _union([meet(x, b) for x in a.branches], a.exclusive)
+        return _union([meet(x, b, work) for x in a.branches], a.exclusive)
     if isinstance(b, JsonUnion):
-        return _union([meet(a, x) for x in b.branches], b.exclusive)
+        return _union([meet(a, x, work) for x in b.branches], b.exclusive)
     if isinstance(b, JsonConst):
         a, b = b, a
     if isinstance(a, JsonConst):
@@ -473,12 +489,12 @@ def meet(a: JsonType, b: JsonType) -> JsonType:
         return JsonString(lo_n, hi_n, _merge(a.patterns, b.patterns), _merge(a.fullmatch, b.fullmatch),
                           _merge(a.avoid, b.avoid), _merge(a.excluded, b.excluded))
     if isinstance(a, JsonArray) and isinstance(b, JsonArray):
-        items = meet(a.items, b.items)
+        items = meet(a.items, b.items, work)
         his = [h for h in (a.max_items, b.max_items) if h is not None]
         lo_n, hi_n = max(a.min_items, b.min_items), (min(his) if his else None)
         return array_of(items, lo_n, hi_n)
     if isinstance(a, JsonObject) and isinstance(b, JsonObject):
-        return _meet_objects(a, b)
+        return _meet_objects(a, b, work)
     return NEVER  # different kinds of value
 
 
