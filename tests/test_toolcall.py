@@ -22,6 +22,7 @@ from ltlagent.text.toolcall import (
     ToolCall,
     ToolCallError,
     call_dfa,
+    call_table,
     find_calls,
     parse_call,
     render_call,
@@ -262,3 +263,15 @@ def test_openai_tools_go_through_apply_chat_template() -> None:
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tools=openai_tools(TOOLS),
                                    tokenize=False)
     assert text.count("<tool>") == 3 and '"name": "book"' in text and text.endswith("hi")
+
+
+def test_a_tool_no_value_satisfies_is_refused_by_the_call_table() -> None:
+    """A tool whose schema allows no value (the table shows it, not the description) is refused
+    with its name by the call table itself, as ``ChatAgent`` refuses it: not compiled into a branch
+    the model can never take, silently, for callers that build call tables directly."""
+    never = {"type": "string", "pattern": "^a", "not": {"pattern": "^a"}}
+    ok = {"type": "object", "properties": {"a": {"type": "string"}}}
+    with pytest.raises(UsageError, match=r"tool 'never': .*allows no value"):
+        call_table({"ok": ok, "never": never})
+    call = b'<tool_call>\n{"name": "ok", "arguments": {"a": "x"}}\n</tool_call>'
+    assert call_table({"ok": ok}).content.matches(call)

@@ -34,7 +34,15 @@ from ltlagent.text import jsonschema
 from ltlagent.text.bytetable import ByteTable
 from ltlagent.text.content import ContentDFA
 from ltlagent.text.glue import Glue
-from ltlagent.text.jsonschema import MAX_JSON_STATES, JsonConst, JsonType, emit, narrow, parse_schema
+from ltlagent.text.jsonschema import (
+    MAX_JSON_STATES,
+    JsonConst,
+    JsonType,
+    emit,
+    narrow,
+    parse_schema,
+    schema_block,
+)
 
 __all__ = ["FORMATS", "ToolCall", "ToolCallError", "call_dfa", "call_table", "clear_caches", "parse_call",
            "find_calls", "render_call", "glue_calls", "parse_calls", "render_calls", "CALL_GAP"]
@@ -96,6 +104,10 @@ def call_table(tools: Mapping[str, Mapping[str, object] | JsonType], format: str
         t = parse_schema(schema) if isinstance(schema, Mapping | bool) else schema
         if fields and name in fields:
             t = narrow(t, fields[name])
+        try:  # (its parts are cached: the call table below reuses them)
+            schema_block(t, limit=limit)
+        except UsageError as e:  # a tool that could never be called, or one the decoder cannot write
+            raise UsageError(f"tool {name!r}: {e}", hint=e.hint) from e
         parsed.append((name, t))
     return _call_table(tuple(parsed), format, limit)
 
