@@ -1557,3 +1557,44 @@ def test_schema_block_refuses_what_schema_table_refuses() -> None:
         with pytest.raises(SchemaError, match="allows no value"):
             compile_(schema)
     assert schema_block(True).table().num_states == schema_table(True).num_states
+
+
+def test_object_and_array_tables_know_their_rim_as_their_rows_say() -> None:
+    """``object_table``, ``array_table`` and string tables set their rim at construction (the
+    start's ``{``, ``[`` or quote, the end accepting with no row, detached): it must be the rim
+    ``Nested.rim`` (``ByteTable.rim``) reads from the rows, on the objects, arrays and strings of
+    the cases above and of every 25th benchmark schema (a wrong rim would copy a table wrongly
+    into its parent); fails when the start's target, the end or ``detached`` is set wrongly."""
+    from ltlagent.text.glue import Nested as _Nested
+
+    computed = _Nested.rim.func  # the cached properties' own functions: from the rows
+    computed_flat = ByteTable.rim.func
+    schemas = list(_BLOCK_SCHEMAS)
+    bench = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench" / "schemas.jsonl"
+    if not bench.exists():
+        bench = Path("/work/shared/data/jsonschemabench/schemas.jsonl")
+    if bench.exists():
+        schemas += [json.loads(line)["schema"] for line in bench.read_text().splitlines()[::25]]
+    seen = strings = 0
+    for schema in schemas:
+        clear_caches()
+        try:
+            top = schema_block(schema)
+        except (SchemaError, UsageError):
+            continue
+        todo: list[object] = [top]
+        while todo:  # the table and every table kept as a part below it
+            t = todo.pop()
+            if isinstance(t, Nested):
+                todo.extend(part for part, _m in t.parts)
+                if "rim" in t.__dict__:
+                    assert t.__dict__["rim"] == computed(t), schema
+                    seen += 1
+            elif isinstance(t, ByteTable) and t.source == "json string" and "rim" in t.__dict__:
+                assert t.__dict__["rim"] == computed_flat(t), schema
+                strings += 1
+    assert seen >= 50 and strings >= 20
+    for t in (jsonschema_module._string_table(JsonString(2, 5, ("^a",)), 100),
+              jsonschema_module._plain_string_table()):
+        assert t.__dict__["rim"] == computed_flat(t)
+    clear_caches()

@@ -16,6 +16,7 @@ accepts at its start or leads back to it, begins with a space, or goes on by ``,
 
 from __future__ import annotations
 
+from ltlagent.text.bytetable import Rim
 from ltlagent.text.glue import Block, Joiner, Nested, enters_start
 
 __all__ = ["array_table"]
@@ -61,4 +62,8 @@ def array_table(item: Block, min_items: int, max_items: int | None, source: str,
         nxt = firsts[min(j + 1, unroll - 1)]
         out.rows[comma] = sorted([(_SPACE, _SPACE, spaced), *nxt])
         out.rows[spaced] = nxt
-    return out.nested([end], source)
+    table = out.nested([end], source)
+    # the rim known by construction (as Nested.rim would read it from the rows: ``[`` from the
+    # start, the end accepting with no row, and no edge back to the start)
+    table.__dict__["rim"] = Rim([(_OPEN, _OPEN, after_open)], [(end, [])], True)
+    return table

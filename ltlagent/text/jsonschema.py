@@ -43,7 +43,7 @@ from ltlagent.errors import SchemaError, UsageError
 from ltlagent.graph import cells, run_starts
 from ltlagent.text import jsontype, numbertext
 from ltlagent.text.arraytable import array_table
-from ltlagent.text.bytetable import ByteTable, literal_table, trie
+from ltlagent.text.bytetable import ByteTable, Rim, literal_table, trie
 from ltlagent.text.content import (
     DEAD,
     ByteNFA,
@@ -877,6 +877,7 @@ def _string_table(t: JsonString, limit: int) -> ByteTable:
     # the start (counted states are numbered from 1), and the closing quote's state has no row
     table = ByteTable(trans, acc, "json string", tuple(periods))
     table.__dict__["sealed"] = True  # (the cached property, known without a pass over the table)
+    table.__dict__["rim"] = Rim([(0x22, 0x22, 1)], [(final, [])], True)  # likewise: quote, end
     return table
 
 
@@ -897,6 +898,7 @@ def _plain_string_table() -> ByteTable:
     acc[final] = True
     table = ByteTable(trans, acc, "json string")
     table.__dict__["sealed"] = True  # as _string_table's: nothing leads back to 0, nor leaves the end
+    table.__dict__["rim"] = Rim([(0x22, 0x22, 1)], [(final, [])], True)
     return table
 
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from ltlagent.text.bytetable import Rim
 from ltlagent.text.glue import Block, Joiner, Nested, enters_start
 
 __all__ = ["Member", "object_table"]
@@ -210,4 +211,9 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
         out.rows[after_key[k]] = [(_COLON, _COLON, colon[k])]
         out.rows[colon[k]] = sorted([(_SPACE, _SPACE, space[k]), *first])
         out.rows[space[k]] = first
-    return out.nested([end], source)
+    table = out.nested([end], source)
+    # the rim known by construction (as Nested.rim would read it from the rows: ``{`` from the
+    # start, the end accepting with no row, and no edge back to the start: glue states are
+    # numbered from 1 on, the values' copies after them, none of them their start)
+    table.__dict__["rim"] = Rim([(0x7B, 0x7B, after_open)], [(end, [])], True)
+    return table
