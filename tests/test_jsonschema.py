@@ -1496,6 +1496,16 @@ def test_only_arrays_and_open_objects_are_looked_up_among_library_structures() -
         assert jsonschema_module._minimal(t, 50_000) is first
 
 
+def _bench_schemas(every: int) -> list[object]:
+    """Every ``every``-th schema of JSONSchemaBench's development sample, where the data is."""
+    bench = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench" / "schemas.jsonl"
+    if not bench.exists():
+        bench = Path("/work/shared/data/jsonschemabench/schemas.jsonl")
+    if not bench.exists():
+        return []
+    return [json.loads(line)["schema"] for line in bench.read_text().splitlines()[::every]]
+
+
 _BLOCK_SCHEMAS: list[object] = [
     {"type": "object", "properties": {"a": {"$ref": "#/$defs/p"}, "b": {"$ref": "#/$defs/p"}},
      "required": ["a"],
@@ -1522,12 +1532,7 @@ def test_the_decoder_writes_a_block_into_its_array_as_the_flat_table_reads() -> 
     flat table it built."""
     from ltlagent.decode.turnlang import TurnLanguage
 
-    schemas = list(_BLOCK_SCHEMAS)
-    bench = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench" / "schemas.jsonl"
-    if not bench.exists():
-        bench = Path("/work/shared/data/jsonschemabench/schemas.jsonl")
-    if bench.exists():
-        schemas += [json.loads(line)["schema"] for line in bench.read_text().splitlines()[::25]]
+    schemas = [*_BLOCK_SCHEMAS, *_bench_schemas(25)]
     nested = 0
     for schema in schemas:
         clear_caches()
@@ -1569,12 +1574,7 @@ def test_object_and_array_tables_know_their_rim_as_their_rows_say() -> None:
 
     computed = _Nested.rim.func  # the cached properties' own functions: from the rows
     computed_flat = ByteTable.rim.func
-    schemas = list(_BLOCK_SCHEMAS)
-    bench = Path(__file__).resolve().parents[2] / "shared" / "data" / "jsonschemabench" / "schemas.jsonl"
-    if not bench.exists():
-        bench = Path("/work/shared/data/jsonschemabench/schemas.jsonl")
-    if bench.exists():
-        schemas += [json.loads(line)["schema"] for line in bench.read_text().splitlines()[::25]]
+    schemas = [*_BLOCK_SCHEMAS, *_bench_schemas(25)]
     seen = strings = 0
     for schema in schemas:
         clear_caches()
