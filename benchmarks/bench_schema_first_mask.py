@@ -35,10 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_schema_visits import DATA, _pct, llg_grammar, vocabulary  # noqa: E402
-from timelimit import Overtime, time_limit  # noqa: E402
+from bench_schema_visits import DATA, _pct, llg_grammar, ours_block, vocabulary  # noqa: E402
 
-from ltlagent.errors import SchemaError, UsageError  # noqa: E402
 from ltlagent.text import jsonschema as js  # noqa: E402
 
 
@@ -48,12 +46,10 @@ def ours(schema: Any, tokens: Any, timeout: float, clock: Any) -> tuple[float, f
 
     js.clear_caches()
     t0 = clock()
-    try:
-        with time_limit(timeout):
-            table = js.schema_block(schema)
-    except (SchemaError, UsageError, Overtime, RecursionError):
-        return None
+    table = ours_block(schema, timeout)  # None: refused or over time
     t1 = clock()
+    if table is None:
+        return None
     lang = TurnLanguage.of_table(table)
     mask = TurnIndex(lang, tokens).allowed(lang.initial)
     t2 = clock()

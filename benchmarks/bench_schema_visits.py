@@ -45,6 +45,7 @@ from timelimit import Overtime, time_limit  # noqa: E402
 from ltlagent.errors import SchemaError, UsageError  # noqa: E402
 from ltlagent.text import jsonschema as js  # noqa: E402
 from ltlagent.text.bytetable import ByteTable, sample_text  # noqa: E402
+from ltlagent.text.glue import Block  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "jsonschemabench" / "schemas.jsonl"
 if not DATA.exists():
@@ -55,14 +56,20 @@ def _pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
 
 
-def ours_table(schema: Any, timeout: float) -> ByteTable | None:
-    """Our table of ``schema``, or None (refused, over time)."""
+def ours_block(schema: Any, timeout: float) -> Block | None:
+    """Our compile of ``schema`` (``schema_block``: the table kept as its parts), or None (refused,
+    a schema that allows no value included, or over time)."""
     try:
         with time_limit(timeout):
-            table = js.schema_table(schema)
+            return js.schema_block(schema)
     except (SchemaError, UsageError, Overtime, RecursionError):
         return None
-    return None if table.empty else table
+
+
+def ours_table(schema: Any, timeout: float) -> ByteTable | None:
+    """Our table of ``schema`` written out as one array, or None (as :func:`ours_block`)."""
+    block = ours_block(schema, timeout)
+    return None if block is None else block.table()
 
 
 def llg_grammar(schema: Any) -> str | None:
