@@ -37,6 +37,13 @@ import numpy as np
 
 from ltlagent.decode.budget import byte_preference, finish_tokens
 from ltlagent.decode.trie import VocabTrie, ranges, trie_of
+from ltlagent.decode.triewalk import (
+    TriePreorder,
+    compiled_chain,
+    compiled_run,
+    compiled_walk,
+    trie_preorder,
+)
 from ltlagent.decode.turnlang import (  # the turn's language, re-exported: where users have met it
     CALL_MARKERS,
     Period,
@@ -91,12 +98,22 @@ class TokenBytes:
         tb.byte_sets  # noqa: B018 - likewise the bytes of each token (TurnIndex._class)
         tb.first_at  # noqa: B018
         tb.lengths8  # noqa: B018
+        if COMPILED_WALK and compiled_walk() is not None:  # the compiled walk, compiled now (per process)
+            tb.preorder  # noqa: B018 - and the trie in the order it reads
+            compiled_run()
+            compiled_chain()
         return tb
 
     @functools.cached_property
     def trie(self) -> VocabTrie:
         """The vocabulary's byte trie (built once per vocabulary, shared with the spec monitors)."""
         return trie_of(self.vocab)
+
+    @functools.cached_property
+    def preorder(self) -> TriePreorder:
+        """The trie's nodes in depth-first preorder, for the compiled walk of a first visit
+        (:mod:`ltlagent.decode.triewalk`; once per vocabulary)."""
+        return trie_preorder(self.trie)
 
     @functools.cached_property
     def preference(self) -> np.ndarray:
@@ -415,6 +432,14 @@ SINGLE_FIRST = True
 
 #: First visits along class chains (:meth:`TurnIndex._class`); off: such states walk the trie.
 CLASS_CHAINS = True
+
+#: A dense first visit by the compiled walk keeps the tokens that end elsewhere than most as a list
+#: (:class:`_Except`) while they are at most this share of the vocabulary (1/8), else an array
+EXCEPT_SHARE = 8
+
+#: The trie walk of a first visit by the compiled loop (:mod:`ltlagent.decode.triewalk`) where numba
+#: is installed; off (or without numba): the Python walk by levels (:meth:`TurnIndex._levels`).
+COMPILED_WALK = True
 #: A state is tried for a class chain when at least this many bytes live, and its class holds
 #: at least this many ASCII bytes; the bytes live outside it are walked, at most :data:`LIVE_LOOKUPS`.
 CLASS_MIN = 10
@@ -504,6 +529,24 @@ _UTF8_STEPS = _Utf8Steps.of(_UTF8_SEQUENCES)
 #: :data:`_UTF8_SEQUENCES` with the lead bytes as runs ``[a, b)``.
 _UTF8_SPANS: tuple[tuple[tuple[tuple[int, int], ...], tuple[range, ...]], ...] = tuple(
     (tuple((a, b + 1) for a, b in _runs(leads)), rest) for leads, rest in _UTF8_SEQUENCES)
+
+def _utf8_arrays() -> tuple[np.ndarray, ...]:
+    """:data:`_UTF8_SPANS` as the compiled chain check reads it
+    (:func:`~ltlagent.decode.triewalk.compiled_chain`): the lead bytes' runs (first, end) and the
+    sequence of each, then per sequence its continuation ranges (first, end) and how many."""
+    runs = [(a, b, k) for k, (spans, _rest) in enumerate(_UTF8_SPANS) for a, b in spans]
+    most = max(len(rest) for _spans, rest in _UTF8_SPANS)
+    rest_a = np.zeros((len(_UTF8_SPANS), most), dtype=np.int64)
+    rest_b = np.zeros((len(_UTF8_SPANS), most), dtype=np.int64)
+    for k, (_spans, rest) in enumerate(_UTF8_SPANS):
+        rest_a[k, :len(rest)] = [r.start for r in rest]
+        rest_b[k, :len(rest)] = [r.stop for r in rest]
+    cols = np.array(runs, dtype=np.int64).T
+    return (cols[0].copy(), cols[1].copy(), cols[2].copy(), rest_a, rest_b,
+            np.array([len(rest) for _spans, rest in _UTF8_SPANS], dtype=np.int64))
+
+
+_UTF8_ARRAYS = _utf8_arrays()
 #: A content chain of more rows than this inside a period is checked from its first row
 #: (:meth:`TurnIndex._periodic`).
 PERIOD_ROWS = 4
@@ -726,6 +769,37 @@ class _Joined:
         return got
 
 
+class _Except:
+    """The end states of a dense first visit (:meth:`TurnIndex._compiled`): every text token ends
+    at ``usual`` but the few listed (``ids``, ``to``; dead among them); a token without text dies."""
+
+    def __init__(self, usual: int, ids: np.ndarray, to: np.ndarray, text: np.ndarray, dead: int) -> None:
+        self.usual, self.ids, self.to, self.text, self.dead = usual, ids, to, text, dead
+        self._map: dict[int, int] | None = None
+
+    def dense(self, size: int, dead: int) -> np.ndarray:
+        ends = np.where(self.text, np.int32(self.usual), np.int32(dead))
+        ends[self.ids] = self.to
+        return ends
+
+    def mask(self, size: int) -> np.ndarray:
+        mask = self.text.copy()
+        mask[self.ids[self.to == self.dead]] = False
+        return mask
+
+    def get(self, token: int, dead: int) -> int:
+        if self._map is None:
+            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
+        got = self._map.get(token)
+        if got is not None:
+            return got
+        return self.usual if self.text.item(token) else dead
+
+
+#: A first visit's end states, as first computed: over the vocabulary, or in one of the forms above
+_Ends = np.ndarray | _Few | _Spans | _Chain | _Joined | _Except
+
+
 class _Writes:
     """The tokens a first visit writes: spans of the trie's token order (``VocabTrie.order``) and
     the state each ends in, as arrays (from whole levels) and as lists (from single nodes)."""
@@ -765,7 +839,7 @@ class TurnIndex:
         self.shift_min = shift_min
         self._eos = tokens.eos
         self._masks: dict[int, np.ndarray] = {}
-        self._ends: dict[int, np.ndarray | _Few | _Spans | _Chain | _Joined] = {}
+        self._ends: dict[int, _Ends] = {}
         self._worst: dict[int, int] = {}
         self.derived = 0  # first visits answered from a lower count (for benchmarks and tests)
         self._dead = lang.dead
@@ -779,6 +853,8 @@ class TurnIndex:
         self.opened = 0  # string openers' subtrees settled along a chain in sparse visits (likewise)
         self.classed = 0  # first visits whose tokens in a class went along its chain (likewise)
         self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
+        self._chain_rows: np.ndarray | None = None  # the compiled chain's states (``_chain``)
+        self._scratch: tuple[np.ndarray, np.ndarray] | None = None  # the compiled walk's lists (_compiled)
         # the arrays a sparse first visit reads entry by entry, as memoryviews (half the cost of
         # ``ndarray.item`` per read: :meth:`_follow`)
         self._trans_view = lang.trans.data
@@ -806,14 +882,14 @@ class TurnIndex:
             e = self._ends[s] = e.dense(self.vocab.size, self._dead)
         return e
 
-    def _found(self, s: int) -> np.ndarray | _Few | _Spans | _Chain | _Joined:
+    def _found(self, s: int) -> _Ends:
         """:meth:`ends` of ``s`` as first computed: all tokens, or the few that live."""
         e = self._ends.get(s)
         if e is None:
             e = self._ends[s] = self._derive(s)
         return e
 
-    def _derive(self, s: int) -> np.ndarray | _Few | _Spans | _Chain | _Joined:
+    def _derive(self, s: int) -> _Ends:
         """:meth:`ends` of a state not seen before: along a content chain where every content
         character moves it alike, else from a lower count when a period allows, else walked; a
         state with one live byte down the trie alone first (:meth:`_single`)."""
@@ -869,6 +945,36 @@ class TurnIndex:
             if a == dead:  # no content: only the inside of a character, where continuation bytes live
                 if trans.item(s, 0x80) == dead or trans.item(s, 0xBF) == dead:
                     return None
+        chain = compiled_chain() if COMPILED_WALK else None
+        if chain is not None:  # the chain and its check by the compiled loop
+            if self._chain_rows is None:
+                self._chain_rows = np.empty(MOST_CHARS + 4, dtype=np.int64)
+            got = chain(trans, self.lang.content_step, int(s), int(dead), guess, ct.longest, ct.digits,
+                        ct.wide, *_UTF8_ARRAYS, self._chain_rows)
+            if got < 0:
+                return None
+            g: np.ndarray | list[int] = self._chain_rows[:got >> 1]
+            loop = bool(got & 1)
+        else:
+            g, loop = self._chain_python(s, guess, ct)
+            if not g:
+                return None
+        ext = np.full(256, dead, dtype=np.int32)
+        if loop:
+            most = MOST_CHARS
+            ext[:len(g)] = g
+            ext[len(g):MOST_CHARS + 1] = g[-1]
+        else:
+            most = len(g) - 1 if g[-1] != dead else len(g) - 2
+            ext[:most + 1] = g[:most + 1]
+        hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
+        return _Chain(ct.chars, ext, most, ct.walk[:hi], self._rows(ext, most, ct)[ct.walk_row[:hi]], dead,
+                      ct.members)
+
+    def _chain_python(self, s: int, guess: int, ct: ContentTokens) -> tuple[list[int], bool]:
+        """:meth:`_chain`'s chain from ``s`` and whether it loops, checked row by row in Python
+        (empty where a row fails)."""
+        trans, dead = self.lang.trans, self._dead
         g = [s]
         loop = False
         while True:
@@ -884,18 +990,8 @@ class TurnIndex:
         if not ct.digits and self.periods:
             self._periodic(rows)
         if not (self._digit_steps(rows) if ct.digits else self._steps(rows, ct.wide)):
-            return None
-        ext = np.full(256, dead, dtype=np.int32)
-        if loop:
-            most = MOST_CHARS
-            ext[:len(g)] = g
-            ext[len(g):MOST_CHARS + 1] = g[-1]
-        else:
-            most = len(g) - 1 if g[-1] != dead else len(g) - 2
-            ext[:most + 1] = g[:most + 1]
-        hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
-        return _Chain(ct.chars, ext, most, ct.walk[:hi], self._rows(ext, most, ct)[ct.walk_row[:hi]], dead,
-                      ct.members)
+            return [], False
+        return g, loop
 
     def _class(self, s: int, row: np.ndarray, live: np.ndarray) -> tuple[_Class, np.ndarray] | None:
         """The tokens from ``s`` that begin with a byte of its *class* along the class's chain, and
@@ -971,9 +1067,16 @@ class TurnIndex:
         """The end of each walked row of :class:`ContentTokens` whose prefix has at most ``most``
         characters, from ``ext[prefix characters]``: the first two bytes by the rows' distinct
         (characters, first byte) pairs and (…, second byte) triples, the rest of the rows whose
-        triple lives (:meth:`_run`)."""
+        triple lives (:meth:`_run`). By the compiled loop where there is one, every row from its
+        first byte (:func:`~ltlagent.decode.triewalk.compiled_run`)."""
         trans, dead = self.lang.trans, self._dead
         n = int(np.searchsorted(ct.row_chars, most, side="right"))
+        run = compiled_run() if COMPILED_WALK else None
+        if run is not None:
+            out = np.empty(n, dtype=np.int32)
+            run(trans, int(dead), self.tokens.flat, np.arange(n, dtype=np.int64), ext[ct.row_chars[:n]],
+                ct.row_at[:n], ct.row_end[:n], out)
+            return out
         out = np.full(n, dead, dtype=np.int32)
         p = int(np.searchsorted(ct.pair_chars, most, side="right"))
         one = trans[ext[ct.pair_chars[:p]], ct.pair_byte[:p]]  # after each pair's first byte
@@ -1106,8 +1209,15 @@ class TurnIndex:
     def _run(self, ids: np.ndarray, cur: np.ndarray, at: np.ndarray, end: np.ndarray,
              out: np.ndarray) -> None:
         """``out[ids[i]]``: the state after the bytes ``Vocab.flat[at[i]:end[i]]`` from ``cur[i]``
-        (``at[i] <= end[i]``), each: byte columns at once while many live, then token by token."""
+        (``at[i] <= end[i]``), each: byte columns at once while many live, then token by token (by
+        the compiled loop where there is one: :func:`~ltlagent.decode.triewalk.compiled_run`)."""
         trans, dead = self.lang.trans, self._dead
+        run = compiled_run() if COMPILED_WALK else None
+        if run is not None:
+            run(trans, int(dead), self.tokens.flat, ids.astype(np.int64, copy=False),
+                cur.astype(np.int32, copy=False), at.astype(np.int64, copy=False),
+                end.astype(np.int64, copy=False), out)
+            return
         flat = self.tokens.flat
         done = at >= end
         out[ids[done]] = cur[done]
@@ -1156,7 +1266,7 @@ class TurnIndex:
         self.derived += 1
         return e
 
-    def _walk(self, s: int) -> np.ndarray | _Few | _Spans | _Chain | _Joined:
+    def _walk(self, s: int) -> _Ends:
         """The DFA state after each token from ``s`` (``dead`` where it dies), by walking the
         vocabulary's byte trie level by level (:mod:`ltlagent.decode.trie`). A node leaves the walk
         with its whole subtree when its byte is rejected (every token below dies: in a JSON call
@@ -1185,8 +1295,6 @@ class TurnIndex:
         if not levels:
             return np.full(self.vocab.size, dead, dtype=np.int32)
         if usual != dead:
-            ends = np.full(self.vocab.size, usual, dtype=np.int32)
-            ends[self.tokens.silent] = dead
             kids: np.ndarray | list[int] = np.arange(levels[0].byte.size)
             cur: np.ndarray | list[int] = row[levels[0].byte]
         else:  # the root's children by the live bytes
@@ -1243,8 +1351,19 @@ class TurnIndex:
                 kids = [i for i in kids if self.tokens.level_bytes[0][i] not in first]
                 break
             self.opened += len(parts)
-        out = _Writes()
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
+        walk = compiled_walk() if COMPILED_WALK else None
+        if walk is not None:  # the same walk, compiled (:mod:`ltlagent.decode.triewalk`)
+            joined = bool(parts) or part is not None
+            got = self._compiled(walk, s, kids, usual, wrap, skip, joined)
+            if not joined:
+                return got
+            assert isinstance(got, _Few)
+            return _Joined(got, parts, part)
+        if usual != dead:
+            ends = np.full(self.vocab.size, usual, dtype=np.int32)
+            ends[self.tokens.silent] = dead
+        out = _Writes()
         self._levels(0, kids, cur, {}, usual, wrap, skip, out)
         if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
             few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to, self._order_view)
@@ -1257,6 +1376,48 @@ class TurnIndex:
         if lo.size:
             idx, owner = ranges(lo, hi)
             ends[trie.order[idx]] = to[owner]
+        return ends
+
+    def _compiled(self, walk: Callable[..., int], s: int, kids: np.ndarray | list[int], usual: int,
+                  wrap: int, skip: int, joined: bool = False) -> _Few | _Except | np.ndarray:
+        """:meth:`_walk`'s trie walk from ``s`` by the compiled loop (:func:`compiled_walk`): the
+        level-0 nodes ``kids`` and, below them, all but the level-1 node ``skip``. The tokens that
+        end elsewhere than ``usual`` come back listed (:class:`_Few` where ``usual`` is dead; a
+        dense visit's as :class:`_Except`, or an array over the vocabulary where they are many): a
+        fresh array over a 128k vocabulary is 125 pages the system must fault in (170 µs), most of
+        a first visit's time, where the list has a few hundred entries."""
+        pre = self.tokens.preorder
+        first_ok = np.zeros(256, dtype=bool)
+        first_ok[self.tokens.trie.levels[0].byte[np.asarray(kids, dtype=np.int64)]] = True
+        at = int(pre.at[1][skip]) if skip >= 0 and pre.levels > 1 else -1
+        return self._listed(self._walked(walk, s, usual, wrap, first_ok, at), usual, joined)
+
+    def _walked(self, walk: Callable[..., int], s: int, usual: int, wrap: int, first_ok: np.ndarray,
+                at: int) -> int:
+        """The compiled walk from ``s`` into the output lists; how many it wrote (:meth:`_compiled`)."""
+        pre = self.tokens.preorder
+        return walk(self.lang.trans, int(s), self._dead, int(usual), int(wrap), first_ok, at, pre.nodes,
+                    pre.below, pre.whole, self.lang.loops, self.lang.loop_count, self.tokens.trie.order,
+                    pre.levels, *self._scratch_lists())
+
+    def _scratch_lists(self) -> tuple[np.ndarray, np.ndarray]:
+        """The compiled walk's output lists (token ids, end states), allocated once per index."""
+        if self._scratch is None:
+            self._scratch = (np.empty(self._size, dtype=np.int64), np.empty(self._size, dtype=np.int32))
+        return self._scratch
+
+    def _listed(self, n: int, usual: int, joined: bool) -> _Few | _Except | np.ndarray:
+        """The first ``n`` entries of the output lists as :meth:`_compiled` returns them (``joined``:
+        as a :class:`_Few` however many, to be joined with a sparse visit's chains)."""
+        ids, to = self._scratch_lists()
+        few = n <= self._size // EXCEPT_SHARE
+        if usual == self._dead and (few or joined):
+            return _Few(ids[:n].copy(), to[:n].copy())
+        if few:
+            return _Except(usual, ids[:n].copy(), to[:n].copy(), self.tokens.text, self._dead)
+        ends = np.full(self._size, usual, dtype=np.int32)
+        ends[self.tokens.silent] = self._dead
+        ends[ids[:n]] = to[:n]
         return ends
 
     def _levels(self, d: int, kids: np.ndarray | list[int], cur: np.ndarray | list[int],
@@ -1318,7 +1479,15 @@ class TurnIndex:
         key's or a literal's byte: most first visits inside arguments): the trie's path along
         the states' bytes while they have one live byte (as :meth:`_follow`, each node's own
         tokens a span), then the level walk from the node where a state has more (a token that
-        crosses into a value: :meth:`_levels`). The general walk's set-up is not paid."""
+        crosses into a value: :meth:`_levels`). The general walk's set-up is not paid. By the
+        compiled walk where there is one (from ``x`` alone: :meth:`_compiled`)."""
+        walk = compiled_walk() if COMPILED_WALK else None
+        if walk is not None and self._level_views:
+            first_ok = np.zeros(256, dtype=bool)
+            first_ok[x] = True
+            got = self._listed(self._walked(walk, s, self._dead, -1, first_ok, -1), self._dead, True)
+            assert isinstance(got, _Few)
+            return got
         out = _Writes()
         n = self._root_view[x] if self._level_views else -1
         if n >= 0:
@@ -1446,6 +1615,8 @@ class TurnIndex:
         go on in whole characters ends at ``t`` too. The states after each byte of each character
         range, as sets (``np.unique``), once per state."""
         hit = self._closed.get(t)
+        if hit is None and self._utf8_row(t, t):  # each range's bytes alike, back to t: closed
+            hit = self._closed[t] = True
         if hit is None:
             trans = self.lang.trans
             hit = True
@@ -1596,13 +1767,16 @@ class TurnIndex:
                 few_states += states[keep].tolist()
         return few, few_states
 
-    def _walk_levels(self, s: int) -> np.ndarray:
+    def _walk_levels(self, s: int) -> _Ends:
         """:meth:`_walk` where many bytes live and no subtree loops (a string's character count):
         every node of a level stepped at once while many live (the dead row maps dead to dead, so
         nothing is filtered), then only the live nodes' children."""
         trans, dead = self.lang.trans, self.lang.dead
-        ends = np.full(self.vocab.size, dead, dtype=np.int32)
         levels = self.tokens.trie.levels
+        walk = compiled_walk() if COMPILED_WALK else None
+        if walk is not None and levels:  # the live tokens by the compiled walk
+            return self._compiled(walk, s, np.arange(levels[0].byte.size), dead, -1, -1)
+        ends = np.full(self.vocab.size, dead, dtype=np.int32)
         if not levels:
             return ends
         owners = self.tokens.token_nodes

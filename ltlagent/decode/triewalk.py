@@ -1,0 +1,270 @@
+"""The trie walk of a first visit in compiled code (issue 30; docs/design.md §14, "first visits").
+
+:meth:`ltlagent.decode.chat.TurnIndex._walk` finds where each token ends from a DFA state by
+walking the vocabulary's byte trie. In Python the walk goes level by level (numpy over a level's
+nodes, or node by node where a level has few): each level costs a dozen numpy calls or a Python
+loop, so a state whose live tokens sit deep in the trie (the digits of a bounded number at a 128k
+vocabulary: 5,000 tokens four levels down) took 0.6–1 ms. Here the same walk is one depth-first
+loop compiled by numba (llguidance's walk, in Rust, is the same loop): the trie's nodes in
+preorder (:class:`TriePreorder`, built once per vocabulary), a node's subtree skipped at once
+where its byte is rejected or where every byte below it loops on the state it reaches (every
+token below ends there: a string's characters), each node's own tokens written where they end
+elsewhere than most tokens do.
+
+It computes exactly what the Python walk does (the tests compare the two on every state of
+several languages and vocabularies); where numba is not installed, :func:`compiled_walk` is None
+and the Python walk runs. numba compiles the loop on its first call in a process (about a second;
+kept in numba's cache on disk where it can write one), not per language or state.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import cast
+
+import numpy as np
+
+from ltlagent.decode.trie import VocabTrie
+
+__all__ = ["AFTER", "BYTE", "DEPTH", "OWN_HI", "SPAN_HI", "SPAN_LO", "TriePreorder", "compiled_chain",
+           "compiled_run", "compiled_walk", "trie_preorder"]
+
+
+#: The columns of :attr:`TriePreorder.nodes`
+DEPTH, BYTE, SPAN_LO, OWN_HI, SPAN_HI, AFTER = range(6)
+
+
+@dataclass(frozen=True, eq=False)
+class TriePreorder:
+    """The nodes of a :class:`~ltlagent.decode.trie.VocabTrie` in depth-first preorder (a node,
+    then its children's subtrees by byte), each with what the walk reads of it, in one row (the
+    walk reads nodes in order: one row is one fetch from memory, where an array per field was six)."""
+
+    #: per node: its level (0: a token's first byte), the byte on the edge into it, its subtree's
+    #: span of the trie's token order and where its own tokens end (``TrieLevel.span_lo``,
+    #: ``span_hi``, ``own_hi``), and the position of the first node after its subtree
+    nodes: np.ndarray = field(repr=False)  # int32 [nodes, 6]: DEPTH, BYTE, SPAN_LO, OWN_HI, SPAN_HI, AFTER
+    below: np.ndarray = field(repr=False)  # uint64 [nodes, 4]: TrieLevel.below
+    whole: np.ndarray = field(repr=False)  # bool: TrieLevel.whole
+    #: per level, each node's position in the preorder
+    at: tuple[np.ndarray, ...] = field(repr=False)
+
+    @property
+    def levels(self) -> int:
+        return len(self.at)
+
+
+def trie_preorder(trie: VocabTrie) -> TriePreorder:
+    """The preorder of ``trie``'s nodes: sorted by their subtree's first token in the depth-first
+    token order, a parent before its first child (which shares that token when the parent has
+    none of its own); the first node after a subtree is the first whose span begins at or past
+    the subtree's end."""
+    levels = trie.levels
+    if not levels:
+        return TriePreorder(np.zeros((0, 6), dtype=np.int32), np.zeros((0, 4), dtype=np.uint64),
+                            np.zeros(0, dtype=bool), ())
+    depth = np.concatenate([np.full(lv.byte.size, d, dtype=np.int64) for d, lv in enumerate(levels)])
+    span_lo = np.concatenate([lv.span_lo for lv in levels])
+    pos = np.lexsort((depth, span_lo))  # preorder -> (level, node) flattened
+    where = np.empty(pos.size, dtype=np.int64)
+    where[pos] = np.arange(pos.size, dtype=np.int64)
+    first = np.cumsum([0, *(lv.byte.size for lv in levels)])
+    at = tuple(where[first[d]:first[d + 1]] for d in range(len(levels)))
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(lv, name) for lv in levels])[pos]
+
+    lo = span_lo[pos]
+    span_hi = cat("span_hi")
+    after = np.searchsorted(lo, span_hi, side="left")
+    nodes = np.stack([depth[pos], cat("byte"), lo, cat("own_hi"), span_hi, after], axis=1)
+    if nodes.size and int(nodes.max()) >= 2**31:
+        raise ValueError("a trie too large for the compiled walk's 32-bit rows")
+    return TriePreorder(np.ascontiguousarray(nodes, dtype=np.int32),
+                        np.ascontiguousarray(cat("below"), dtype=np.uint64),
+                        np.ascontiguousarray(cat("whole"), dtype=bool), at)
+
+
+def _walk(trans: np.ndarray, s: int, dead: int, usual: int, wrap: int, first_ok: np.ndarray, skip: int,
+          nodes: np.ndarray, below: np.ndarray, whole: np.ndarray, loops: np.ndarray, count: np.ndarray,
+          order: np.ndarray, levels: int, ids: np.ndarray, to: np.ndarray) -> int:
+    """The walk from ``s`` (compiled by :func:`compiled_walk`): the tokens that end elsewhere than
+    ``usual`` (every other text token ends there; with ``usual`` dead, the live tokens), written
+    to ``ids`` and their end states to ``to``, in the trie's token order; their count returned.
+    ``first_ok``: the first bytes walked (the others' subtrees are settled elsewhere); ``skip``: a
+    node whose subtree is settled elsewhere (a string opener's; -1: none); ``wrap``: a state that
+    whole UTF-8 characters lead back to (-1: none), where a subtree whose ASCII bytes loop and whose
+    tokens go on in whole characters ends too. ``loops``, ``count``: per state, the bytes that lead
+    back to it and how many (a state with none settles only a leaf at once)."""
+    st = np.empty(levels + 1, dtype=np.int64)
+    st[0] = s
+    n = 0
+    i = 0
+    total = nodes.shape[0]
+    while i < total:
+        d = nodes[i, 0]
+        if d == 0:
+            if not first_ok[nodes[i, 1]]:
+                i = nodes[i, 5]
+                continue
+        elif i == skip:
+            i = nodes[i, 5]
+            continue
+        q = trans[st[d], nodes[i, 1]]
+        if q == dead:
+            if usual != dead:
+                for k in range(nodes[i, 2], nodes[i, 4]):
+                    ids[n] = order[k]
+                    to[n] = dead
+                    n += 1
+            i = nodes[i, 5]
+            continue
+        if count[q] == 0:  # nothing loops: only a leaf is settled at once
+            covered = nodes[i, 5] == i + 1
+        else:
+            a0 = below[i, 0] & ~loops[q, 0]
+            a1 = below[i, 1] & ~loops[q, 1]
+            covered = (a0 | a1 | (below[i, 2] & ~loops[q, 2]) | (below[i, 3] & ~loops[q, 3])) == 0
+            if not covered and q == wrap and (a0 | a1) == 0 and whole[i]:
+                covered = True
+        if q != usual:
+            for k in range(nodes[i, 2], nodes[i, 4] if covered else nodes[i, 3]):
+                ids[n] = order[k]
+                to[n] = q
+                n += 1
+        if covered:
+            i = nodes[i, 5]
+        else:
+            st[d + 1] = q
+            i += 1
+    return n
+
+
+def _run(trans: np.ndarray, dead: int, flat: np.ndarray, ids: np.ndarray, cur: np.ndarray, at: np.ndarray,
+         end: np.ndarray, out: np.ndarray) -> int:
+    """``out[ids[i]]``: the state after the bytes ``flat[at[i]:end[i]]`` from ``cur[i]`` (``dead``
+    once a byte is rejected), compiled by :func:`compiled_run`: the tokens a content or class chain
+    walks (:meth:`ltlagent.decode.chat.TurnIndex._run`). The count of rows."""
+    for i in range(ids.shape[0]):
+        q = cur[i]
+        p = at[i]
+        e = end[i]
+        while p < e:
+            q = trans[q, flat[p]]
+            if q == dead:
+                break
+            p += 1
+        out[ids[i]] = q
+    return ids.shape[0]
+
+
+def _chain(trans: np.ndarray, content_step: np.ndarray, s: int, dead: int, guess: int, longest: int,
+           digits: bool, wide: int, span_a: np.ndarray, span_b: np.ndarray, span_seq: np.ndarray,
+           rest_a: np.ndarray, rest_b: np.ndarray, rest_n: np.ndarray, g: np.ndarray) -> int:
+    """A content chain from ``s`` and its check (compiled by :func:`compiled_chain`;
+    :meth:`ltlagent.decode.chat.TurnIndex._chain` in Python): ``g[0] = s``, then where ``guess``
+    leads, until a state loops on it (the chain loops), ``dead`` or more than ``longest`` rows.
+    Written to ``g``; returned: ``2 * len + loop``, or -1 where a row fails its check. The rows
+    (every state of a loop, all but the last otherwise): with ``digits``, the ten digits lead
+    alike; else the content bytes lead alike (``content_step`` >= 0) and, in the first ``wide``
+    rows, every multi-byte UTF-8 character too: per sequence (``span_seq``), its lead bytes'
+    runs ``span_a … span_b - 1`` alike, then each continuation range ``rest_a … rest_b - 1`` alike
+    from there, into ``content_step`` of the row."""
+    n = 1
+    g[0] = s
+    loop = 0
+    while True:
+        q = g[n - 1]
+        if q == dead or n > longest:
+            rows = n - 1
+            break
+        nxt = trans[q, guess]
+        if nxt == q:
+            rows = n
+            loop = 1
+            break
+        g[n] = nxt
+        n += 1
+    for j in range(rows):
+        q = g[j]
+        if digits:
+            first = trans[q, 0x30]
+            for b in range(0x31, 0x3A):
+                if trans[q, b] != first:
+                    return -1
+            continue
+        to = content_step[q]
+        if to < 0:
+            return -1
+        if j >= wide:
+            continue
+        k = 0
+        for sq in range(rest_n.shape[0]):
+            p = -1
+            while k < span_seq.shape[0] and span_seq[k] == sq:
+                for b in range(span_a[k], span_b[k]):
+                    x = trans[q, b]
+                    if p < 0:
+                        p = x
+                    elif x != p:
+                        return -1
+                k += 1
+            for r in range(rest_n[sq]):
+                first = trans[p, rest_a[sq, r]]
+                for b in range(rest_a[sq, r] + 1, rest_b[sq, r]):
+                    if trans[p, b] != first:
+                        return -1
+                p = first
+            if p != to:
+                return -1
+    return 2 * n + loop
+
+
+@functools.cache
+def compiled_chain() -> Callable[..., int] | None:
+    """:func:`_chain` compiled by numba, as :func:`compiled_walk` (None without numba)."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    chain = numba.njit(cache=True, nogil=True)(_chain)
+    i64 = np.zeros(1, dtype=np.int64)
+    rest = np.zeros((1, 3), dtype=np.int64)
+    chain(np.zeros((1, 256), dtype=np.int32), i64, 0, 0, 0x61, 1, False, 0, i64, i64, i64, rest, rest.copy(),
+          i64, np.zeros(4, dtype=np.int64))
+    return cast(Callable[..., int], chain)
+
+
+@functools.cache
+def compiled_run() -> Callable[..., int] | None:
+    """:func:`_run` compiled by numba, as :func:`compiled_walk` (None without numba)."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    run = numba.njit(cache=True, nogil=True)(_run)
+    flat = np.zeros(1, dtype=np.uint8)
+    flat.flags.writeable = False  # as a vocabulary's bytes (``np.frombuffer``)
+    i64, i32 = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32)
+    run(np.zeros((1, 256), dtype=np.int32), 0, flat, i64, i32, i64, i64 + 1, i32.copy())
+    return cast(Callable[..., int], run)
+
+
+@functools.cache
+def compiled_walk() -> Callable[..., int] | None:
+    """:func:`_walk` compiled by numba, or None where numba is not installed (the Python walk
+    runs). Compiled here, once per process, for the one signature it is called with (from numba's
+    cache on disk where it keeps one): a vocabulary's set-up (:meth:`TokenBytes.of
+    <ltlagent.decode.chat.TokenBytes.of>`) asks for it, not a decoding step."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    walk = numba.njit(cache=True, nogil=True)(_walk)
+    i64, u64 = np.zeros(1, dtype=np.int64), np.zeros((1, 4), dtype=np.uint64)
+    walk(np.zeros((1, 256), dtype=np.int32), 0, 0, 0, -1, np.zeros(256, dtype=bool), -1,
+         np.array([[0, 0, 0, 0, 0, 1]], dtype=np.int32), u64, np.zeros(1, dtype=bool), u64, i64, i64, 1,
+         np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32))
+    return cast(Callable[..., int], walk)
