@@ -28,16 +28,20 @@ from . import tiny
 #: three-byte character, a lone continuation byte
 PIECES = [b"a", b"b", b"c", b" ", b'"', b"\\", b"\n", "é".encode(), "€".encode(), b"\x80", b"{", b"1"]
 
-#: (DENSE_LOOPS, SMALL_LEVEL, FINISH_TOKENS): the defaults, everything by levels at once, everything
-#: node by node, every state dense, long paths finished token by token
-KNOBS = [(chat.DENSE_LOOPS, chat.SMALL_LEVEL, chat.FINISH_TOKENS), (32, 0, 0), (32, 10**6, 0),
-         (1, 10**6, 10**6), (1, 0, 0), (200, 3, 2)]
+#: (DENSE_LOOPS, SMALL_LEVEL, FINISH_TOKENS, COMPILED_WALK): the defaults (the compiled walk, where
+#: numba is installed), every state dense by the compiled walk, then the Python walk: its defaults,
+#: everything by levels at once, everything node by node, every state dense, long paths finished
+#: token by token
+KNOBS = [(chat.DENSE_LOOPS, chat.SMALL_LEVEL, chat.FINISH_TOKENS, True), (1, 0, 0, True),
+         (chat.DENSE_LOOPS, chat.SMALL_LEVEL, chat.FINISH_TOKENS, False), (32, 0, 0, False),
+         (32, 10**6, 0, False), (1, 10**6, 10**6, False), (1, 0, 0, False), (200, 3, 2, False)]
 
 
 @contextmanager
-def knobs(dense: int, small: int, finish: int) -> Iterator[None]:
+def knobs(dense: int, small: int, finish: int, compiled: bool) -> Iterator[None]:
     with mock.patch.object(chat, "DENSE_LOOPS", dense), mock.patch.object(chat, "SMALL_LEVEL", small), \
-            mock.patch.object(chat, "FINISH_TOKENS", finish):
+            mock.patch.object(chat, "FINISH_TOKENS", finish), \
+            mock.patch.object(chat, "COMPILED_WALK", compiled):
         yield
 
 
@@ -100,7 +104,7 @@ def same_as_walk(index: TurnIndex, states: list[int]) -> None:
 @given(seed=st.integers(0, 2**20), n=st.integers(1, 9), size=st.integers(0, 150),
        knob=st.sampled_from(KNOBS))
 def test_pruned_walk_equals_the_token_walk_on_random_tables(seed: int, n: int, size: int,
-                                                            knob: tuple[int, int, int]) -> None:
+                                                            knob: tuple[int, int, int, bool]) -> None:
     rng = random.Random(seed)
     lang = random_language(rng, n)
     tokens = random_tokens(rng, size)
@@ -143,13 +147,17 @@ def test_one_live_byte_goes_down_the_trie_alone(seed: int, size: int, first: boo
         toks.append(rng.choice(pieces) + b"".join(rng.choice(PIECES) for _ in range(rng.randint(0, 2))))
     toks += [None, None]
     tokens = TokenBytes.of(vocab_from_bytes(toks, eos_ids=[len(toks) - 1]))
-    with mock.patch.object(chat, "SINGLE_FIRST", first):
-        same_as_walk(TurnIndex(lang, tokens), list(range(lang.trans.shape[0])))
+    for compiled in (True, False):
+        with mock.patch.object(chat, "SINGLE_FIRST", first), \
+                mock.patch.object(chat, "COMPILED_WALK", compiled):
+            same_as_walk(TurnIndex(lang, tokens), list(range(lang.trans.shape[0])))
     for q, b in enumerate(word):  # alone down the trie, the level walk where a token crosses
-        index = TurnIndex(lang, tokens)
-        if not index._opens(q, b):
-            got = index._single(q, b).dense(index.vocab.size, lang.dead)
-            assert np.array_equal(got, index.walk_tokens(q)), (q, word)
+        for compiled in (True, False):
+            index = TurnIndex(lang, tokens)
+            if not index._opens(q, b):
+                with mock.patch.object(chat, "COMPILED_WALK", compiled):
+                    got = index._single(q, b).dense(index.vocab.size, lang.dead)
+                assert np.array_equal(got, index.walk_tokens(q)), (q, word, compiled)
 
 
 def string_language(rng: random.Random, broken: bool) -> TurnLanguage:
@@ -179,7 +187,7 @@ def string_language(rng: random.Random, broken: bool) -> TurnLanguage:
 @given(seed=st.integers(0, 2**20), size=st.integers(20, 200), broken=st.booleans(),
        knob=st.sampled_from(KNOBS))
 def test_whole_characters_come_back_to_a_string(seed: int, size: int, broken: bool,
-                                                knob: tuple[int, int, int]) -> None:
+                                                knob: tuple[int, int, int, bool]) -> None:
     rng = random.Random(seed)
     lang = string_language(rng, broken)
     tokens = random_tokens(rng, size)
@@ -213,8 +221,9 @@ SCHEMAS = [
 
 
 @pytest.mark.parametrize("tok", ["byte-level-2k", "sentencepiece", "straddle"])
-@pytest.mark.parametrize("knob", KNOBS[:4])
-def test_pruned_walk_equals_the_token_walk_on_schema_tables(tok: str, knob: tuple[int, int, int]) -> None:
+@pytest.mark.parametrize("knob", KNOBS[:6])
+def test_pruned_walk_equals_the_token_walk_on_schema_tables(tok: str,
+                                                           knob: tuple[int, int, int, bool]) -> None:
     make = {"byte-level-2k": lambda: tiny.byte_level(2000), "sentencepiece": tiny.sentencepiece,
             "straddle": tiny.straddle}[tok]
     tokens = TokenBytes.of(vocab_from_tokenizer(make()))
@@ -236,7 +245,8 @@ def test_a_string_state_walks_few_nodes() -> None:
     tokens = TokenBytes.of(vocab_from_bytes(long, eos_ids=[len(long) - 1]))
     index = TurnIndex(lang, tokens)
     with mock.patch.object(TurnIndex, "_level_small", side_effect=AssertionError("walked")), \
-            mock.patch.object(TurnIndex, "_children", side_effect=AssertionError("walked")):
+            mock.patch.object(TurnIndex, "_children", side_effect=AssertionError("walked")), \
+            mock.patch.object(chat, "COMPILED_WALK", False):  # the Python walk's pruning
         ends = index.ends(inside)  # level 0 only: every subtree below a letter is letters
     assert np.array_equal(ends, index.walk_tokens(inside))
 
