@@ -437,6 +437,14 @@ CLASS_CHAINS = True
 #: (:class:`_Except`) while they are at most this share of the vocabulary (1/8), else an array
 EXCEPT_SHARE = 8
 
+#: Per byte, the 256 bytes with only it set (a one-byte visit's first bytes: ``_single``)
+_ONE_BYTE = np.eye(256, dtype=bool)
+_ONE_BYTE.flags.writeable = False
+
+#: The compiled walk's output lists hold this many tokens until a walk writes more (48 kB: from the
+#: heap, where lists over a 128k vocabulary were 1.5 MB mapped fresh on an index's first visit)
+FEW_LISTED = 4096
+
 #: The trie walk of a first visit by the compiled loop (:mod:`ltlagent.decode.triewalk`) where numba
 #: is installed; off (or without numba): the Python walk by levels (:meth:`TurnIndex._levels`).
 COMPILED_WALK = True
@@ -1389,21 +1397,30 @@ class TurnIndex:
         pre = self.tokens.preorder
         first_ok = np.zeros(256, dtype=bool)
         first_ok[self.tokens.trie.levels[0].byte[np.asarray(kids, dtype=np.int64)]] = True
+        first_ok.flags.writeable = False  # read-only, as _ONE_BYTE's rows: one signature
         at = int(pre.at[1][skip]) if skip >= 0 and pre.levels > 1 else -1
         return self._listed(self._walked(walk, s, usual, wrap, first_ok, at), usual, joined)
 
     def _walked(self, walk: Callable[..., int], s: int, usual: int, wrap: int, first_ok: np.ndarray,
                 at: int) -> int:
-        """The compiled walk from ``s`` into the output lists; how many it wrote (:meth:`_compiled`)."""
+        """The compiled walk from ``s`` into the output lists; how many it wrote (:meth:`_compiled`).
+        The lists hold :data:`FEW_LISTED` tokens at first (most visits write a few), the whole
+        vocabulary once a walk has more to write (then walked again)."""
         pre = self.tokens.preorder
-        return walk(self.lang.trans, int(s), self._dead, int(usual), int(wrap), first_ok, at, pre.nodes,
-                    pre.below, pre.whole, self.lang.loops, self.lang.loop_count, self.tokens.trie.order,
-                    pre.levels, *self._scratch_lists())
+        while True:
+            ids, to = self._scratch_lists()
+            n = walk(self.lang.trans, int(s), self._dead, int(usual), int(wrap), first_ok, at, pre.root,
+                     pre.nodes, pre.below, pre.whole, self.lang.loops, self.lang.loop_count,
+                     self.tokens.trie.order, pre.levels, ids, to)
+            if n >= 0:
+                return int(n)
+            self._scratch = (np.empty(self._size, dtype=np.int64), np.empty(self._size, dtype=np.int32))
 
     def _scratch_lists(self) -> tuple[np.ndarray, np.ndarray]:
         """The compiled walk's output lists (token ids, end states), allocated once per index."""
         if self._scratch is None:
-            self._scratch = (np.empty(self._size, dtype=np.int64), np.empty(self._size, dtype=np.int32))
+            few = min(self._size, FEW_LISTED)
+            self._scratch = (np.empty(few, dtype=np.int64), np.empty(few, dtype=np.int32))
         return self._scratch
 
     def _listed(self, n: int, usual: int, joined: bool) -> _Few | _Except | np.ndarray:
@@ -1483,9 +1500,7 @@ class TurnIndex:
         compiled walk where there is one (from ``x`` alone: :meth:`_compiled`)."""
         walk = compiled_walk() if COMPILED_WALK else None
         if walk is not None and self._level_views:
-            first_ok = np.zeros(256, dtype=bool)
-            first_ok[x] = True
-            got = self._listed(self._walked(walk, s, self._dead, -1, first_ok, -1), self._dead, True)
+            got = self._listed(self._walked(walk, s, self._dead, -1, _ONE_BYTE[x], -1), self._dead, True)
             assert isinstance(got, _Few)
             return got
         out = _Writes()

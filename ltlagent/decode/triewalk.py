@@ -50,6 +50,8 @@ class TriePreorder:
     whole: np.ndarray = field(repr=False)  # bool: TrieLevel.whole
     #: per level, each node's position in the preorder
     at: tuple[np.ndarray, ...] = field(repr=False)
+    #: per byte, the row of the level-0 node by it (-1: no token begins with it)
+    root: np.ndarray = field(repr=False)  # int64 [256]
 
     @property
     def levels(self) -> int:
@@ -64,7 +66,7 @@ def trie_preorder(trie: VocabTrie) -> TriePreorder:
     levels = trie.levels
     if not levels:
         return TriePreorder(np.zeros((0, 6), dtype=np.int32), np.zeros((0, 4), dtype=np.uint64),
-                            np.zeros(0, dtype=bool), ())
+                            np.zeros(0, dtype=bool), (), np.full(256, -1, dtype=np.int64))
     depth = np.concatenate([np.full(lv.byte.size, d, dtype=np.int64) for d, lv in enumerate(levels)])
     span_lo = np.concatenate([lv.span_lo for lv in levels])
     pos = np.lexsort((depth, span_lo))  # preorder -> (level, node) flattened
@@ -82,63 +84,72 @@ def trie_preorder(trie: VocabTrie) -> TriePreorder:
     nodes = np.stack([depth[pos], cat("byte"), lo, cat("own_hi"), span_hi, after], axis=1)
     if nodes.size and int(nodes.max()) >= 2**31:
         raise ValueError("a trie too large for the compiled walk's 32-bit rows")
+    root = np.full(256, -1, dtype=np.int64)
+    root[levels[0].byte] = at[0]
     return TriePreorder(np.ascontiguousarray(nodes, dtype=np.int32),
                         np.ascontiguousarray(cat("below"), dtype=np.uint64),
-                        np.ascontiguousarray(cat("whole"), dtype=bool), at)
+                        np.ascontiguousarray(cat("whole"), dtype=bool), at, root)
 
 
 def _walk(trans: np.ndarray, s: int, dead: int, usual: int, wrap: int, first_ok: np.ndarray, skip: int,
-          nodes: np.ndarray, below: np.ndarray, whole: np.ndarray, loops: np.ndarray, count: np.ndarray,
-          order: np.ndarray, levels: int, ids: np.ndarray, to: np.ndarray) -> int:
+          root: np.ndarray, nodes: np.ndarray, below: np.ndarray, whole: np.ndarray, loops: np.ndarray,
+          count: np.ndarray, order: np.ndarray, levels: int, ids: np.ndarray, to: np.ndarray) -> int:
     """The walk from ``s`` (compiled by :func:`compiled_walk`): the tokens that end elsewhere than
     ``usual`` (every other text token ends there; with ``usual`` dead, the live tokens), written
     to ``ids`` and their end states to ``to``, in the trie's token order; their count returned.
-    ``first_ok``: the first bytes walked (the others' subtrees are settled elsewhere); ``skip``: a
+    ``first_ok``: the first bytes walked (the others' subtrees are settled elsewhere), each from its
+    row ``root[x]`` (-1: no token begins with it; the other bytes' rows are not read); ``skip``: a
     node whose subtree is settled elsewhere (a string opener's; -1: none); ``wrap``: a state that
     whole UTF-8 characters lead back to (-1: none), where a subtree whose ASCII bytes loop and whose
     tokens go on in whole characters ends too. ``loops``, ``count``: per state, the bytes that lead
-    back to it and how many (a state with none settles only a leaf at once)."""
+    back to it and how many (a state with none settles only a leaf at once). -1 where the tokens
+    to write are more than ``ids`` holds (the caller gives longer lists and walks again)."""
     st = np.empty(levels + 1, dtype=np.int64)
     st[0] = s
     n = 0
-    i = 0
-    total = nodes.shape[0]
-    while i < total:
-        d = nodes[i, 0]
-        if d == 0:
-            if not first_ok[nodes[i, 1]]:
+    cap = ids.shape[0]
+    for x in range(256):  # each first byte walked: its subtree, rows root[x] … up to the row past it
+        i = root[x]
+        if i < 0 or not first_ok[x]:
+            continue
+        end = nodes[i, 5]
+        while i < end:
+            d = nodes[i, 0]
+            if i == skip:
                 i = nodes[i, 5]
                 continue
-        elif i == skip:
-            i = nodes[i, 5]
-            continue
-        q = trans[st[d], nodes[i, 1]]
-        if q == dead:
-            if usual != dead:
-                for k in range(nodes[i, 2], nodes[i, 4]):
+            q = trans[st[d], nodes[i, 1]]
+            if q == dead:
+                if usual != dead:
+                    if n + nodes[i, 4] - nodes[i, 2] > cap:
+                        return -1
+                    for k in range(nodes[i, 2], nodes[i, 4]):
+                        ids[n] = order[k]
+                        to[n] = dead
+                        n += 1
+                i = nodes[i, 5]
+                continue
+            if count[q] == 0:  # nothing loops: only a leaf is settled at once
+                covered = nodes[i, 5] == i + 1
+            else:
+                a0 = below[i, 0] & ~loops[q, 0]
+                a1 = below[i, 1] & ~loops[q, 1]
+                covered = (a0 | a1 | (below[i, 2] & ~loops[q, 2]) | (below[i, 3] & ~loops[q, 3])) == 0
+                if not covered and q == wrap and (a0 | a1) == 0 and whole[i]:
+                    covered = True
+            if q != usual:
+                hi = nodes[i, 4] if covered else nodes[i, 3]
+                if n + hi - nodes[i, 2] > cap:
+                    return -1
+                for k in range(nodes[i, 2], hi):
                     ids[n] = order[k]
-                    to[n] = dead
+                    to[n] = q
                     n += 1
-            i = nodes[i, 5]
-            continue
-        if count[q] == 0:  # nothing loops: only a leaf is settled at once
-            covered = nodes[i, 5] == i + 1
-        else:
-            a0 = below[i, 0] & ~loops[q, 0]
-            a1 = below[i, 1] & ~loops[q, 1]
-            covered = (a0 | a1 | (below[i, 2] & ~loops[q, 2]) | (below[i, 3] & ~loops[q, 3])) == 0
-            if not covered and q == wrap and (a0 | a1) == 0 and whole[i]:
-                covered = True
-        if q != usual:
-            for k in range(nodes[i, 2], nodes[i, 4] if covered else nodes[i, 3]):
-                ids[n] = order[k]
-                to[n] = q
-                n += 1
-        if covered:
-            i = nodes[i, 5]
-        else:
-            st[d + 1] = q
-            i += 1
+            if covered:
+                i = nodes[i, 5]
+            else:
+                st[d + 1] = q
+                i += 1
     return n
 
 
@@ -264,7 +275,9 @@ def compiled_walk() -> Callable[..., int] | None:
         return None
     walk = numba.njit(cache=True, nogil=True)(_walk)
     i64, u64 = np.zeros(1, dtype=np.int64), np.zeros((1, 4), dtype=np.uint64)
-    walk(np.zeros((1, 256), dtype=np.int32), 0, 0, 0, -1, np.zeros(256, dtype=bool), -1,
+    first_ok = np.zeros(256, dtype=bool)
+    first_ok.flags.writeable = False  # as TurnIndex passes it
+    walk(np.zeros((1, 256), dtype=np.int32), 0, 0, 0, -1, first_ok, -1, np.full(256, -1, dtype=np.int64),
          np.array([[0, 0, 0, 0, 0, 1]], dtype=np.int32), u64, np.zeros(1, dtype=bool), u64, i64, i64, 1,
          np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32))
     return cast(Callable[..., int], walk)
