@@ -89,12 +89,15 @@ def _both_walks(lang: TurnLanguage, tokens: TokenBytes, states: list[int]) -> No
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**20), n=st.integers(1, 9), size=st.integers(0, 150),
-       dense=st.sampled_from([1, 32]))
-def test_compiled_and_python_walks_agree_on_random_tables(seed: int, n: int, size: int, dense: int) -> None:
+       dense=st.sampled_from([1, 32]), few=st.sampled_from([1, 3, chat.FEW_LISTED]))
+def test_compiled_and_python_walks_agree_on_random_tables(seed: int, n: int, size: int, dense: int,
+                                                          few: int) -> None:
+    """... with output lists that start short (``FEW_LISTED``: a walk that has more to write
+    stops, and is walked again with lists over the vocabulary)."""
     rng = random.Random(seed)
     lang = random_language(rng, n)
     tokens = random_tokens(rng, size)
-    with mock.patch.object(chat, "DENSE_LOOPS", dense):
+    with mock.patch.object(chat, "DENSE_LOOPS", dense), mock.patch.object(chat, "FEW_LISTED", few):
         _both_walks(lang, tokens, list(range(n + 1)))
 
 
