@@ -20,6 +20,7 @@ kept in numba's cache on disk where it can write one), not per language or state
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
@@ -236,48 +237,48 @@ def _chain(trans: np.ndarray, content_step: np.ndarray, s: int, dead: int, guess
 @functools.cache
 def compiled_chain() -> Callable[..., int] | None:
     """:func:`_chain` compiled by numba, as :func:`compiled_walk` (None without numba)."""
-    try:
-        import numba
-    except ImportError:
-        return None
-    chain = numba.njit(cache=True, nogil=True)(_chain)
-    i64 = np.zeros(1, dtype=np.int64)
-    rest = np.zeros((1, 3), dtype=np.int64)
-    chain(np.zeros((1, 256), dtype=np.int32), i64, 0, 0, 0x61, 1, False, 0, i64, i64, i64, rest, rest.copy(),
-          i64, np.zeros(4, dtype=np.int64))
-    return cast(Callable[..., int], chain)
+    i64, rest = np.zeros(1, dtype=np.int64), np.zeros((1, 3), dtype=np.int64)
+    return _compiled(_chain, (np.zeros((1, 256), dtype=np.int32), i64, 0, 0, 0x61, 1, False, 0, i64, i64, i64,
+                              rest, rest.copy(), i64, np.zeros(4, dtype=np.int64)))
 
 
 @functools.cache
 def compiled_run() -> Callable[..., int] | None:
     """:func:`_run` compiled by numba, as :func:`compiled_walk` (None without numba)."""
-    try:
-        import numba
-    except ImportError:
-        return None
-    run = numba.njit(cache=True, nogil=True)(_run)
     flat = np.zeros(1, dtype=np.uint8)
     flat.flags.writeable = False  # as a vocabulary's bytes (``np.frombuffer``)
     i64, i32 = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32)
-    run(np.zeros((1, 256), dtype=np.int32), 0, flat, i64, i32, i64, i64 + 1, i32.copy())
-    return cast(Callable[..., int], run)
+    return _compiled(_run, (np.zeros((1, 256), dtype=np.int32), 0, flat, i64, i32, i64, i64 + 1, i32.copy()))
 
 
 @functools.cache
 def compiled_walk() -> Callable[..., int] | None:
-    """:func:`_walk` compiled by numba, or None where numba is not installed (the Python walk
-    runs). Compiled here, once per process, for the one signature it is called with (from numba's
-    cache on disk where it keeps one): a vocabulary's set-up (:meth:`TokenBytes.of
-    <ltlagent.decode.chat.TokenBytes.of>`) asks for it, not a decoding step."""
+    """:func:`_walk` compiled by numba, or None where numba is not installed or cannot compile it
+    (the Python walk runs). Compiled here, once per process, for the one signature it is called
+    with (from numba's cache on disk where it keeps one): a vocabulary's set-up
+    (:meth:`TokenBytes.of <ltlagent.decode.chat.TokenBytes.of>`) asks for it, not a decoding step."""
+    i64, u64 = np.zeros(1, dtype=np.int64), np.zeros((1, 4), dtype=np.uint64)
+    first_ok = np.zeros(256, dtype=bool)
+    first_ok.flags.writeable = False  # as TurnIndex passes it
+    return _compiled(_walk, (np.zeros((1, 256), dtype=np.int32), 0, 0, 0, -1, first_ok, -1,
+                             np.full(256, -1, dtype=np.int64), np.array([[0, 0, 0, 0, 0, 1]], dtype=np.int32),
+                             u64, np.zeros(1, dtype=bool), u64, i64, i64, 1, np.zeros(1, dtype=np.int64),
+                             np.zeros(1, dtype=np.int32)))
+
+
+def _compiled(fn: Callable[..., int], example: tuple[object, ...]) -> Callable[..., int] | None:
+    """``fn`` compiled by numba and called once on ``example`` (arguments of the types it is always
+    called with: compiled now, for that signature), or None without numba; where numba cannot
+    compile it (an older release), None and a warning: the Python loops answer the same."""
     try:
         import numba
     except ImportError:
         return None
-    walk = numba.njit(cache=True, nogil=True)(_walk)
-    i64, u64 = np.zeros(1, dtype=np.int64), np.zeros((1, 4), dtype=np.uint64)
-    first_ok = np.zeros(256, dtype=bool)
-    first_ok.flags.writeable = False  # as TurnIndex passes it
-    walk(np.zeros((1, 256), dtype=np.int32), 0, 0, 0, -1, first_ok, -1, np.full(256, -1, dtype=np.int64),
-         np.array([[0, 0, 0, 0, 0, 1]], dtype=np.int32), u64, np.zeros(1, dtype=bool), u64, i64, i64, 1,
-         np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32))
-    return cast(Callable[..., int], walk)
+    try:
+        jitted = numba.njit(cache=True, nogil=True)(fn)
+        jitted(*example)
+    except Exception as e:  # whatever numba raises, the Python loops stand in
+        warnings.warn(f"ltlagent: {fn.__name__} is not compiled ({type(e).__name__}: {e}); first visits "
+                      "run in Python", RuntimeWarning, stacklevel=3)
+        return None
+    return cast(Callable[..., int], jitted)
