@@ -291,3 +291,32 @@ def test_a_digit_off_the_chain_is_walked(compiled: bool, digit: bytes) -> None:
     with mock.patch.object(chat, "COMPILED_WALK", compiled), mock.patch.object(chat, "CLASS_CHAINS", False):
         index = TurnIndex(lang, tokens)
         same_as_walk(index, list(range(n + 1)))
+
+
+@needs_numba
+def test_two_threads_walk_one_index() -> None:
+    """The compiled walk releases the GIL: two threads taking first visits of one index at once
+    each get their own lists, and every mask is the token walk's (fails with lists shared by the
+    index)."""
+    import threading
+
+    tokens = TokenBytes.of(vocab_from_tokenizer(tiny.byte_level(2000)))
+    lang = TurnLanguage.of_table(schema_table(SCHEMAS[-1]))
+    want = {s: TurnIndex(lang, tokens).walk_tokens(s) != lang.dead for s in range(lang.dead)}
+    def visit(index: TurnIndex, go: threading.Barrier, states: list[int], got: dict[int, np.ndarray]) -> None:
+        go.wait()
+        for s in states:
+            got[s] = index.allowed(s).copy()
+
+    states = list(range(lang.dead))
+    for _round in range(20):
+        index, go, got = TurnIndex(lang, tokens), threading.Barrier(2), {}
+        threads = [threading.Thread(target=visit, args=(index, go, states[k::2], got)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for s in states:
+            mask = got[s].copy()
+            mask[tokens.eos] = False
+            assert np.array_equal(mask, want[s]), s

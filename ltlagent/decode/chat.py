@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -861,8 +862,7 @@ class TurnIndex:
         self.opened = 0  # string openers' subtrees settled along a chain in sparse visits (likewise)
         self.classed = 0  # first visits whose tokens in a class went along its chain (likewise)
         self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
-        self._chain_rows: np.ndarray | None = None  # the compiled chain's states (``_chain``)
-        self._scratch: tuple[np.ndarray, np.ndarray] | None = None  # the compiled walk's lists (_compiled)
+        self._lists = threading.local()  # per thread, the compiled walk's output lists (``_walked``)
         # the arrays a sparse first visit reads entry by entry, as memoryviews (half the cost of
         # ``ndarray.item`` per read: :meth:`_follow`)
         self._trans_view = lang.trans.data
@@ -955,13 +955,12 @@ class TurnIndex:
                     return None
         chain = compiled_chain() if COMPILED_WALK else None
         if chain is not None:  # the chain and its check by the compiled loop
-            if self._chain_rows is None:
-                self._chain_rows = np.empty(MOST_CHARS + 4, dtype=np.int64)
+            rows = np.empty(MOST_CHARS + 4, dtype=np.int64)  # this call's own (a walk releases the GIL)
             got = chain(trans, self.lang.content_step, int(s), int(dead), guess, ct.longest, ct.digits,
-                        ct.wide, *_UTF8_ARRAYS, self._chain_rows)
+                        ct.wide, *_UTF8_ARRAYS, rows)
             if got < 0:
                 return None
-            g: np.ndarray | list[int] = self._chain_rows[:got >> 1]
+            g: np.ndarray | list[int] = rows[:got >> 1]
             loop = bool(got & 1)
         else:
             g, loop = self._chain_python(s, guess, ct)
@@ -1399,34 +1398,34 @@ class TurnIndex:
         first_ok[self.tokens.trie.levels[0].byte[np.asarray(kids, dtype=np.int64)]] = True
         first_ok.flags.writeable = False  # read-only, as _ONE_BYTE's rows: one signature
         at = int(pre.at[1][skip]) if skip >= 0 and pre.levels > 1 else -1
-        return self._listed(self._walked(walk, s, usual, wrap, first_ok, at), usual, joined)
+        return self._listed(*self._walked(walk, s, usual, wrap, first_ok, at), usual, joined)
 
     def _walked(self, walk: Callable[..., int], s: int, usual: int, wrap: int, first_ok: np.ndarray,
-                at: int) -> int:
-        """The compiled walk from ``s`` into the output lists; how many it wrote (:meth:`_compiled`).
-        The lists hold :data:`FEW_LISTED` tokens at first (most visits write a few), the whole
-        vocabulary once a walk has more to write (then walked again)."""
+                at: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """The compiled walk from ``s``: its lists of token ids and end states, and how many it
+        wrote (:meth:`_compiled`). The lists are the calling thread's own (a walk releases the GIL:
+        two threads may walk one index at once), kept for its next walk: :data:`FEW_LISTED` tokens
+        at first (most visits write a few; from the heap, not fresh pages), over the vocabulary
+        once a walk has more to write (then walked again)."""
         pre = self.tokens.preorder
+        mine = self._lists
         while True:
-            ids, to = self._scratch_lists()
+            lists = getattr(mine, "lists", None)
+            if lists is None:
+                size = min(self._size, FEW_LISTED)
+                lists = mine.lists = (np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int32))
+            ids, to = lists
             n = walk(self.lang.trans, int(s), self._dead, int(usual), int(wrap), first_ok, at, pre.root,
                      pre.nodes, pre.below, pre.whole, self.lang.loops, self.lang.loop_count,
                      self.tokens.trie.order, pre.levels, ids, to)
             if n >= 0:
-                return int(n)
-            self._scratch = (np.empty(self._size, dtype=np.int64), np.empty(self._size, dtype=np.int32))
+                return ids, to, int(n)
+            mine.lists = (np.empty(self._size, dtype=np.int64), np.empty(self._size, dtype=np.int32))
 
-    def _scratch_lists(self) -> tuple[np.ndarray, np.ndarray]:
-        """The compiled walk's output lists (token ids, end states), allocated once per index."""
-        if self._scratch is None:
-            few = min(self._size, FEW_LISTED)
-            self._scratch = (np.empty(few, dtype=np.int64), np.empty(few, dtype=np.int32))
-        return self._scratch
-
-    def _listed(self, n: int, usual: int, joined: bool) -> _Few | _Except | np.ndarray:
-        """The first ``n`` entries of the output lists as :meth:`_compiled` returns them (``joined``:
+    def _listed(self, ids: np.ndarray, to: np.ndarray, n: int, usual: int,
+                joined: bool) -> _Few | _Except | np.ndarray:
+        """The first ``n`` entries of a walk's lists as :meth:`_compiled` returns them (``joined``:
         as a :class:`_Few` however many, to be joined with a sparse visit's chains)."""
-        ids, to = self._scratch_lists()
         few = n <= self._size // EXCEPT_SHARE
         if usual == self._dead and (few or joined):
             return _Few(ids[:n].copy(), to[:n].copy())
@@ -1500,7 +1499,7 @@ class TurnIndex:
         compiled walk where there is one (from ``x`` alone: :meth:`_compiled`)."""
         walk = compiled_walk() if COMPILED_WALK else None
         if walk is not None and self._level_views:
-            got = self._listed(self._walked(walk, s, self._dead, -1, _ONE_BYTE[x], -1), self._dead, True)
+            got = self._listed(*self._walked(walk, s, self._dead, -1, _ONE_BYTE[x], -1), self._dead, True)
             assert isinstance(got, _Few)
             return got
         out = _Writes()
