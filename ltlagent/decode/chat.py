@@ -586,7 +586,22 @@ def _ints(xs: np.ndarray | list[int]) -> list[int]:
     return xs.tolist() if isinstance(xs, np.ndarray) else xs
 
 
-class _Few:
+class _Listed:
+    """Tokens a first visit listed (``ids``) with their end states (``to``), looked up one at a
+    time (``advance``) through a dict built on the first lookup."""
+
+    ids: np.ndarray
+    to: np.ndarray
+    _map: dict[int, int] | None
+
+    def _lookup(self, token: int) -> int | None:
+        """The end state listed for ``token``, or None where it is not listed."""
+        if self._map is None:
+            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
+        return self._map.get(token)
+
+
+class _Few(_Listed):
     """The end states of the few tokens that live from a state (``ids``, ``to``); every other
     token dies."""
 
@@ -608,9 +623,8 @@ class _Few:
         mask[self.ids] = True
 
     def get(self, token: int, dead: int) -> int:
-        if self._map is None:
-            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
-        return self._map.get(token, dead)
+        got = self._lookup(token)
+        return dead if got is None else got
 
 
 class _Spans:
@@ -653,7 +667,7 @@ class _Spans:
         return self._map.get(token, dead)
 
 
-class _Chain:
+class _Chain(_Listed):
     """The end states of a first visit along a content chain (:meth:`TurnIndex._chain`): a pure
     token of ``c`` characters ends at ``ext[c]`` (``ext[c]`` is dead past the last live count
     ``most`` and at 255, every other token's mark), the walked tokens at ``to``."""
@@ -691,13 +705,11 @@ class _Chain:
         return ends
 
     def get(self, token: int, dead: int) -> int:
-        if self._map is None:
-            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
-        got = self._map.get(token)
+        got = self._lookup(token)
         return int(self.ext[self.chars[token]]) if got is None else got
 
 
-class _Class:
+class _Class(_Listed):
     """The end states of the tokens that begin with a byte of a class along its chain
     (:meth:`TurnIndex._class`): a *pure* token (``pure``: every byte in the class, shared by the
     class's states: :class:`ClassTokens`) of ``n <= limit`` bytes (``lens``) ends at ``ext[n]``,
@@ -731,9 +743,7 @@ class _Class:
         ends[self.ids] = self.to
 
     def get(self, token: int, dead: int) -> int:
-        if self._map is None:
-            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
-        got = self._map.get(token)
+        got = self._lookup(token)
         if got is not None:
             return got
         data = self.vocab.token_bytes(token)  # pure past ``limit``: ``ext`` dead there, or walked
@@ -778,7 +788,7 @@ class _Joined:
         return got
 
 
-class _Except:
+class _Except(_Listed):
     """The end states of a dense first visit (:meth:`TurnIndex._compiled`): every text token ends
     at ``usual`` but the few listed (``ids``, ``to``; dead among them); a token without text dies."""
 
@@ -797,9 +807,7 @@ class _Except:
         return mask
 
     def get(self, token: int, dead: int) -> int:
-        if self._map is None:
-            self._map = dict(zip(self.ids.tolist(), self.to.tolist()))
-        got = self._map.get(token)
+        got = self._lookup(token)
         if got is not None:
             return got
         return self.usual if self.text.item(token) else dead
