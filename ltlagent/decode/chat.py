@@ -93,9 +93,12 @@ class TokenBytes:
         tb.level_bytes  # noqa: B018
         for lv in tb.trie.levels:  # likewise each level's arrays as memoryviews (sparse first visits)
             lv.views  # noqa: B018
-        tb.quoted  # noqa: B018
-        tb.quoted_both  # noqa: B018
-        tb.numbers  # noqa: B018
+        for _after, ct, _level, _node in tb.quoted:  # likewise each prefix's members' classes in a row
+            ct.member_chars  # noqa: B018
+        if tb.quoted_both is not None:
+            tb.quoted_both[0].member_chars  # noqa: B018
+        for _first, ct in tb.numbers:
+            ct.member_chars  # noqa: B018
         tb.byte_sets  # noqa: B018 - likewise the bytes of each token (TurnIndex._class)
         tb.first_at  # noqa: B018
         tb.lengths8  # noqa: B018
@@ -296,6 +299,12 @@ class ContentTokens:
     members: np.ndarray | None = field(default=None, repr=False)
     #: the class of digits (a number's), not of JSON-string content
     digits: bool = False
+
+    @functools.cached_property
+    def member_chars(self) -> np.ndarray | None:
+        """``chars`` of the :attr:`members`, in their order (None: all tokens): a visit that marks
+        a prefix's tokens reads these few bytes in a row, not a byte per member across ``chars``."""
+        return None if self.members is None else self.chars[self.members]
 
     @staticmethod
     def of(vocab: Vocab, after: bytes | tuple[bytes, ...] = b"", first: bytes = b"",
@@ -673,9 +682,14 @@ class _Chain(_Listed):
     ``most`` and at 255, every other token's mark), the walked tokens at ``to``."""
 
     def __init__(self, chars: np.ndarray, ext: np.ndarray, most: int, ids: np.ndarray, to: np.ndarray,
-                 dead: int, members: np.ndarray | None = None) -> None:
+                 dead: int, members: np.ndarray | None = None,
+                 member_chars: np.ndarray | None = None) -> None:
         self.chars, self.ext, self.most, self.ids, self.to, self.dead = chars, ext, most, ids, to, dead
         self.members = members  # the tokens with the class's prefix (None: all)
+        # their ``chars``, in a row (ContentTokens.member_chars); all of ``chars`` without members
+        if member_chars is None:
+            member_chars = chars if members is None else chars[members]
+        self.member_chars: np.ndarray = member_chars
         self._map: dict[int, int] | None = None
 
     def mask(self, size: int) -> np.ndarray:
@@ -689,14 +703,18 @@ class _Chain(_Listed):
 
     def mark(self, mask: np.ndarray) -> None:
         """Set the tokens that live to True in ``mask`` (those of a prefix: :class:`_Joined`)."""
-        m = self.members if self.members is not None else np.arange(self.chars.size)
-        mask[m[self.chars[m] <= self.most]] = True
+        if self.members is None:
+            mask |= self.chars <= self.most
+        else:
+            mask[self.members[self.member_chars <= self.most]] = True
         mask[self.ids[self.to != self.dead]] = True
 
     def fill(self, ends: np.ndarray) -> None:
         """Write the ends of this part's tokens into ``ends`` (dead there before)."""
-        m = self.members if self.members is not None else np.arange(self.chars.size)
-        ends[m] = self.ext[self.chars[m]]
+        if self.members is None:
+            ends[:] = self.ext[self.chars]
+        else:
+            ends[self.members] = self.ext[self.member_chars]
         ends[self.ids] = self.to
 
     def dense(self, size: int, dead: int) -> np.ndarray:
@@ -984,7 +1002,7 @@ class TurnIndex:
             ext[:most + 1] = g[:most + 1]
         hi = int(np.searchsorted(ct.walk_chars, most, side="right"))
         return _Chain(ct.chars, ext, most, ct.walk[:hi], self._rows(ext, most, ct)[ct.walk_row[:hi]], dead,
-                      ct.members)
+                      ct.members, ct.member_chars)
 
     def _chain_python(self, s: int, guess: int, ct: ContentTokens) -> tuple[list[int], bool]:
         """:meth:`_chain`'s chain from ``s`` and whether it loops, checked row by row in Python
