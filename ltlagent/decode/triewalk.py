@@ -272,11 +272,10 @@ def _compiled(fn: Callable[..., int], example: tuple[object, ...]) -> Callable[.
     compile it (an older release), None and a warning: the Python loops answer the same."""
     try:
         import numba
-    except ImportError:
-        return None
-    try:
         jitted = numba.njit(cache=True, nogil=True)(fn)
         jitted(*example)
+    except ImportError:  # not installed, or one that refuses this numpy: the Python loops
+        return None
     except Exception as e:  # whatever numba raises, the Python loops stand in
         warnings.warn(f"ltlagent: {fn.__name__} is not compiled ({type(e).__name__}: {e}); first visits "
                       "run in Python", RuntimeWarning, stacklevel=3)
