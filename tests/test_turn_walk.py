@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ltlagent.decode import chat
+from ltlagent.decode import chat, triewalk, turnlang
 from ltlagent.decode.chat import TokenBytes, TurnIndex, TurnLanguage, TurnRule
 from ltlagent.decode.vocab import vocab_from_bytes, vocab_from_tokenizer
 from ltlagent.text.jsonschema import schema_table
@@ -285,20 +285,40 @@ def _whole_utf8(b: bytes) -> bool:
 
 
 @settings(max_examples=80, deadline=None, derandomize=True, database=None)
-@given(seed=st.integers(0, 2**20), n=st.integers(1, 40))
-def test_per_state_passes_from_runs_are_the_definitions(seed: int, n: int) -> None:
+@given(seed=st.integers(0, 2**20), n=st.integers(1, 40), compiled=st.booleans(), content=st.booleans())
+def test_per_state_passes_from_runs_are_the_definitions(seed: int, n: int, compiled: bool,
+                                                        content: bool) -> None:
     """What a language's index reads of every state, computed from the rows' runs once
-    (``runs``), is the definition over 256 bytes: the edges between live states, the bytes that
-    loop (the dead row's 256 included), and the only live byte where there is one (fails on a run
-    cut short at a row's end, a loop counted on a neighbour, or a state of two one-byte runs
-    taken as single)."""
-    lang = random_language(random.Random(seed), n)
+    (``runs``) or by the compiled loop in one read of the table (``COMPILED_PASSES``), is the
+    definition over 256 bytes: the edges between live states, the bytes that loop (the dead row's
+    256 included) and their 256-bit sets, the only live byte where there is one, and where the
+    content bytes all lead (fails on a run cut short at a row's end, a loop counted on a
+    neighbour, a state of two one-byte runs taken as single, a bit in the wrong word, or a
+    content byte or control byte left unchecked). ``content``: some states are a string's
+    inside, whose content bytes lead alike, one of them maybe off by a byte."""
+    rng = random.Random(seed)
+    lang = random_language(rng, n)
+    if content:
+        for q in rng.sample(range(n), max(1, n // 2)):
+            lang.trans[q, 0x20:0x80] = rng.randrange(n + 1)
+            lang.trans[q, :0x20] = n
+            if rng.random() < 0.5:
+                lang.trans[q, rng.choice([0x00, 0x1F, 0x20, 0x21, 0x5B, 0x7F])] = rng.randrange(n)
+    with mock.patch.object(turnlang, "COMPILED_PASSES", compiled):
+        lang = TurnLanguage(lang.trans, lang.accepting, lang.call_start, lang.rule, lang.format)
+        assert (lang._passes is not None) == (compiled and triewalk.compiled_passes() is not None)
     t, dead = lang.trans, lang.dead
     eq = t == np.arange(t.shape[0])[:, None]
     assert lang.loop_count.tolist() == eq.sum(axis=1).tolist()
+    bits = [sum(1 << b for b in range(256) if eq[q, b]) for q in range(t.shape[0])]
+    assert [sum(int(w) << (64 * i) for i, w in enumerate(row)) for row in lang.loops] == bits
     live = t != dead
     want = [int(np.flatnonzero(r)[0]) if r.sum() == 1 else -1 for r in live]
     assert lang.single.tolist() == want
+    content_bytes = [b for b in range(0x20, 0x80) if b not in (0x22, 0x5C)]
+    step = [int(r[0x61]) if all(r[b] == r[0x61] for b in content_bytes) and all(r[:0x20] == dead) else -1
+            for r in t]
+    assert lang.content_step.tolist() == step
     src, lo, length, dst = lang.runs
     assert int(length.sum()) == 256 * dead
     assert all(t[s, lo[i]:lo[i] + length[i]].tolist() == [dst[i]] * int(length[i])

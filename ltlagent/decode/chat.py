@@ -41,6 +41,7 @@ from ltlagent.decode.trie import VocabTrie, ranges, trie_of
 from ltlagent.decode.triewalk import (
     TriePreorder,
     compiled_chain,
+    compiled_passes,
     compiled_run,
     compiled_walk,
     trie_preorder,
@@ -106,6 +107,7 @@ class TokenBytes:
             tb.preorder  # noqa: B018 - and the trie in the order it reads
             compiled_run()
             compiled_chain()
+            compiled_passes()  # (a language's, TurnLanguage.loops and the others)
         return tb
 
     @functools.cached_property

@@ -30,7 +30,7 @@ import numpy as np
 from ltlagent.decode.trie import VocabTrie
 
 __all__ = ["AFTER", "BYTE", "DEPTH", "OWN_HI", "SPAN_HI", "SPAN_LO", "TriePreorder", "compiled_chain",
-           "compiled_run", "compiled_walk", "trie_preorder"]
+           "compiled_passes", "compiled_run", "compiled_walk", "trie_preorder"]
 
 
 #: The columns of :attr:`TriePreorder.nodes`
@@ -232,6 +232,68 @@ def _chain(trans: np.ndarray, content_step: np.ndarray, s: int, dead: int, guess
             if p != to:
                 return -1
     return 2 * n + loop
+
+
+def _passes(trans: np.ndarray, dead: int, loops: np.ndarray, count: np.ndarray, single: np.ndarray,
+            step: np.ndarray) -> int:
+    """A language's per-state passes in one read of its table (compiled by :func:`compiled_passes`;
+    :class:`~ltlagent.decode.turnlang.TurnLanguage`'s ``loops``, ``loop_count``, ``single`` and
+    ``content_step`` in numpy): per state, the bytes that lead back to it (256 bits) and how
+    many, its only live byte (-1: none or several), and where every printable ASCII content byte
+    leads where they all lead alike (``"`` and ``\\`` aside) and every control byte dies (-1:
+    not so). The count of states."""
+    n = trans.shape[0]
+    for q in range(n):
+        w0 = np.uint64(0)
+        w1 = np.uint64(0)
+        w2 = np.uint64(0)
+        w3 = np.uint64(0)
+        c = 0
+        live = 0
+        one = -1
+        for b in range(256):
+            t = trans[q, b]
+            if t == q:
+                c += 1
+                bit = np.uint64(1) << np.uint64(b & 63)
+                if b < 64:
+                    w0 |= bit
+                elif b < 128:
+                    w1 |= bit
+                elif b < 192:
+                    w2 |= bit
+                else:
+                    w3 |= bit
+            if t != dead:
+                live += 1
+                one = b
+        loops[q, 0] = w0
+        loops[q, 1] = w1
+        loops[q, 2] = w2
+        loops[q, 3] = w3
+        count[q] = c
+        single[q] = one if live == 1 else -1
+        to = trans[q, 0x61]
+        ok = True
+        for b in range(0x20):
+            if trans[q, b] != dead:
+                ok = False
+                break
+        if ok:
+            for b in range(0x20, 0x80):
+                if b != 0x22 and b != 0x5C and trans[q, b] != to:
+                    ok = False
+                    break
+        step[q] = to if ok else -1
+    return n
+
+
+@functools.cache
+def compiled_passes() -> Callable[..., int] | None:
+    """:func:`_passes` compiled by numba, as :func:`compiled_walk` (None without numba)."""
+    i64 = np.zeros(1, dtype=np.int64)
+    return _compiled(_passes, (np.zeros((1, 256), dtype=np.int32), 0, np.zeros((1, 4), dtype=np.uint64), i64,
+                               i64.copy(), i64.copy()))
 
 
 @functools.cache
