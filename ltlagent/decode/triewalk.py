@@ -1,4 +1,4 @@
-"""The trie walk of a first visit in compiled code (issue 30; docs/design.md §14, "first visits").
+"""The loops of a first visit in compiled code (issue 30; docs/design.md §14, "The loops compiled").
 
 :meth:`ltlagent.decode.chat.TurnIndex._walk` finds where each token ends from a DFA state by
 walking the vocabulary's byte trie. In Python the walk goes level by level (numpy over a level's
@@ -9,12 +9,15 @@ loop compiled by numba (llguidance's walk, in Rust, is the same loop): the trie'
 preorder (:class:`TriePreorder`, built once per vocabulary), a node's subtree skipped at once
 where its byte is rejected or where every byte below it loops on the state it reaches (every
 token below ends there: a string's characters), each node's own tokens written where they end
-elsewhere than most tokens do.
+elsewhere than most tokens do. Beside it, compiled the same way: the token runs of a content or
+class chain (:func:`compiled_run`), a chain's rows and their check (:func:`compiled_chain`), and
+a language's per-state passes (:func:`compiled_passes`).
 
-It computes exactly what the Python walk does (the tests compare the two on every state of
-several languages and vocabularies); where numba is not installed, :func:`compiled_walk` is None
-and the Python walk runs. numba compiles the loop on its first call in a process (about a second;
-kept in numba's cache on disk where it can write one), not per language or state.
+Each computes exactly what the Python or numpy code it stands in for does (the tests compare the
+two on every state of several languages and vocabularies); where numba is not installed, or
+cannot compile a loop, the ``compiled_*`` functions give None and the Python code runs. numba
+compiles each loop once per process, for one signature, when a vocabulary is set up (about a
+second; read from numba's cache on disk where it can write one), not per language or state.
 """
 
 from __future__ import annotations
@@ -113,25 +116,25 @@ def _walk(trans: np.ndarray, s: int, dead: int, usual: int, wrap: int, first_ok:
         i = root[x]
         if i < 0 or not first_ok[x]:
             continue
-        end = nodes[i, 5]
+        end = nodes[i, AFTER]
         while i < end:
-            d = nodes[i, 0]
+            d = nodes[i, DEPTH]
             if i == skip:
-                i = nodes[i, 5]
+                i = nodes[i, AFTER]
                 continue
-            q = trans[st[d], nodes[i, 1]]
+            q = trans[st[d], nodes[i, BYTE]]
             if q == dead:
                 if usual != dead:
-                    if n + nodes[i, 4] - nodes[i, 2] > cap:
+                    if n + nodes[i, SPAN_HI] - nodes[i, SPAN_LO] > cap:
                         return -1
-                    for k in range(nodes[i, 2], nodes[i, 4]):
+                    for k in range(nodes[i, SPAN_LO], nodes[i, SPAN_HI]):
                         ids[n] = order[k]
                         to[n] = dead
                         n += 1
-                i = nodes[i, 5]
+                i = nodes[i, AFTER]
                 continue
             if count[q] == 0:  # nothing loops: only a leaf is settled at once
-                covered = nodes[i, 5] == i + 1
+                covered = nodes[i, AFTER] == i + 1
             else:
                 a0 = below[i, 0] & ~loops[q, 0]
                 a1 = below[i, 1] & ~loops[q, 1]
@@ -139,15 +142,15 @@ def _walk(trans: np.ndarray, s: int, dead: int, usual: int, wrap: int, first_ok:
                 if not covered and q == wrap and (a0 | a1) == 0 and whole[i]:
                     covered = True
             if q != usual:
-                hi = nodes[i, 4] if covered else nodes[i, 3]
-                if n + hi - nodes[i, 2] > cap:
+                hi = nodes[i, SPAN_HI] if covered else nodes[i, OWN_HI]
+                if n + hi - nodes[i, SPAN_LO] > cap:
                     return -1
-                for k in range(nodes[i, 2], hi):
+                for k in range(nodes[i, SPAN_LO], hi):
                     ids[n] = order[k]
                     to[n] = q
                     n += 1
             if covered:
-                i = nodes[i, 5]
+                i = nodes[i, AFTER]
             else:
                 st[d + 1] = q
                 i += 1
