@@ -122,6 +122,13 @@ class TokenBytes:
         return trie_preorder(self.trie)
 
     @functools.cached_property
+    def walk_lists(self) -> threading.local:
+        """Per thread, the compiled walk's output lists (:meth:`TurnIndex._walked`), shared by the
+        indexes of this vocabulary: a walk's lists are copied out before the next walk, and an
+        index's first visit, right after its language was built, finds them made."""
+        return threading.local()
+
+    @functools.cached_property
     def preference(self) -> np.ndarray:
         """The bytes in the order budget witnesses prefer them
         (:func:`ltlagent.decode.budget.byte_preference`), once per vocabulary."""
@@ -890,7 +897,6 @@ class TurnIndex:
         self.opened = 0  # string openers' subtrees settled along a chain in sparse visits (likewise)
         self.classed = 0  # first visits whose tokens in a class went along its chain (likewise)
         self._lives: dict[int, bytes] = {}  # per state, its live bytes (``_live_children``)
-        self._lists = threading.local()  # per thread, the compiled walk's output lists (``_walked``)
         # the arrays a sparse first visit reads entry by entry, as memoryviews (half the cost of
         # ``ndarray.item`` per read: :meth:`_follow`)
         self._trans_view = lang.trans.data
@@ -1432,11 +1438,12 @@ class TurnIndex:
                 at: int) -> tuple[np.ndarray, np.ndarray, int]:
         """The compiled walk from ``s``: its lists of token ids and end states, and how many it
         wrote (:meth:`_compiled`). The lists are the calling thread's own (a walk releases the GIL:
-        two threads may walk one index at once), kept for its next walk: :data:`FEW_LISTED` tokens
-        at first (most visits write a few; from the heap, not fresh pages), over the vocabulary
-        once a walk has more to write (then walked again)."""
+        two threads may walk one index at once), kept for its next walk
+        (:attr:`TokenBytes.walk_lists`): :data:`FEW_LISTED` tokens at first (most visits write a
+        few; from the heap, not fresh pages), over the vocabulary once a walk has more to write
+        (then walked again)."""
         pre = self.tokens.preorder
-        mine = self._lists
+        mine = self.tokens.walk_lists
         while True:
             lists = getattr(mine, "lists", None)
             if lists is None:
