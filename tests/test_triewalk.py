@@ -163,13 +163,14 @@ def test_a_dense_visit_keeps_its_exceptions_or_an_array(exceptions: int) -> None
 
 @needs_numba
 def test_each_loop_is_compiled_once_at_set_up() -> None:
-    """A vocabulary's set-up compiles the three loops; first visits of languages with several
+    """A vocabulary's set-up compiles the four loops; languages and first visits of several
     state and table sizes then add no signature (a new one would be a second's compile on a
     decoding step)."""
     tokens = TokenBytes.of(vocab_from_tokenizer(tiny.byte_level(2000)))
-    loops = (triewalk.compiled_walk(), triewalk.compiled_run(), triewalk.compiled_chain())
+    loops = (triewalk.compiled_walk(), triewalk.compiled_run(), triewalk.compiled_chain(),
+             triewalk.compiled_passes())
     before = [len(f.signatures) for f in loops]  # type: ignore[union-attr]
-    assert before == [1, 1, 1]
+    assert before == [1, 1, 1, 1]
     rng = random.Random(2)
     for schema in SCHEMAS:
         lang = TurnLanguage.of_table(schema_table(schema))
