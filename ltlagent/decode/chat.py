@@ -464,8 +464,9 @@ _ONE_BYTE.flags.writeable = False
 #: heap, where lists over a 128k vocabulary were 1.5 MB mapped fresh on an index's first visit)
 FEW_LISTED = 4096
 
-#: The trie walk of a first visit by the compiled loop (:mod:`ltlagent.decode.triewalk`) where numba
-#: is installed; off (or without numba): the Python walk by levels (:meth:`TurnIndex._levels`).
+#: A first visit's loops compiled (:mod:`ltlagent.decode.triewalk`: the trie walk, a chain's token
+#: runs, rows and check) where numba is installed; off (or without numba): the Python walk by levels
+#: (:meth:`TurnIndex._levels`) and the chains in Python and numpy.
 COMPILED_WALK = True
 #: A state is tried for a class chain when at least this many bytes live, and its class holds
 #: at least this many ASCII bytes; the bytes live outside it are walked, at most :data:`LIVE_LOOKUPS`.
