@@ -22,16 +22,23 @@ not be joined so (it accepts at its start, leads back to it, begins with a space
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+import numpy as np
+
 from ltlagent.text.bytetable import Rim
-from ltlagent.text.glue import Block, Joiner, Nested, enters_start
+from ltlagent.text.glue import Block, Joiner, Nested, Run, enters_start
+from ltlagent.text.objectrows import compiled_object_rows
 
 __all__ = ["Member", "object_table"]
 
 _COLON, _SPACE, _COMMA, _CLOSE = 0x3A, 0x20, 0x2C, 0x7D
+
+#: An object's own rows by the compiled loop (:mod:`~ltlagent.text.objectrows`) where numba is
+#: installed; off (or without numba): built in Python here.
+COMPILED_ROWS = True
 
 
 class _TooMany(Exception):
@@ -68,6 +75,9 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
     next_required = [n] * (n + 1)
     for i in range(n - 1, -1, -1):
         next_required[i] = i if members[i].required else next_required[i + 1]
+    rows_loop = compiled_object_rows() if COMPILED_ROWS else None
+    if rows_loop is not None:
+        return _compiled_table(rows_loop, members, next_required, empty_closes, source, room)
 
     rows: dict[int, list[tuple[int, int, int]]] = {}  # state -> runs (lo, hi, target), built here
     counter = [0]
@@ -217,3 +227,60 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
     # numbered from 1 on, the values' copies after them, none of them their start)
     table.__dict__["rim"] = Rim([(0x7B, 0x7B, after_open)], [(end, [])], True)
     return table
+
+
+def _compiled_table(rows_loop: Callable[..., tuple[int, np.ndarray]], members: Sequence[Member],
+                    next_required: list[int], empty_closes: bool, source: str, room: int) -> Nested | None:
+    """:func:`object_table` with the glue's own rows from the compiled loop
+    (:func:`~ltlagent.text.objectrows.compiled_object_rows`: the same states, numbered alike, as
+    arrays sorted by state); the values' copies, and the rows after each key, its ``:`` and its
+    space (states ``3 … 3 + 3n - 1``, which read the values' first bytes), here as there."""
+    n = len(members)
+    keys = b"".join(m.key for m in members)
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum([len(m.key) for m in members], out=off[1:])
+    need = np.asarray(next_required, dtype=np.int64)
+    text = np.frombuffer(keys, dtype=np.uint8)
+    comma = np.empty(n, dtype=np.int64)
+    own, runs = rows_loop(text, off, need, empty_closes, room, comma, 4 * len(keys) + 8 * n + 16)
+    if own < 0:
+        return None
+    got = runs.shape[1]
+    lanes = comma.tolist()
+    out = Joiner(own)
+    mid: list[int] = []  # rows of 3 … 3 + 3n - 1, flat: state, first byte, last, target
+    firsts: list[list[Run]] = []
+    for k, m in enumerate(members):
+        lane: list[Run] = [(_COMMA, _COMMA, lanes[k])] if lanes[k] >= 0 else []
+        if next_required[k + 1] == n:
+            lane.append((_CLOSE, _CLOSE, 2))
+        first = out.copy(m.value, lane, (_COMMA, _CLOSE))
+        if first is None or any(lo <= _SPACE <= hi for lo, hi, _r in first):
+            return None
+        firsts.append(first)
+    for k in range(n):
+        mid += (3 + k, _COLON, _COLON, 3 + n + k)
+    for k, first in enumerate(firsts):
+        for a, b, r in sorted([(_SPACE, _SPACE, 3 + 2 * n + k), *first]):
+            mid += (3 + n + k, a, b, r)
+    for k, first in enumerate(firsts):
+        for a, b, r in first:
+            mid += (3 + 2 * n + k, a, b, r)
+    kept = sorted(out.rows)  # the copies' accepting rows, after every own state
+    for q in kept:
+        for a, b, r in out.rows[q]:
+            mid += (q, a, b, r)
+    flat = np.array(mid, dtype=np.int64).reshape(-1, 4).T
+    cut = 2 * n + 2 * sum(len(f) for f in firsts)  # the runs of the rows of 3 … 3 + 3n - 1
+    split = int(np.searchsorted(runs[0, :got], 3))
+    src_ = np.concatenate([runs[0, :split], flat[0, :cut], runs[0, split:got], flat[0, cut:]])
+    lo_ = np.concatenate([runs[1, :split], flat[1, :cut], runs[1, split:got], flat[1, cut:]])
+    hi_ = np.concatenate([runs[1, :split], flat[2, :cut], runs[1, split:got], flat[2, cut:]])
+    to_ = np.concatenate([runs[2, :split], flat[3, :cut], runs[2, split:got], flat[3, cut:]])
+    acc = np.zeros(out.total, dtype=bool)
+    acc[2] = True
+    built = np.concatenate([np.arange(own, dtype=np.int64), np.array(kept, dtype=np.int64)])
+    table = Nested(out.total, acc, built, src_, lo_, hi_, to_, tuple(out.parts), source, tuple(out.periods))
+    table.__dict__["rim"] = Rim([(0x7B, 0x7B, 1)], [(2, [])], True)
+    return table
+
