@@ -111,10 +111,7 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
     states = {-1: -1}  # (node, slice) or (chain, depth) as one number -> state
     todo = np.empty((16, 4), dtype=np.int64)  # state, node (or -1 - k), a (or depth), z
     ntodo = 0
-    cap = max(cap, 2)
-    rs = np.empty(cap, dtype=np.int64)  # runs as written: state, byte, target (grown by doubling)
-    rb = np.empty(cap, dtype=np.int64)
-    rt = np.empty(cap, dtype=np.int64)
+    rr = np.empty((3, max(cap, 2)), dtype=np.int64)  # runs as written: state, byte, target (grown)
     nr = 0
     none = np.zeros((3, 0), dtype=np.int64)
     after_key = 3
@@ -123,9 +120,9 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
         return -1, none
     buf_b = np.empty(n + 4, dtype=np.int64)
     buf_t = np.empty(n + 4, dtype=np.int64)
-    rs[nr] = 0
-    rb[nr] = _OPEN
-    rt[nr] = 1
+    rr[0, nr] = 0
+    rr[1, nr] = _OPEN
+    rr[2, nr] = 1
     nr += 1
     job = 0  # 0: after ``{``; 1 … n - 1: the lane after member job - 1; then the states to do
     while True:
@@ -150,28 +147,24 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
             if v < 0:  # a chain: a state per byte to the closing quote, numbered in order
                 k = -1 - v
                 last = off[k + 1] - off[k] - 1
-                if nr + last - a + 1 > cap:
-                    while nr + last - a + 1 > cap:
-                        cap *= 2
-                    rs2 = np.empty(cap, dtype=np.int64)
-                    rb2 = np.empty(cap, dtype=np.int64)
-                    rt2 = np.empty(cap, dtype=np.int64)
-                    rs2[:nr], rb2[:nr], rt2[:nr] = rs[:nr], rb[:nr], rt[:nr]
-                    rs, rb, rt = rs2, rb2, rt2
+                if nr + last - a + 1 > rr.shape[1]:
+                    grown_rr = np.empty((3, 2 * (nr + last - a + 1)), dtype=np.int64)
+                    grown_rr[:, :nr] = rr[:, :nr]
+                    rr = grown_rr
                 while a < last:
                     r = counter
                     counter += 1
                     if counter > room:
                         return -1, none
-                    rs[nr] = q
-                    rb[nr] = keys[off[k] + a]
-                    rt[nr] = r
+                    rr[0, nr] = q
+                    rr[1, nr] = keys[off[k] + a]
+                    rr[2, nr] = r
                     nr += 1
                     q = r
                     a += 1
-                rs[nr] = q
-                rb[nr] = keys[off[k] + last]
-                rt[nr] = after_key + k
+                rr[0, nr] = q
+                rr[1, nr] = keys[off[k] + last]
+                rr[2, nr] = after_key + k
                 nr += 1
                 continue
         else:
@@ -183,48 +176,30 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
         for c in range(nkid[v]):
             b = kid_b[v, c]
             w = kid_w[v, c]
-            if w < 0:
+            if w < 0:  # member k's chain: its state at this depth, or the state after its key
                 k = -1 - w
                 if k < first or k > last_m:
                     continue
-                d = depth[v] + 1
-                if d == off[k + 1] - off[k]:  # its closing quote
+                a2 = depth[v] + 1
+                if a2 == off[k + 1] - off[k]:  # its closing quote
                     buf_b[nb] = b
                     buf_t[nb] = after_key + k
                     nb += 1
                     continue
-                key = -(k * width + d) - 2
-                got = states.get(key, -1)
-                if got < 0:
-                    got = counter
-                    counter += 1
-                    if counter > room:
-                        return -1, none
-                    states[key] = got
-                    if ntodo == todo.shape[0]:
-                        grown = np.empty((2 * ntodo, 4), dtype=np.int64)
-                        grown[:ntodo] = todo
-                        todo = grown
-                    todo[ntodo, 0] = got
-                    todo[ntodo, 1] = w
-                    todo[ntodo, 2] = d
-                    todo[ntodo, 3] = -1
-                    ntodo += 1
-                buf_b[nb] = b
-                buf_t[nb] = got
-                nb += 1
-                continue
-            i = 0
-            while i < nunder[w] and under[w, i] < first:
-                i += 1
-            j = i
-            while j < nunder[w] and under[w, j] <= last_m:
-                j += 1
-            if i == j:
-                continue
-            key = (w * width + i) * width + j
+                z2 = -1
+                key = -(k * width + a2) - 2
+            else:  # the child with the members a2 … z2 - 1 of its own, those of a … z - 1 here
+                a2 = 0
+                while a2 < nunder[w] and under[w, a2] < first:
+                    a2 += 1
+                z2 = a2
+                while z2 < nunder[w] and under[w, z2] <= last_m:
+                    z2 += 1
+                if a2 == z2:
+                    continue
+                key = (w * width + a2) * width + z2
             got = states.get(key, -1)
-            if got < 0:
+            if got < 0:  # a new state, its row to be built
                 got = counter
                 counter += 1
                 if counter > room:
@@ -236,59 +211,55 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
                     todo = grown
                 todo[ntodo, 0] = got
                 todo[ntodo, 1] = w
-                todo[ntodo, 2] = i
-                todo[ntodo, 3] = j
+                todo[ntodo, 2] = a2
+                todo[ntodo, 3] = z2
                 ntodo += 1
             buf_b[nb] = b
             buf_t[nb] = got
             nb += 1
-        if nr + 2 * nb + 2 > cap:
-            while nr + 2 * nb + 2 > cap:
-                cap *= 2
-            rs2 = np.empty(cap, dtype=np.int64)
-            rb2 = np.empty(cap, dtype=np.int64)
-            rt2 = np.empty(cap, dtype=np.int64)
-            rs2[:nr], rb2[:nr], rt2[:nr] = rs[:nr], rb[:nr], rt[:nr]
-            rs, rb, rt = rs2, rb2, rt2
+        if nr + 2 * nb + 2 > rr.shape[1]:
+            grown_rr = np.empty((3, 2 * (nr + 2 * nb + 2)), dtype=np.int64)
+            grown_rr[:, :nr] = rr[:, :nr]
+            rr = grown_rr
         if spaced >= 0:  # a lane: ``,`` then the keys (or a space first), the space then the keys
-            rs[nr] = q
-            rb[nr] = _SPACE
-            rt[nr] = spaced
+            rr[0, nr] = q
+            rr[1, nr] = _SPACE
+            rr[2, nr] = spaced
             nr += 1
             for c in range(nb):
-                rs[nr] = q
-                rb[nr] = buf_b[c]
-                rt[nr] = buf_t[c]
+                rr[0, nr] = q
+                rr[1, nr] = buf_b[c]
+                rr[2, nr] = buf_t[c]
                 nr += 1
             for c in range(nb):
-                rs[nr] = spaced
-                rb[nr] = buf_b[c]
-                rt[nr] = buf_t[c]
+                rr[0, nr] = spaced
+                rr[1, nr] = buf_b[c]
+                rr[2, nr] = buf_t[c]
                 nr += 1
             continue
         for c in range(nb):
-            rs[nr] = q
-            rb[nr] = buf_b[c]
-            rt[nr] = buf_t[c]
+            rr[0, nr] = q
+            rr[1, nr] = buf_b[c]
+            rr[2, nr] = buf_t[c]
             nr += 1
         if q == 1 and empty_closes:  # ``{}``: ``}`` after the keys (bytes after ``"`` sort after it)
-            rs[nr] = q
-            rb[nr] = _CLOSE
-            rt[nr] = 2
+            rr[0, nr] = q
+            rr[1, nr] = _CLOSE
+            rr[2, nr] = 2
             nr += 1
     # sorted by state, each row's runs in the order written (a counting sort)
     count = np.zeros(counter + 1, dtype=np.int64)
     for r in range(nr):
-        count[rs[r] + 1] += 1
+        count[rr[0, r] + 1] += 1
     for s in range(counter):
         count[s + 1] += count[s]
     out = np.empty((3, nr), dtype=np.int64)
     for r in range(nr):
-        p = count[rs[r]]
-        out[0, p] = rs[r]
-        out[1, p] = rb[r]
-        out[2, p] = rt[r]
-        count[rs[r]] += 1
+        p = count[rr[0, r]]
+        out[0, p] = rr[0, r]
+        out[1, p] = rr[1, r]
+        out[2, p] = rr[2, r]
+        count[rr[0, r]] += 1
     return counter, out
 
 
