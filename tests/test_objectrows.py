@@ -117,10 +117,11 @@ def test_the_loop_grows_its_runs_and_refuses_past_its_room(compiled: bool) -> No
     n = len(names)
     need = np.array([next((j for j in range(i, n) if j % 3 == 2), n) for i in range(n + 1)], dtype=np.int64)
     comma = np.empty(len(names), dtype=np.int64)
-    states, runs = loop(text, off, need, True, 50_000, comma, 2)
+    states, runs, low = loop(text, off, need, True, 50_000, comma, 2)
     again = np.empty(len(names), dtype=np.int64)
-    states2, runs2 = loop(text, off, need, True, 50_000, again, 10_000)
-    assert states == states2 and np.array_equal(runs, runs2) and np.array_equal(comma, again)
+    states2, runs2, low2 = loop(text, off, need, True, 50_000, again, 10_000)
+    assert states == states2 and low == low2 and np.array_equal(runs, runs2) and np.array_equal(comma, again)
+    assert low == int((runs[0] < 3).sum()) and np.array_equal(runs[1], runs[2])
     assert runs.shape[1] > 2 and list(runs[0]) == sorted(runs[0]) and states > 3 + 3 * n
     assert loop(text, off, need, True, states - 1, comma, 2)[0] == -1
     assert loop(text, off, need, True, states, comma, 2)[0] == states

@@ -25,12 +25,13 @@ _COLON, _SPACE, _COMMA, _CLOSE, _OPEN = 0x3A, 0x20, 0x2C, 0x7D, 0x7B
 
 
 def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, empty_closes: bool,
-                 room: int, comma: np.ndarray, cap: int) -> tuple[int, np.ndarray]:
+                 room: int, comma: np.ndarray, cap: int) -> tuple[int, np.ndarray, int]:
     """The own rows of an object of ``n`` members (keys ``keys[off[k]:off[k + 1]]``, quotes
-    included), but those of states ``3 … 3 + 3n - 1``: the runs sorted by state as the rows of a
-    ``[3, runs]`` array (state, byte: each run one byte, target), and the states; per member the
-    state after its ``,`` in ``comma`` (-1: the last member). -1 for the states past ``room``. The
-    runs are gathered in arrays of ``cap`` at first, doubled while they do not fit."""
+    included), but those of states ``3 … 3 + 3n - 1``: the states, the runs sorted by state as the
+    rows of a ``[4, runs]`` array (state, first byte, last byte: each run one byte, target), and
+    how many runs are of states ``0 … 2``; per member the state after its ``,`` in ``comma`` (-1:
+    the last member). -1 states past ``room``. The runs are gathered in arrays of ``cap`` at
+    first, doubled while they do not fit."""
     n = off.shape[0] - 1
     comma[:] = -1
     # each key's longest prefix shared with another: its neighbours in byte order
@@ -113,11 +114,11 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
     ntodo = 0
     rr = np.empty((3, max(cap, 2)), dtype=np.int64)  # runs as written: state, byte, target (grown)
     nr = 0
-    none = np.zeros((3, 0), dtype=np.int64)
+    none = np.zeros((4, 0), dtype=np.int64)
     after_key = 3
     counter = 3 + 3 * n
     if counter > room:
-        return -1, none
+        return -1, none, 0
     buf_b = np.empty(n + 4, dtype=np.int64)
     buf_t = np.empty(n + 4, dtype=np.int64)
     rr[0, nr] = 0
@@ -138,7 +139,7 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
                 spaced = counter + 1
                 counter += 2
                 if counter > room:
-                    return -1, none
+                    return -1, none, 0
                 comma[job - 1] = q
             job += 1
         elif ntodo > 0:
@@ -155,7 +156,7 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
                     r = counter
                     counter += 1
                     if counter > room:
-                        return -1, none
+                        return -1, none, 0
                     rr[0, nr] = q
                     rr[1, nr] = keys[off[k] + a]
                     rr[2, nr] = r
@@ -203,7 +204,7 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
                 got = counter
                 counter += 1
                 if counter > room:
-                    return -1, none
+                    return -1, none, 0
                 states[key] = got
                 if ntodo == todo.shape[0]:
                     grown = np.empty((2 * ntodo, 4), dtype=np.int64)
@@ -253,18 +254,20 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
         count[rr[0, r] + 1] += 1
     for s in range(counter):
         count[s + 1] += count[s]
-    out = np.empty((3, nr), dtype=np.int64)
+    low = count[3]  # the runs of states 0 … 2
+    out = np.empty((4, nr), dtype=np.int64)
     for r in range(nr):
         p = count[rr[0, r]]
         out[0, p] = rr[0, r]
         out[1, p] = rr[1, r]
-        out[2, p] = rr[2, r]
+        out[2, p] = rr[1, r]
+        out[3, p] = rr[2, r]
         count[rr[0, r]] += 1
-    return counter, out
+    return counter, out, low
 
 
 @functools.cache
-def compiled_object_rows() -> Callable[..., tuple[int, np.ndarray]] | None:
+def compiled_object_rows() -> Callable[..., tuple[int, np.ndarray, int]] | None:
     """:func:`_object_rows` compiled by numba (once per process, for its one signature), or None
     without numba (or where it cannot compile it: a warning, and the Python construction)."""
     try:
@@ -279,4 +282,4 @@ def compiled_object_rows() -> Callable[..., tuple[int, np.ndarray]] | None:
         warnings.warn(f"ltlagent: an object's rows are not compiled ({type(e).__name__}: {e}); they are "
                       "built in Python", RuntimeWarning, stacklevel=2)
         return None
-    return cast(Callable[..., tuple[int, np.ndarray]], rows)
+    return cast(Callable[..., tuple[int, np.ndarray, int]], rows)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import accumulate, pairwise
 
 import numpy as np
 
@@ -229,7 +229,7 @@ def object_table(members: Sequence[Member], empty_closes: bool, source: str, lim
     return table
 
 
-def _compiled_table(rows_loop: Callable[..., tuple[int, np.ndarray]], members: Sequence[Member],
+def _compiled_table(rows_loop: Callable[..., tuple[int, np.ndarray, int]], members: Sequence[Member],
                     next_required: list[int], empty_closes: bool, source: str, room: int) -> Nested | None:
     """:func:`object_table` with the glue's own rows from the compiled loop
     (:func:`~ltlagent.text.objectrows.compiled_object_rows`: the same states, numbered alike, as
@@ -237,15 +237,13 @@ def _compiled_table(rows_loop: Callable[..., tuple[int, np.ndarray]], members: S
     space (states ``3 … 3 + 3n - 1``, which read the values' first bytes), here as there."""
     n = len(members)
     keys = b"".join(m.key for m in members)
-    off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum([len(m.key) for m in members], out=off[1:])
+    off = np.array([0, *accumulate(len(m.key) for m in members)], dtype=np.int64)
     need = np.asarray(next_required, dtype=np.int64)
-    text = np.frombuffer(keys, dtype=np.uint8)
     comma = np.empty(n, dtype=np.int64)
-    own, runs = rows_loop(text, off, need, empty_closes, room, comma, 4 * len(keys) + 8 * n + 16)
+    own, runs, low = rows_loop(np.frombuffer(keys, dtype=np.uint8), off, need, empty_closes, room, comma,
+                               4 * len(keys) + 8 * n + 16)
     if own < 0:
         return None
-    got = runs.shape[1]
     lanes = comma.tolist()
     out = Joiner(own)
     mid: list[int] = []  # rows of 3 … 3 + 3n - 1, flat: state, first byte, last, target
@@ -272,11 +270,7 @@ def _compiled_table(rows_loop: Callable[..., tuple[int, np.ndarray]], members: S
             mid += (q, a, b, r)
     flat = np.array(mid, dtype=np.int64).reshape(-1, 4).T
     cut = 2 * n + 2 * sum(len(f) for f in firsts)  # the runs of the rows of 3 … 3 + 3n - 1
-    split = int(np.searchsorted(runs[0, :got], 3))
-    src_ = np.concatenate([runs[0, :split], flat[0, :cut], runs[0, split:got], flat[0, cut:]])
-    lo_ = np.concatenate([runs[1, :split], flat[1, :cut], runs[1, split:got], flat[1, cut:]])
-    hi_ = np.concatenate([runs[1, :split], flat[2, :cut], runs[1, split:got], flat[2, cut:]])
-    to_ = np.concatenate([runs[2, :split], flat[3, :cut], runs[2, split:got], flat[3, cut:]])
+    src_, lo_, hi_, to_ = np.concatenate([runs[:, :low], flat[:, :cut], runs[:, low:], flat[:, cut:]], axis=1)
     acc = np.zeros(out.total, dtype=bool)
     acc[2] = True
     built = np.concatenate([np.arange(own, dtype=np.int64), np.array(kept, dtype=np.int64)])
