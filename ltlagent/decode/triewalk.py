@@ -23,14 +23,13 @@ second; read from numba's cache on disk where it can write one), not per languag
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
 
 from ltlagent.decode.trie import VocabTrie
+from ltlagent.jit import compiled
 
 __all__ = ["AFTER", "BYTE", "DEPTH", "OWN_HI", "SPAN_HI", "SPAN_LO", "TriePreorder", "compiled_chain",
            "compiled_passes", "compiled_run", "compiled_walk", "trie_preorder"]
@@ -295,7 +294,7 @@ def _passes(trans: np.ndarray, dead: int, loops: np.ndarray, count: np.ndarray, 
 def compiled_passes() -> Callable[..., int] | None:
     """:func:`_passes` compiled by numba, as :func:`compiled_walk` (None without numba)."""
     i64 = np.zeros(1, dtype=np.int64)
-    return _compiled(_passes, (np.zeros((1, 256), dtype=np.int32), 0, np.zeros((1, 4), dtype=np.uint64), i64,
+    return compiled(_passes, (np.zeros((1, 256), dtype=np.int32), 0, np.zeros((1, 4), dtype=np.uint64), i64,
                                i64.copy(), i64.copy()))
 
 
@@ -303,7 +302,7 @@ def compiled_passes() -> Callable[..., int] | None:
 def compiled_chain() -> Callable[..., int] | None:
     """:func:`_chain` compiled by numba, as :func:`compiled_walk` (None without numba)."""
     i64, rest = np.zeros(1, dtype=np.int64), np.zeros((1, 3), dtype=np.int64)
-    return _compiled(_chain, (np.zeros((1, 256), dtype=np.int32), i64, 0, 0, 0x61, 1, False, 0, i64, i64, i64,
+    return compiled(_chain, (np.zeros((1, 256), dtype=np.int32), i64, 0, 0, 0x61, 1, False, 0, i64, i64, i64,
                               rest, rest.copy(), i64, np.zeros(4, dtype=np.int64)))
 
 
@@ -313,7 +312,7 @@ def compiled_run() -> Callable[..., int] | None:
     flat = np.zeros(1, dtype=np.uint8)
     flat.flags.writeable = False  # as a vocabulary's bytes (``np.frombuffer``)
     i64, i32 = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32)
-    return _compiled(_run, (np.zeros((1, 256), dtype=np.int32), 0, flat, i64, i32, i64, i64 + 1, i32.copy()))
+    return compiled(_run, (np.zeros((1, 256), dtype=np.int32), 0, flat, i64, i32, i64, i64 + 1, i32.copy()))
 
 
 @functools.cache
@@ -325,24 +324,7 @@ def compiled_walk() -> Callable[..., int] | None:
     i64, u64 = np.zeros(1, dtype=np.int64), np.zeros((1, 4), dtype=np.uint64)
     first_ok = np.zeros(256, dtype=bool)
     first_ok.flags.writeable = False  # as TurnIndex passes it
-    return _compiled(_walk, (np.zeros((1, 256), dtype=np.int32), 0, 0, 0, -1, first_ok, -1,
+    return compiled(_walk, (np.zeros((1, 256), dtype=np.int32), 0, 0, 0, -1, first_ok, -1,
                              np.full(256, -1, dtype=np.int64), np.array([[0, 0, 0, 0, 0, 1]], dtype=np.int32),
                              u64, np.zeros(1, dtype=bool), u64, i64, i64, 1, np.zeros(1, dtype=np.int64),
                              np.zeros(1, dtype=np.int32)))
-
-
-def _compiled(fn: Callable[..., int], example: tuple[object, ...]) -> Callable[..., int] | None:
-    """``fn`` compiled by numba and called once on ``example`` (arguments of the types it is always
-    called with: compiled now, for that signature), or None without numba; where numba cannot
-    compile it (an older release), None and a warning: the Python loops answer the same."""
-    try:
-        import numba
-        jitted = numba.njit(cache=True, nogil=True)(fn)
-        jitted(*example)
-    except ImportError:  # not installed, or one that refuses this numpy: the Python loops
-        return None
-    except Exception as e:  # whatever numba raises, the Python loops stand in
-        warnings.warn(f"ltlagent: {fn.__name__} is not compiled ({type(e).__name__}: {e}); first visits "
-                      "run in Python", RuntimeWarning, stacklevel=3)
-        return None
-    return cast(Callable[..., int], jitted)

@@ -3,7 +3,7 @@
 :func:`~ltlagent.text.objecttable.object_table` builds the glue of an object: the keys' trie, a
 state per trie node and slice of the members that may come there, the lanes after each member's
 ``,``, and each key's bytes past its shared prefix as a chain. In Python that is a few Python
-objects per state (a median schema's objects have a few hundred). :func:`object_rows` is the same
+objects per state (a median schema's objects have a few hundred). :func:`_object_rows` is the same
 construction as one loop over arrays that numba compiles (where it is installed; the Python
 construction stays the fallback and the tests' reference): the states numbered as the Python code
 numbers them, every run one byte, the rows sorted by state. The rows of the states after each
@@ -13,15 +13,15 @@ key, its ``:`` and its space are left to the caller, which knows the values' fir
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
-from typing import cast
 
 import numpy as np
 
+from ltlagent.jit import compiled
+
 __all__ = ["compiled_object_rows"]
 
-_COLON, _SPACE, _COMMA, _CLOSE, _OPEN = 0x3A, 0x20, 0x2C, 0x7D, 0x7B
+_SPACE, _CLOSE, _OPEN = 0x20, 0x7D, 0x7B
 
 
 def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, empty_closes: bool,
@@ -268,18 +268,8 @@ def _object_rows(keys: np.ndarray, off: np.ndarray, next_required: np.ndarray, e
 
 @functools.cache
 def compiled_object_rows() -> Callable[..., tuple[int, np.ndarray, int]] | None:
-    """:func:`_object_rows` compiled by numba (once per process, for its one signature), or None
-    without numba (or where it cannot compile it: a warning, and the Python construction)."""
-    try:
-        import numba
-        rows = numba.njit(cache=True, nogil=True)(_object_rows)
-        keys = np.frombuffer(b'"a""b"', dtype=np.uint8)
-        rows(keys, np.array([0, 3, 6], dtype=np.int64), np.array([2, 2, 2], dtype=np.int64), True, 100,
-             np.zeros(2, dtype=np.int64), 64)
-    except ImportError:
-        return None
-    except Exception as e:  # whatever numba raises, the Python construction stands in
-        warnings.warn(f"ltlagent: an object's rows are not compiled ({type(e).__name__}: {e}); they are "
-                      "built in Python", RuntimeWarning, stacklevel=2)
-        return None
-    return cast(Callable[..., tuple[int, np.ndarray, int]], rows)
+    """:func:`_object_rows` compiled by numba (:func:`ltlagent.jit.compiled`: once per process,
+    for its one signature), or None without numba (the Python construction)."""
+    keys = np.frombuffer(b'"a""b"', dtype=np.uint8)
+    off, need = np.array([0, 3, 6], dtype=np.int64), np.array([2, 2, 2], dtype=np.int64)
+    return compiled(_object_rows, (keys, off, need, True, 100, np.zeros(2, dtype=np.int64), 64))
