@@ -56,7 +56,8 @@ VSTAMP := $(VLLM_VENV)/.ltlagent-installed
 VLLM_ENV := VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_USE_V2_MODEL_RUNNER=0
 VLLM_TESTS := tests/test_vllm_processor.py tests/test_vllm_integration.py tests/test_vllm_server.py \
 	tests/test_vllm_guard.py tests/test_vllm_chat.py tests/test_vllm_values.py \
-	tests/test_multicall.py::test_vllm_writes_the_turns_of_several_calls_the_transformers_loop_writes
+	tests/test_multicall.py::test_vllm_writes_the_turns_of_several_calls_the_transformers_loop_writes \
+	tests/test_jit.py
 
 $(VSTAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)

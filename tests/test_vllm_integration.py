@@ -26,6 +26,13 @@ PROMPTS = ["Question: what is the capital of France?\n", "Question: 12 * 7?\n", 
 
 @pytest.fixture(scope="module")
 def llm() -> object:
+    # A decoder built before the engine starts, whatever order the tests run in: its compiled loops
+    # load numba, and vLLM's CPU worker scans every module's globals when it starts (ltlagent.jit)
+    from transformers import AutoTokenizer
+
+    from ltlagent.decode.chat import TokenBytes
+    from ltlagent.decode.vocab import vocab_from_tokenizer
+    TokenBytes.of(vocab_from_tokenizer(AutoTokenizer.from_pretrained(str(BUNDLED_MODEL))))
     return vllm.LLM(model=str(BUNDLED_MODEL), logits_processors=[LtlLogitsProcessor], dtype="float32",
                     max_model_len=1024, enforce_eager=True, max_num_seqs=64, seed=0,
                     kv_cache_memory_bytes=256 << 20, gpu_memory_utilization=0.3)
