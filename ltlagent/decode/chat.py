@@ -1336,17 +1336,19 @@ class TurnIndex:
         levels = trie.levels
         if not levels:
             return np.full(self.vocab.size, dead, dtype=np.int32)
+        walk = compiled_walk() if COMPILED_WALK else None
         if usual != dead:
             kids: np.ndarray | list[int] = np.arange(levels[0].byte.size)
-            cur: np.ndarray | list[int] = row[levels[0].byte]
-        else:  # the root's children by the live bytes
+            cur: np.ndarray | list[int] = row[levels[0].byte] if walk is None else []
+        else:  # the root's children by the live bytes (and their states, for the Python walk)
             root = trie.root
             kids, cur = [], []
             for b in live.tolist():
                 i = root.item(b)
                 if i >= 0:
                     kids.append(i)
-                    cur.append(row.item(b))
+                    if walk is None:
+                        cur.append(row.item(b))
         parts: list[_Chain] = []  # subtrees that open a string, settled along its chain
         skip = -1  # such a subtree's node at level 1
         if usual == dead and CONTENT_CHAINS:
@@ -1358,7 +1360,8 @@ class TurnIndex:
                     chain = self._chain(q, both[0])
                     if chain is not None:
                         parts.append(chain)
-                        cur = [t for i, t in zip(kids, cur) if i != both[1]]
+                        if walk is None:
+                            cur = [t for i, t in zip(kids, cur) if i != both[1]]
                         kids = [i for i in kids if i != both[1]]
                         skip = both[2]
                         quoted = ()
@@ -1377,7 +1380,8 @@ class TurnIndex:
                 if level:
                     skip = node
                 else:
-                    cur = [t for i, t in zip(kids, cur) if i != node]
+                    if walk is None:
+                        cur = [t for i, t in zip(kids, cur) if i != node]
                     kids = [i for i in kids if i != node]
             for first, ct in self.tokens.numbers:  # a number's digits, or a date's
                 q = trans.item(s, first[0])
@@ -1389,12 +1393,13 @@ class TurnIndex:
                 if chain is None:
                     continue
                 parts.append(chain)
-                cur = [t for i, t in zip(kids, cur) if self.tokens.level_bytes[0][i] not in first]
-                kids = [i for i in kids if self.tokens.level_bytes[0][i] not in first]
+                level0 = self.tokens.level_bytes[0]
+                if walk is None:
+                    cur = [t for i, t in zip(kids, cur) if level0[i] not in first]
+                kids = [i for i in kids if level0[i] not in first]
                 break
             self.opened += len(parts)
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
-        walk = compiled_walk() if COMPILED_WALK else None
         if walk is not None:  # the same walk, compiled (:mod:`ltlagent.decode.triewalk`)
             joined = bool(parts) or part is not None
             got = self._compiled(walk, s, kids, usual, wrap, skip, joined)
