@@ -558,6 +558,7 @@ _UTF8_STEPS = _Utf8Steps.of(_UTF8_SEQUENCES)
 _UTF8_SPANS: tuple[tuple[tuple[tuple[int, int], ...], tuple[range, ...]], ...] = tuple(
     (tuple((a, b + 1) for a, b in _runs(leads)), rest) for leads, rest in _UTF8_SEQUENCES)
 
+
 def _utf8_arrays() -> tuple[np.ndarray, ...]:
     """:data:`_UTF8_SPANS` as the compiled chain check reads it
     (:func:`~ltlagent.decode.triewalk.compiled_chain`): the lead bytes' runs (first, end) and the
@@ -1113,11 +1114,9 @@ class TurnIndex:
         first byte (:func:`~ltlagent.decode.triewalk.compiled_run`)."""
         trans, dead = self.lang.trans, self._dead
         n = int(np.searchsorted(ct.row_chars, most, side="right"))
-        run = compiled_run() if COMPILED_WALK else None
-        if run is not None:
+        if COMPILED_WALK and compiled_run() is not None:
             out = np.empty(n, dtype=np.int32)
-            run(trans, int(dead), self.tokens.flat, np.arange(n, dtype=np.int64), ext[ct.row_chars[:n]],
-                ct.row_at[:n], ct.row_end[:n], out)
+            self._run(np.arange(n, dtype=np.int64), ext[ct.row_chars[:n]], ct.row_at[:n], ct.row_end[:n], out)
             return out
         out = np.full(n, dead, dtype=np.int32)
         p = int(np.searchsorted(ct.pair_chars, most, side="right"))
@@ -1336,19 +1335,15 @@ class TurnIndex:
         levels = trie.levels
         if not levels:
             return np.full(self.vocab.size, dead, dtype=np.int32)
-        walk = compiled_walk() if COMPILED_WALK else None
         if usual != dead:
             kids: np.ndarray | list[int] = np.arange(levels[0].byte.size)
-            cur: np.ndarray | list[int] = row[levels[0].byte] if walk is None else []
-        else:  # the root's children by the live bytes (and their states, for the Python walk)
+        else:  # the root's children by the live bytes
             root = trie.root
-            kids, cur = [], []
+            kids = []
             for b in live.tolist():
                 i = root.item(b)
                 if i >= 0:
                     kids.append(i)
-                    if walk is None:
-                        cur.append(row.item(b))
         parts: list[_Chain] = []  # subtrees that open a string, settled along its chain
         skip = -1  # such a subtree's node at level 1
         if usual == dead and CONTENT_CHAINS:
@@ -1360,8 +1355,6 @@ class TurnIndex:
                     chain = self._chain(q, both[0])
                     if chain is not None:
                         parts.append(chain)
-                        if walk is None:
-                            cur = [t for i, t in zip(kids, cur) if i != both[1]]
                         kids = [i for i in kids if i != both[1]]
                         skip = both[2]
                         quoted = ()
@@ -1380,8 +1373,6 @@ class TurnIndex:
                 if level:
                     skip = node
                 else:
-                    if walk is None:
-                        cur = [t for i, t in zip(kids, cur) if i != node]
                     kids = [i for i in kids if i != node]
             for first, ct in self.tokens.numbers:  # a number's digits, or a date's
                 q = trans.item(s, first[0])
@@ -1393,13 +1384,11 @@ class TurnIndex:
                 if chain is None:
                     continue
                 parts.append(chain)
-                level0 = self.tokens.level_bytes[0]
-                if walk is None:
-                    cur = [t for i, t in zip(kids, cur) if level0[i] not in first]
-                kids = [i for i in kids if level0[i] not in first]
+                kids = [i for i in kids if self.tokens.level_bytes[0][i] not in first]
                 break
             self.opened += len(parts)
         wrap = usual if usual != dead and self.utf8_closed(usual) else -1
+        walk = compiled_walk() if COMPILED_WALK else None
         if walk is not None:  # the same walk, compiled (:mod:`ltlagent.decode.triewalk`)
             joined = bool(parts) or part is not None
             got = self._compiled(walk, s, kids, usual, wrap, skip, joined)
@@ -1411,6 +1400,7 @@ class TurnIndex:
             ends = np.full(self.vocab.size, usual, dtype=np.int32)
             ends[self.tokens.silent] = dead
         out = _Writes()
+        cur = row[levels[0].byte[np.asarray(kids, dtype=np.int64)]]  # the state after each kid's byte
         self._levels(0, kids, cur, {}, usual, wrap, skip, out)
         if usual == dead and not out.arrays_:  # a few spans: kept as spans, arrays when asked
             few: _Few | _Spans = _Spans(trie.order, out.lo, out.hi, out.to, self._order_view)

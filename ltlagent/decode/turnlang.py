@@ -86,7 +86,6 @@ class TurnRule:
     end: bool = True
 
 
-
 #: A language's per-state passes by one compiled loop where numba is installed
 #: (:func:`~ltlagent.decode.triewalk.compiled_passes`); off (or without numba): numpy's passes.
 COMPILED_PASSES = True
@@ -180,10 +179,10 @@ class TurnLanguage:
         t = self.trans
         if passes is None or t.dtype != np.int32 or not t.flags.c_contiguous:  # (its one signature)
             return None
-        n = self.trans.shape[0]
+        n = t.shape[0]
         out = (np.empty((n, 4), dtype=np.uint64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
                np.empty(n, dtype=np.int64))
-        passes(self.trans, self.dead, *out)
+        passes(t, self.dead, *out)
         return out
 
     @functools.cached_property
